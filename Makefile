@@ -1,0 +1,37 @@
+# torch_neuron's entry points. `make run` and `make test` work on a fresh machine:
+# both run scripts/setup.sh first (system packages, .venv, build), which is quick
+# when nothing changed.
+PY := .venv/bin/python
+.DEFAULT_GOAL := run
+
+.PHONY: setup run test test-all test-cpp test-python wheel wheel-check clean
+
+setup:
+	@bash scripts/setup.sh
+
+# The main job: a demo training loop on the neuron device.
+run: setup
+	@$(PY) -m torch_neuron.demo
+
+# Every test (C++ through ctest, Python through pytest), one summary line at the end.
+test: setup
+	@bash scripts/run_tests.sh
+
+# Also the slow checks (wheel build and install into a fresh venv).
+test-all: setup
+	@TORCH_NEURON_TEST_ALL=1 bash scripts/run_tests.sh
+
+test-cpp: setup
+	@cd build && ctest --output-on-failure
+
+test-python: setup
+	@$(PY) -m pytest tests/python -q
+
+wheel: setup
+	@$(PY) -m pip wheel --no-build-isolation --no-deps -w dist .
+
+wheel-check: setup
+	@$(PY) -m pytest tests/python -q -m slow
+
+clean:
+	rm -rf build dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info

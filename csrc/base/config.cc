@@ -1,0 +1,124 @@
+#include "base/config.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace torch_neuron {
+namespace {
+
+absl::Status Invalid(const std::string& name, const std::string& value,
+                     const std::string& expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, "='", value, "' is not valid: expected ", expected, "."));
+}
+
+absl::StatusOr<int64_t> ParseInt(const std::string& name, const std::string& value,
+                                 int64_t lo, int64_t hi) {
+  int64_t parsed = 0;
+  std::string expected = absl::StrCat("an integer from ", lo, " to ", hi);
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(value), &parsed)) {
+    return Invalid(name, value, expected);
+  }
+  if (parsed < lo || parsed > hi) return Invalid(name, value, expected);
+  return parsed;
+}
+
+absl::StatusOr<bool> ParseBool(const std::string& name, const std::string& value) {
+  std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
+  return Invalid(name, value, "one of 0, 1, true, false, on, off");
+}
+
+Config& MutableGlobal() {
+  static Config config;
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ConfigFromEnvironment(
+    const std::function<std::string(const std::string&)>& lookup) {
+  Config c;
+  if (std::string v = lookup("TORCH_NEURON_MODE"); !v.empty()) {
+    std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
+    if (m == "lazy") {
+      c.mode = ExecutionMode::kLazy;
+    } else if (m == "eager") {
+      c.mode = ExecutionMode::kEager;
+    } else {
+      return Invalid("TORCH_NEURON_MODE", v, "'lazy' or 'eager'");
+    }
+  }
+  if (std::string v = lookup("TORCH_NEURON_NUM_DEVICES"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(int64_t n, ParseInt("TORCH_NEURON_NUM_DEVICES", v, 1, kMaxDevices));
+    c.num_devices = static_cast<int>(n);
+  }
+  if (std::string v = lookup("TORCH_NEURON_MEMORY_LIMIT_MB"); !v.empty()) {
+    // 0 means unlimited; the upper bound (1 PiB) only guards against overflow.
+    TN_ASSIGN_OR_RETURN(int64_t mb,
+                        ParseInt("TORCH_NEURON_MEMORY_LIMIT_MB", v, 0, int64_t{1} << 30));
+    c.memory_limit_bytes = mb << 20;
+  }
+  if (std::string v = lookup("TORCH_NEURON_FALLBACK"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.allow_cpu_fallback, ParseBool("TORCH_NEURON_FALLBACK", v));
+  }
+  if (std::string v = lookup("TORCH_NEURON_CACHE_DIR"); !v.empty()) c.cache_dir = v;
+  if (std::string v = lookup("TORCH_NEURON_CACHE_MAX_MB"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.cache_max_mb,
+                        ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
+  }
+  if (std::string v = lookup("TORCH_NEURON_CACHE"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.cache_enabled, ParseBool("TORCH_NEURON_CACHE", v));
+  }
+  if (std::string v = lookup("TORCH_NEURON_COMPILE_SERVICE"); !v.empty()) {
+    c.compile_service = v;
+  }
+  if (std::string v = lookup("TORCH_NEURON_IR_DEBUG"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.ir_debug, ParseBool("TORCH_NEURON_IR_DEBUG", v));
+  }
+  if (std::string v = lookup("TORCH_NEURON_DEBUG"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.debug, ParseBool("TORCH_NEURON_DEBUG", v));
+  }
+  if (std::string v = lookup("TORCH_NEURON_DEBUG_DIR"); !v.empty()) c.debug_dir = v;
+  if (std::string v = lookup("TORCH_NEURON_SHAPE_REGISTRY"); !v.empty()) {
+    c.shape_registry = v;
+  }
+  return c;
+}
+
+absl::StatusOr<Config> ConfigFromMap(const std::map<std::string, std::string>& env) {
+  return ConfigFromEnvironment([&env](const std::string& name) {
+    auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  });
+}
+
+absl::Status InitGlobalConfig() {
+  TN_ASSIGN_OR_RETURN(Config c, ConfigFromEnvironment([](const std::string& name) {
+                        const char* v = std::getenv(name.c_str());
+                        return v == nullptr ? std::string() : std::string(v);
+                      }));
+  MutableGlobal() = std::move(c);
+  return absl::OkStatus();
+}
+
+const Config& GlobalConfig() { return MutableGlobal(); }
+
+ScopedConfigOverride::ScopedConfigOverride(Config config) : saved_(MutableGlobal()) {
+  MutableGlobal() = std::move(config);
+}
+
+ScopedConfigOverride::~ScopedConfigOverride() { MutableGlobal() = std::move(saved_); }
+
+const char* ExecutionModeName(ExecutionMode mode) {
+  return mode == ExecutionMode::kLazy ? "lazy" : "eager";
+}
+
+}  // namespace torch_neuron

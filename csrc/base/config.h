@@ -1,0 +1,69 @@
+// The configuration object: every TORCH_NEURON_* environment variable is read
+// once, validated, and stored here. Code takes the settings it needs from the
+// object; tests change them with ScopedConfigOverride.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace torch_neuron {
+
+enum class ExecutionMode { kLazy, kEager };
+
+struct Config {
+  ExecutionMode mode = ExecutionMode::kLazy;
+  // Number of emulated devices (TORCH_NEURON_NUM_DEVICES).
+  int num_devices = 1;
+  // Per-device memory limit in bytes, 0 = no limit (TORCH_NEURON_MEMORY_LIMIT_MB).
+  int64_t memory_limit_bytes = 0;
+  // Whether ops without a device lowering may run on the CPU (TORCH_NEURON_FALLBACK).
+  bool allow_cpu_fallback = true;
+  std::string cache_dir;         // TORCH_NEURON_CACHE_DIR
+  int64_t cache_max_mb = 10240;  // TORCH_NEURON_CACHE_MAX_MB
+  bool cache_enabled = true;     // TORCH_NEURON_CACHE
+  std::string compile_service = "auto";  // TORCH_NEURON_COMPILE_SERVICE
+  bool ir_debug = false;         // TORCH_NEURON_IR_DEBUG
+  bool debug = false;            // TORCH_NEURON_DEBUG
+  std::string debug_dir;         // TORCH_NEURON_DEBUG_DIR
+  std::string shape_registry;    // TORCH_NEURON_SHAPE_REGISTRY
+};
+
+// Largest number of emulated devices; c10 device indices are int8.
+inline constexpr int kMaxDevices = 64;
+
+// Builds a Config from `lookup` (a getenv-like function returning "" when unset).
+// A malformed value is InvalidArgument naming the variable, the value and what is
+// accepted.
+absl::StatusOr<Config> ConfigFromEnvironment(
+    const std::function<std::string(const std::string&)>& lookup);
+
+// Same, from a fixed map (tests).
+absl::StatusOr<Config> ConfigFromMap(const std::map<std::string, std::string>& env);
+
+// The process-wide config. The first call reads the real environment; an invalid
+// environment makes InitGlobalConfig fail and GlobalConfig() fall back to defaults
+// only after the error was reported to the caller of InitGlobalConfig.
+absl::Status InitGlobalConfig();
+const Config& GlobalConfig();
+
+// Replaces the global config for its lifetime (tests, and torch_neuron.config's
+// Python context manager). Not thread-safe against concurrent readers that cache
+// references; intended for single-threaded test setup.
+class ScopedConfigOverride {
+ public:
+  explicit ScopedConfigOverride(Config config);
+  ~ScopedConfigOverride();
+  ScopedConfigOverride(const ScopedConfigOverride&) = delete;
+  ScopedConfigOverride& operator=(const ScopedConfigOverride&) = delete;
+
+ private:
+  Config saved_;
+};
+
+const char* ExecutionModeName(ExecutionMode mode);
+
+}  // namespace torch_neuron

@@ -1,0 +1,61 @@
+// Bindings of the configuration object (base/config.h).
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "base/config.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace torch_neuron::python {
+namespace {
+
+py::dict ConfigToDict(const Config& c) {
+  py::dict d;
+  d["mode"] = ExecutionModeName(c.mode);
+  d["num_devices"] = c.num_devices;
+  d["memory_limit_bytes"] = c.memory_limit_bytes;
+  d["allow_cpu_fallback"] = c.allow_cpu_fallback;
+  d["cache_dir"] = c.cache_dir;
+  d["cache_max_mb"] = c.cache_max_mb;
+  d["cache_enabled"] = c.cache_enabled;
+  d["compile_service"] = c.compile_service;
+  d["ir_debug"] = c.ir_debug;
+  d["debug"] = c.debug;
+  d["debug_dir"] = c.debug_dir;
+  d["shape_registry"] = c.shape_registry;
+  return d;
+}
+
+}  // namespace
+
+void BindConfig(py::module_& m) {
+  // Reads the environment once; a malformed TORCH_NEURON_* value raises ValueError.
+  m.def("_init", [] { RaiseIfError(InitGlobalConfig()); });
+  m.def("_config", [] { return ConfigToDict(GlobalConfig()); });
+  // Validates an environment mapping without installing it (tests, CLIs).
+  m.def("_parse_config", [](const std::map<std::string, std::string>& env) {
+    absl::StatusOr<Config> c = ConfigFromMap(env);
+    RaiseIfError(c.status());
+    return ConfigToDict(*c);
+  });
+  // A scoped override: settings named like their environment variables replace
+  // the process's for the lifetime of the object (torch_neuron.config.override).
+  // Settings that were consumed at start-up (device count, memory limit) keep
+  // their values; see torch_neuron/config.py.
+  py::class_<ScopedConfigOverride>(m, "_ConfigOverride")
+      .def(py::init([](const std::map<std::string, std::string>& overrides) {
+        absl::StatusOr<Config> c = ConfigFromEnvironment([&](const std::string& name) {
+          auto it = overrides.find(name);
+          if (it != overrides.end()) return it->second;
+          const char* v = std::getenv(name.c_str());
+          return v == nullptr ? std::string() : std::string(v);
+        });
+        RaiseIfError(c.status());
+        return std::make_unique<ScopedConfigOverride>(*std::move(c));
+      }));
+}
+
+}  // namespace torch_neuron::python

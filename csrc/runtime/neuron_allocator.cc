@@ -1,0 +1,41 @@
+#include "runtime/neuron_allocator.h"
+
+#include <cstring>
+
+#include "runtime/device_registry.h"
+#include "runtime/torch_status.h"
+
+namespace torch_neuron::runtime {
+
+c10::DataPtr NeuronAllocator::allocate(size_t nbytes) {
+  DeviceRegistry& registry = DeviceRegistry::Global();
+  const int index = registry.current_device();
+  const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+  if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &Delete, device);
+  void* ptr = ValueOrThrow(registry.arena(index).Allocate(nbytes));
+  return c10::DataPtr(ptr, ptr, &Delete, device);
+}
+
+void NeuronAllocator::Delete(void* ptr) {
+  if (ptr == nullptr) return;
+  DeviceArena* arena = DeviceRegistry::Global().FindOwner(ptr);
+  // A pointer no arena knows is a programmer error (double free or foreign memory).
+  TORCH_INTERNAL_ASSERT(arena != nullptr, "neuron allocator: freeing unknown block ", ptr);
+  arena->Free(ptr);
+}
+
+void NeuronAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  // Device memory is host memory in this emulation, so a device-to-device copy of
+  // raw bytes (storage resize, clone of a storage) is a memcpy.
+  std::memcpy(dest, src, count);
+}
+
+NeuronAllocator* GetNeuronAllocator() {
+  static NeuronAllocator allocator;
+  return &allocator;
+}
+
+// The allocator behind every PrivateUse1 storage.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, GetNeuronAllocator());
+
+}  // namespace torch_neuron::runtime

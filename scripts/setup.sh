@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Sets up everything torch_neuron needs on a fresh Debian machine, and builds it.
+# Idempotent and quick when nothing changed:
+#   1. Debian packages (compiler, CMake, Ninja, ccache, Abseil, protobuf, xxHash,
+#      GoogleTest), installed with apt-get only when one is missing;
+#   2. .venv with torch==2.13.0 and the test tools (requirements-dev.txt),
+#      reinstalled only when that file changes;
+#   3. the C++ build in build/ (an editable install the first time, then an
+#      incremental `cmake --build`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+STAMPS=$ROOT/.stamps
+mkdir -p "$STAMPS"
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# --- 1. system packages ------------------------------------------------------------
+PACKAGES=(g++ cmake ninja-build ccache python3-venv libabsl-dev libprotobuf-dev
+          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- 2. virtual environment ----------------------------------------------------------
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+req_hash=$(sha256sum requirements-dev.txt | cut -c1-16)
+if [ ! -f "$STAMPS/requirements-$req_hash" ]; then
+  say "installing requirements-dev.txt into .venv (torch==2.13.0, test tools)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  rm -f "$STAMPS"/requirements-*
+  touch "$STAMPS/requirements-$req_hash"
+fi
+
+# --- 3. build ------------------------------------------------------------------------
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+if [ ! -f build/build.ninja ] || [ ! -f "$STAMPS/editable-install" ] ||
+   ! "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch_neuron') is None)" 2>/dev/null; then
+  say "building torch_neuron (first build: a few minutes on 2 cores)"
+  TORCH_NEURON_BUILD_DIR=$ROOT/build TORCH_NEURON_BUILD_TESTS=1 \
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+  touch "$STAMPS/editable-install"
+else
+  cmake --build build -j "$(nproc)" | grep -v '^ninja: no work to do' || true
+fi
+say "ready: $VENV/bin/python -c 'import torch_neuron' works"

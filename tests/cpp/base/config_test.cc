@@ -1,0 +1,61 @@
+#include "base/config.h"
+
+#include <gtest/gtest.h>
+
+namespace torch_neuron {
+namespace {
+
+TEST(ConfigTest, DefaultsWhenNothingIsSet) {
+  absl::StatusOr<Config> c = ConfigFromMap({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->mode, ExecutionMode::kLazy);
+  EXPECT_EQ(c->num_devices, 1);
+  EXPECT_EQ(c->memory_limit_bytes, 0);
+  EXPECT_TRUE(c->allow_cpu_fallback);
+}
+
+TEST(ConfigTest, ParsesEveryKnownVariable) {
+  absl::StatusOr<Config> c = ConfigFromMap({{"TORCH_NEURON_MODE", "Eager"},
+                                            {"TORCH_NEURON_NUM_DEVICES", " 4 "},
+                                            {"TORCH_NEURON_MEMORY_LIMIT_MB", "64"},
+                                            {"TORCH_NEURON_FALLBACK", "off"},
+                                            {"TORCH_NEURON_CACHE", "0"},
+                                            {"TORCH_NEURON_CACHE_DIR", "/tmp/x"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->mode, ExecutionMode::kEager);
+  EXPECT_EQ(c->num_devices, 4);
+  EXPECT_EQ(c->memory_limit_bytes, 64 << 20);
+  EXPECT_FALSE(c->allow_cpu_fallback);
+  EXPECT_FALSE(c->cache_enabled);
+  EXPECT_EQ(c->cache_dir, "/tmp/x");
+}
+
+TEST(ConfigTest, MalformedValueNamesVariableAndValue) {
+  absl::StatusOr<Config> c = ConfigFromMap({{"TORCH_NEURON_NUM_DEVICES", "two"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(),
+            "TORCH_NEURON_NUM_DEVICES='two' is not valid: expected an integer from 1 to 64.");
+}
+
+TEST(ConfigTest, OutOfRangeAndUnknownWordsAreRejected) {
+  EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_NUM_DEVICES", "0"}}).ok());
+  EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_NUM_DEVICES", "65"}}).ok());
+  EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_MEMORY_LIMIT_MB", "-1"}}).ok());
+  EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_MODE", "fast"}}).ok());
+  EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_FALLBACK", "maybe"}}).ok());
+}
+
+TEST(ConfigTest, ScopedOverrideRestoresPreviousConfig) {
+  const int before = GlobalConfig().num_devices;
+  {
+    Config c;
+    c.num_devices = 7;
+    ScopedConfigOverride guard(c);
+    EXPECT_EQ(GlobalConfig().num_devices, 7);
+  }
+  EXPECT_EQ(GlobalConfig().num_devices, before);
+}
+
+}  // namespace
+}  // namespace torch_neuron

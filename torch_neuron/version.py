@@ -1,0 +1,2 @@
+__version__ = "0.1.0"
+TORCH_VERSION = "2.13.0"
