@@ -5,8 +5,7 @@
 #      GoogleTest), installed with apt-get only when one is missing;
 #   2. .venv with torch==2.13.0 and the test tools (requirements-dev.txt),
 #      reinstalled only when that file changes;
-#   3. the C++ build in build/ (an editable install the first time, then an
-#      incremental `cmake --build`).
+#   3. the C++ build in build/ (incremental), importable from .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -46,14 +45,18 @@ if [ ! -f "$STAMPS/requirements-$req_hash" ]; then
 fi
 
 # --- 3. build ------------------------------------------------------------------------
+# A development build: CMake writes _C and lib/libtorch_neuron.so straight into
+# torch_neuron/, and a .pth file puts this checkout on the venv's import path
+# (what an editable install amounts to, without copying through a temp dir).
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-if [ ! -f build/build.ninja ] || [ ! -f "$STAMPS/editable-install" ] ||
-   ! "$VENV/bin/python" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('torch_neuron') is None)" 2>/dev/null; then
-  say "building torch_neuron (first build: a few minutes on 2 cores)"
-  TORCH_NEURON_BUILD_DIR=$ROOT/build TORCH_NEURON_BUILD_TESTS=1 \
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
-  touch "$STAMPS/editable-install"
-else
-  cmake --build build -j "$(nproc)" | grep -v '^ninja: no work to do' || true
+if [ ! -f build/build.ninja ]; then
+  say "configuring the C++ build in build/"
+  cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$VENV/bin/python" \
+        -DTN_OUTPUT_DIR="$ROOT/torch_neuron" -DTN_BUILD_TESTS=ON >/dev/null
+  say "building torch_neuron (first build: about two minutes on 2 cores)"
 fi
+cmake --build build -j "$(nproc)" | grep -v '^ninja: no work to do' || true
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$ROOT" > "$site/torch_neuron-dev.pth"
+"$VENV/bin/python" -c 'import torch_neuron' || { say "the build does not import"; exit 1; }
 say "ready: $VENV/bin/python -c 'import torch_neuron' works"
