@@ -1,0 +1,37 @@
+"""Runs Python code in a fresh interpreter, for settings read once at import
+(TORCH_NEURON_* environment variables)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Optional
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def child_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment of a child interpreter: the repo importable, no inherited
+    TORCH_NEURON_* settings, then ``overrides``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURON_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env.update(overrides or {})
+    return env
+
+
+def start_python(code: str, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+    """Starts ``python -c code`` in a fresh interpreter (for import-time settings)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=child_env(env),
+        cwd=str(REPO_ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_python(code: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    proc = start_python(code, env)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

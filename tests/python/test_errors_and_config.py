@@ -1,0 +1,384 @@
+"""Errors a user can act on (unsupported dtypes, bad device indices, malformed
+TORCH_NEURON_* settings), the config object and its scoped override, and the
+metrics snapshot file."""
+
+import json
+
+import pytest
+import torch
+
+import torch_neuron
+from child_process import start_python
+
+# ------------------------------------------------------------ unsupported dtypes
+
+UNSUPPORTED = [torch.complex64, torch.complex128, torch.float8_e4m3fn, torch.float8_e5m2]
+QUANTIZED_IS_NOT_A_TYPE_ERROR = pytest.mark.xfail(
+    reason="quantized dtypes are not rejected by the dtype check: creating one raises "
+    "NotImplementedError \"Could not run 'aten::empty.memory_format' with arguments from the "
+    "'Quantizedneuron' backend\" (and .to() 'aten::empty_quantized'), which names no dtype",
+    raises=NotImplementedError,
+    strict=True,
+)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The name the error uses: c10's (ComplexFloat, Float8_e4m3fn, QInt8)."""
+    return {
+        torch.complex64: "ComplexFloat",
+        torch.complex128: "ComplexDouble",
+        torch.float8_e4m3fn: "Float8_e4m3fn",
+        torch.float8_e5m2: "Float8_e5m2",
+        torch.qint8: "QInt8",
+    }[dtype]
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    UNSUPPORTED + [pytest.param(torch.qint8, marks=QUANTIZED_IS_NOT_A_TYPE_ERROR)],
+    ids=str,
+)
+def test_factory_of_unsupported_dtype_raises_type_error_naming_it(dtype):
+    message = f"neuron devices do not support dtype {dtype_name(dtype)};"
+    with pytest.raises(TypeError, match=message):
+        torch.zeros(2, dtype=dtype, device="neuron")
+
+
+@pytest.mark.parametrize(
+    "make_cpu",
+    [
+        pytest.param(lambda: torch.ones(2, dtype=torch.complex64), id="complex64"),
+        pytest.param(lambda: torch.ones(2).to(torch.float8_e5m2), id="float8_e5m2"),
+        pytest.param(
+            lambda: torch._make_per_tensor_quantized_tensor(
+                torch.ones(2, dtype=torch.int8), 0.1, 0
+            ),
+            id="qint8",
+            marks=QUANTIZED_IS_NOT_A_TYPE_ERROR,
+        ),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+def test_moving_an_unsupported_dtype_to_neuron_raises_type_error_naming_it(make_cpu):
+    cpu = make_cpu()
+    with pytest.raises(TypeError, match=f"do not support dtype {dtype_name(cpu.dtype)};"):
+        cpu.to("neuron")
+
+
+def test_converting_a_neuron_tensor_to_an_unsupported_dtype_raises_type_error():
+    with pytest.raises(TypeError, match="do not support dtype ComplexFloat"):
+        torch.ones(2, device="neuron").to(torch.complex64)
+
+
+def test_pinned_neuron_tensor_is_rejected():
+    with pytest.raises(RuntimeError, match="only CPU tensors can be pinned"):
+        torch.empty(3, device="neuron", pin_memory=True)
+
+
+# ------------------------------------------------------------ device indices
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda: torch.zeros(1, device="neuron:5"),
+        lambda: torch.ones(1).to("neuron:5"),
+        lambda: torch.neuron.set_device(9),
+        lambda: torch.neuron.device(9),
+        lambda: torch.neuron.synchronize(5),
+        lambda: torch.neuron.memory_stats(7),
+        lambda: torch.neuron.get_rng_state(5),
+        lambda: torch.neuron.set_memory_limit(0, device=-1),
+    ],
+    ids=["zeros", "to", "set_device", "device_context", "synchronize", "memory_stats",
+         "get_rng_state", "negative_index"],
+)
+def test_device_index_out_of_range_is_an_error_saying_so(action):
+    count = torch.neuron.device_count()
+    with pytest.raises(ValueError, match="out of range") as info:
+        action()
+    assert f"this process has {count} neuron device" in str(info.value)
+    assert torch.neuron.current_device() == 0
+
+
+def test_set_device_rejects_a_non_neuron_device():
+    with pytest.raises(ValueError, match="expected a neuron device, got 'cpu'"):
+        torch.neuron.set_device("cpu")
+
+
+def test_set_rng_state_rejects_a_malformed_state():
+    with pytest.raises(ValueError, match="must have 16 bytes, got 8"):
+        torch.neuron.set_rng_state(torch.zeros(8, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="must be a torch.ByteTensor"):
+        torch.neuron.set_rng_state(torch.zeros(16))
+
+
+# ------------------------------------------------- settings from the environment
+
+READ_BACK = """
+import json, sys
+try:
+    import torch, torch_neuron
+except ValueError as e:
+    print(json.dumps({"ValueError": str(e)}))
+    sys.exit(0)
+result = {
+    "config": torch_neuron.config.current(),
+    "device_count": torch.neuron.device_count(),
+    "memory_limits": [torch.neuron.get_memory_limit(i) for i in range(torch.neuron.device_count())],
+}
+try:
+    torch.ones(2).neuron().exp()
+    result["op"] = "ran"
+except NotImplementedError as e:
+    result["op"] = str(e)
+print(json.dumps(result))
+"""
+
+# The registry of devices must be built from the start-up settings even when its
+# first use happens inside a config.override.
+FIRST_USE_UNDER_OVERRIDE = """
+import json, torch, torch_neuron
+with torch_neuron.config.override(TORCH_NEURON_NUM_DEVICES="4", TORCH_NEURON_MEMORY_LIMIT_MB="1"):
+    inside = [torch.neuron.device_count(), torch.neuron.get_memory_limit()]
+outside = [torch.neuron.device_count(), torch.neuron.get_memory_limit()]
+print(json.dumps({"inside": inside, "outside": outside}))
+"""
+
+MALFORMED = {
+    ("TORCH_NEURON_NUM_DEVICES", "two"): "expected an integer from 1 to 64.",
+    ("TORCH_NEURON_NUM_DEVICES", "0"): "expected an integer from 1 to 64.",
+    ("TORCH_NEURON_NUM_DEVICES", "65"): "expected an integer from 1 to 64.",
+    ("TORCH_NEURON_MEMORY_LIMIT_MB", "-1"): "expected an integer from 0 to 1073741824.",
+    ("TORCH_NEURON_MEMORY_LIMIT_MB", "1.5"): "expected an integer from 0 to 1073741824.",
+    ("TORCH_NEURON_FALLBACK", "maybe"): "expected one of 0, 1, true, false, on, off.",
+    ("TORCH_NEURON_FALLBACK", "2"): "expected one of 0, 1, true, false, on, off.",
+    ("TORCH_NEURON_MODE", "fast"): "expected 'lazy' or 'eager'.",
+}
+
+VALID = {
+    "TORCH_NEURON_NUM_DEVICES": " 3 ",
+    "TORCH_NEURON_MEMORY_LIMIT_MB": "2",
+    "TORCH_NEURON_FALLBACK": "off",
+    "TORCH_NEURON_MODE": "EAGER",
+}
+
+
+@pytest.fixture(scope="module")
+def children():
+    """Every child interpreter of this module, started at once and then awaited
+    (each one imports torch, which takes a second or so)."""
+    procs = {("read_back", name, value): start_python(READ_BACK, {name: value})
+             for name, value in MALFORMED}
+    procs["valid"] = start_python(READ_BACK, VALID)
+    procs["defaults"] = start_python(READ_BACK, {})
+    procs["first_use_under_override"] = start_python(FIRST_USE_UNDER_OVERRIDE, {})
+    results = {}
+    for key, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"{key}: {err}"
+        results[key] = json.loads(out)
+    return results
+
+
+@pytest.mark.parametrize("name, value", MALFORMED.keys(), ids=[f"{n}={v}" for n, v in MALFORMED])
+def test_malformed_environment_value_makes_import_raise_value_error(children, name, value):
+    expected = f"{name}='{value}' is not valid: {MALFORMED[(name, value)]}"
+    assert children[("read_back", name, value)] == {"ValueError": expected}
+
+
+def test_valid_environment_values_are_applied(children):
+    result = children["valid"]
+    assert result["device_count"] == 3
+    assert result["memory_limits"] == [2 << 20] * 3
+    config = result["config"]
+    assert (config["num_devices"], config["memory_limit_bytes"]) == (3, 2 << 20)
+    assert (config["allow_cpu_fallback"], config["mode"]) == (False, "eager")
+    assert result["op"] == (
+        "operator aten::exp.out has no neuron lowering and the CPU fallback is off "
+        "(TORCH_NEURON_FALLBACK=0)"
+    )
+
+
+def test_defaults_without_environment(children):
+    result = children["defaults"]
+    assert result["device_count"] == 1
+    assert result["memory_limits"] == [0]
+    config = result["config"]
+    assert config["mode"] == "lazy" and config["allow_cpu_fallback"] is True
+    assert config["num_devices"] == 1 and config["memory_limit_bytes"] == 0
+    assert result["op"] == "ran"
+
+
+@pytest.mark.xfail(
+    reason="the device registry is built lazily from the config in force at first use: "
+    "first used inside override(TORCH_NEURON_NUM_DEVICES='4', ..MEMORY_LIMIT_MB='1') the "
+    "process keeps 4 devices and a 1 MiB limit for good, while config says 1 device",
+    raises=AssertionError,
+    strict=True,
+)
+def test_start_up_settings_keep_their_effect_under_an_override(children):
+    assert children["first_use_under_override"] == {"inside": [1, 0], "outside": [1, 0]}
+
+
+# -------------------------------------------------------------- config.parse
+
+def test_parse_converts_every_known_setting():
+    parsed = torch_neuron.config.parse(
+        {
+            "TORCH_NEURON_NUM_DEVICES": "4",
+            "TORCH_NEURON_MEMORY_LIMIT_MB": "3",
+            "TORCH_NEURON_FALLBACK": "false",
+            "TORCH_NEURON_MODE": "eager",
+            "TORCH_NEURON_CACHE_DIR": "/tmp/neff",
+            "TORCH_NEURON_CACHE_MAX_MB": "64",
+            "TORCH_NEURON_CACHE": "no",
+            "TORCH_NEURON_IR_DEBUG": "on",
+        }
+    )
+    assert parsed == {
+        "mode": "eager",
+        "num_devices": 4,
+        "memory_limit_bytes": 3 << 20,
+        "allow_cpu_fallback": False,
+        "cache_dir": "/tmp/neff",
+        "cache_max_mb": 64,
+        "cache_enabled": False,
+        "compile_service": "auto",
+        "ir_debug": True,
+        "debug": False,
+        "debug_dir": "",
+        "shape_registry": "",
+    }
+
+
+def test_parse_of_an_empty_mapping_gives_the_defaults():
+    parsed = torch_neuron.config.parse({})
+    assert (parsed["mode"], parsed["num_devices"], parsed["memory_limit_bytes"]) == ("lazy", 1, 0)
+    assert parsed["allow_cpu_fallback"] is True
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"TORCH_NEURON_NUM_DEVICES": "two"},
+         "TORCH_NEURON_NUM_DEVICES='two' is not valid: expected an integer from 1 to 64."),
+        ({"TORCH_NEURON_CACHE_MAX_MB": "0"},
+         "TORCH_NEURON_CACHE_MAX_MB='0' is not valid: expected an integer from 1 to 1073741824."),
+        ({"TORCH_NEURON_DEBUG": "sometimes"},
+         "TORCH_NEURON_DEBUG='sometimes' is not valid: "
+         "expected one of 0, 1, true, false, on, off."),
+    ],
+    ids=["num_devices", "cache_max_mb", "debug"],
+)
+def test_parse_rejects_a_malformed_value_naming_it(env, message):
+    with pytest.raises(ValueError) as info:
+        torch_neuron.config.parse(env)
+    assert str(info.value) == message
+
+
+def test_parse_does_not_change_the_settings_in_force():
+    before = torch_neuron.config.current()
+    torch_neuron.config.parse({"TORCH_NEURON_FALLBACK": "0", "TORCH_NEURON_MODE": "eager"})
+    assert torch_neuron.config.current() == before
+
+
+# ----------------------------------------------------------- config.override
+
+def test_override_replaces_settings_inside_the_block_only():
+    before = torch_neuron.config.current()
+    override = torch_neuron.config.override
+    with override(TORCH_NEURON_MODE="eager", TORCH_NEURON_FALLBACK="0") as inside:
+        assert inside == torch_neuron.config.current()
+        assert inside == dict(before, mode="eager", allow_cpu_fallback=False)
+    assert torch_neuron.config.current() == before
+
+
+def test_override_is_undone_when_the_block_raises():
+    before = torch_neuron.config.current()
+    with pytest.raises(KeyError):
+        with torch_neuron.config.override(TORCH_NEURON_FALLBACK="0"):
+            raise KeyError("boom")
+    assert torch_neuron.config.current() == before
+
+
+def test_override_of_an_unknown_setting_raises_value_error():
+    message = r"unknown torch_neuron setting\(s\) \['TORCH_NEURON_FOO'\]"
+    with pytest.raises(ValueError, match=message):
+        with torch_neuron.config.override(TORCH_NEURON_FOO="1"):
+            pass
+
+
+def test_override_with_a_malformed_value_raises_and_changes_nothing():
+    before = torch_neuron.config.current()
+    with pytest.raises(ValueError, match="TORCH_NEURON_FALLBACK='maybe' is not valid"):
+        with torch_neuron.config.override(TORCH_NEURON_FALLBACK="maybe"):
+            pass
+    assert torch_neuron.config.current() == before
+
+
+@pytest.mark.xfail(
+    reason="override() rebuilds the config from os.environ plus its own names, so an "
+    "inner override undoes the outer one: inside override(FALLBACK='0') an "
+    "override(MODE='eager') has allow_cpu_fallback=True",
+    raises=AssertionError,
+    strict=True,
+)
+def test_nested_overrides_keep_the_outer_settings():
+    with torch_neuron.config.override(TORCH_NEURON_FALLBACK="0"):
+        with torch_neuron.config.override(TORCH_NEURON_MODE="eager") as inner:
+            assert (inner["allow_cpu_fallback"], inner["mode"]) == (False, "eager")
+
+
+@pytest.mark.xfail(
+    reason="override() re-reads os.environ for every setting it does not name, so an "
+    "environment change after import leaks into the config (settings are meant to be "
+    "read once at import)",
+    raises=AssertionError,
+    strict=True,
+)
+def test_override_does_not_reread_the_environment(monkeypatch):
+    monkeypatch.setenv("TORCH_NEURON_FALLBACK", "0")
+    with torch_neuron.config.override(TORCH_NEURON_MODE="eager") as inside:
+        assert inside["allow_cpu_fallback"] is True
+
+
+# --------------------------------------------------------- metrics snapshots
+
+def test_metrics_save_and_load_round_trip(tmp_path, metrics):
+    x = torch.ones(4).neuron()
+    (x * 3).exp()
+    torch_neuron.mark_step()
+    path = tmp_path / "metrics.pb"
+    metrics.save(path)
+    loaded = metrics.load(path)
+    assert loaded == metrics.counters()
+    assert loaded["fallback.aten::mul.out"] == 1
+    assert loaded["fallback.aten::exp.out"] == 1
+    assert loaded["mark_step.count"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.pb"]  # no temp file left
+
+
+def test_metrics_load_of_a_garbage_file_raises_value_error(tmp_path):
+    path = tmp_path / "garbage.pb"
+    path.write_bytes(b"this is not a protobuf \xff\xfe\x00 at all")
+    with pytest.raises(ValueError, match="not a torch_neuron metrics snapshot"):
+        torch_neuron.metrics.load(path)
+
+
+@pytest.mark.parametrize(
+    "content, version", [(b"", 0), (b"\x08\x02", 2)], ids=["empty_file", "future_version"]
+)
+def test_metrics_load_rejects_an_unsupported_format_version(tmp_path, content, version):
+    path = tmp_path / "snapshot.pb"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"unsupported metrics snapshot format_version {version}"):
+        torch_neuron.metrics.load(path)
+
+
+def test_metrics_reset_clears_every_counter(metrics):
+    torch.ones(2).neuron() + 1
+    assert metrics.counters() != {}
+    metrics.reset()
+    assert metrics.counters() == {}
+    assert metrics.counter("fallback.aten::add.out") == 0
+    assert metrics.report() == "torch_neuron metrics\n  (no counters yet)"

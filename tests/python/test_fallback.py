@@ -1,0 +1,281 @@
+"""The CPU fallback: every compute op on neuron tensors runs on the host and must
+give the CPU result, on the neuron device, counted once per op; it can be turned
+off, and it refuses tensors from another device."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuron
+
+
+def to_neuron(value):
+    return value.neuron() if isinstance(value, torch.Tensor) else value
+
+
+def assert_same_as_cpu(fn, *cpu_args, exact=True):
+    """Runs fn on the CPU arguments and on neuron copies; results must match and
+    every neuron result must be on neuron:0."""
+    expected = fn(*cpu_args)
+    actual = fn(*[to_neuron(a) for a in cpu_args])
+    if isinstance(expected, torch.Tensor):
+        expected, actual = (expected,), (actual,)
+    assert len(actual) == len(expected)
+    for e, a in zip(expected, actual):
+        assert a.device == torch.device("neuron:0")
+        assert a.dtype == e.dtype and a.shape == e.shape
+        if exact:
+            assert torch.equal(a.cpu(), e)
+        else:
+            torch.testing.assert_close(a.cpu(), e)
+
+
+def inputs(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+A, B = inputs(4, 5, seed=1), inputs(4, 5, seed=2)
+W = inputs(5, 3, seed=3)
+IMAGES, KERNEL = inputs(2, 3, 8, 8, seed=4), inputs(4, 3, 3, 3, seed=5)
+
+# ------------------------------------------------------------------ op spread
+
+OPS = {
+    # elementwise
+    "add": (torch.add, A, B),
+    "mul_scalar": (lambda a: a * 2.5 - 1, A),
+    "exp": (torch.exp, A),
+    "where": (lambda a, b: torch.where(a > 0, a, b), A, B),
+    "clamp": (lambda a: a.clamp(-0.5, 0.5), A),
+    "int_floor_divide": (lambda t: t // 3, torch.arange(-6, 6)),
+    "bitwise_and": (lambda a: a & 5, torch.arange(12)),
+    "half_add": (lambda a, b: a.half() + b.half(), A, B),
+    # reductions
+    "sum": (lambda a: a.sum(), A),
+    "mean_dim": (lambda a: a.mean(1), A),
+    "max_dim": (lambda a: a.max(1), A),
+    "argmax": (torch.argmax, A),
+    "cumsum": (lambda a: a.cumsum(1), A),
+    "any_all": (lambda a: torch.stack([(a > 2).any(), (a > -5).all()]), A),
+    # linear algebra
+    "matmul": (torch.matmul, A, W),
+    "bmm": (lambda a: torch.bmm(a.unsqueeze(0), a.t().unsqueeze(0)), A),
+    # nn
+    "softmax": (lambda a: F.softmax(a, dim=-1), A),
+    "log_softmax": (lambda a: F.log_softmax(a, dim=0), A),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), IMAGES),
+    "layer_norm": (lambda x: F.layer_norm(x, (8,)), IMAGES),
+    "embedding": (lambda w, i: F.embedding(i, w), W, torch.tensor([[0, 4], [2, 2]])),
+    # indexing
+    "index_cpu_indices": (lambda a: a[torch.tensor([0, 2])], A),
+    "index_device_indices": (lambda a, i: a[i], A, torch.tensor([3, 1, 3])),
+    "boolean_mask": (lambda a: a[a > 0], A),
+    "strided_view_then_op": (lambda a: a[1::2, ::2] * a.t()[::2, 1::2].t(), A),
+    "gather": (lambda a, i: a.gather(1, i), A, torch.tensor([[0], [4], [2], [1]])),
+    "masked_fill": (lambda a: a.masked_fill(a < 0, 7.0), A),
+    # joining
+    "cat": (lambda a, b: torch.cat([a, b], 0), A, B),
+    "stack": (lambda a, b: torch.stack([a, b], 1), A, B),
+    # data-dependent shapes
+    "nonzero": (lambda a: torch.nonzero(a > 0), A),
+    "unique": (lambda t: torch.unique(t, return_inverse=True, return_counts=True),
+               torch.tensor([3, 1, 2, 3, 3, 1])),
+    # ordering
+    "sort": (lambda a: torch.sort(a, dim=1, descending=True), A),
+    "topk": (lambda a: torch.topk(a, 2), A),
+    "argsort": (lambda a: a.argsort(0), A),
+}
+
+
+# ATen decomposes layer_norm into native_batch_norm for backends other than CPU and
+# CUDA, so the neuron result may differ from CPU's fused kernel in the last bit.
+APPROXIMATE = {"layer_norm"}
+
+
+@pytest.mark.parametrize("name", OPS.keys())
+def test_op_on_neuron_equals_cpu(name):
+    fn, *args = OPS[name]
+    assert_same_as_cpu(fn, *args, exact=name not in APPROXIMATE)
+
+
+@pytest.mark.parametrize("op", ["conv1d", "conv2d", "conv_transpose2d"])
+@pytest.mark.xfail(
+    reason="convolutions dispatch to aten::convolution_overrideable for PrivateUse1, which "
+    "the CPU fallback cannot run: NotImplementedError 'convolution_overrideable not implemented'",
+    raises=NotImplementedError,
+    strict=True,
+)
+def test_convolution_on_neuron_equals_cpu(op):
+    cases = {
+        "conv1d": (lambda x, k: F.conv1d(x, k, padding=1), inputs(2, 3, 10), inputs(4, 3, 3)),
+        "conv2d": (lambda x, k: F.conv2d(x, k, padding=1), IMAGES, KERNEL),
+        "conv_transpose2d": (lambda x, k: F.conv_transpose2d(x, k), IMAGES, inputs(3, 2, 3, 3)),
+    }
+    fn, *args = cases[op]
+    assert_same_as_cpu(fn, *args, exact=False)
+
+
+def test_in_place_add_updates_the_device_tensor():
+    expected = A.clone().add_(B, alpha=2)
+    actual = A.neuron()
+    ptr = actual.data_ptr()
+    returned = actual.add_(B.neuron(), alpha=2)
+    assert returned is actual and actual.data_ptr() == ptr
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_out_variants_write_into_the_given_tensor():
+    out = torch.empty(4, 5, device="neuron")
+    ptr = out.data_ptr()
+    torch.mul(A.neuron(), B.neuron(), out=out)
+    assert out.data_ptr() == ptr
+    assert torch.equal(out.cpu(), A * B)
+
+    resized = torch.empty(0, device="neuron")
+    torch.add(A.neuron(), B.neuron(), out=resized)
+    assert resized.shape == (4, 5) and torch.equal(resized.cpu(), A + B)
+
+    values = torch.empty(4, device="neuron")
+    indices = torch.empty(4, dtype=torch.int64, device="neuron")
+    torch.max(A.neuron(), 1, out=(values, indices))
+    assert torch.equal(values.cpu(), A.max(1).values)
+    assert torch.equal(indices.cpu(), A.max(1).indices)
+
+
+def test_index_put_with_cpu_and_device_indices_matches_cpu():
+    expected = A.clone()
+    expected[torch.tensor([0, 2])] = -1.0
+    expected[expected > 1] = 0.0
+    actual = A.neuron()
+    actual[torch.tensor([0, 2])] = -1.0
+    actual[actual > 1] = 0.0
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_backward_of_a_small_mlp_matches_cpu():
+    def mlp():
+        return torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+
+    torch.manual_seed(0)
+    cpu_model, device_model = mlp(), mlp()
+    device_model.load_state_dict(cpu_model.state_dict())
+    device_model.neuron()
+    x, y = inputs(6, 5, seed=7), torch.tensor([0, 2, 1, 1, 0, 2])
+
+    cpu_loss = F.cross_entropy(cpu_model(x), y)
+    cpu_loss.backward()
+    device_loss = F.cross_entropy(device_model(x.neuron()), y.neuron())
+    device_loss.backward()
+
+    assert device_loss.device == torch.device("neuron:0")
+    torch.testing.assert_close(device_loss.cpu(), cpu_loss)
+    for (name, p_cpu), p_dev in zip(cpu_model.named_parameters(), device_model.parameters()):
+        assert p_dev.grad.device == torch.device("neuron:0"), name
+        torch.testing.assert_close(p_dev.grad.cpu(), p_cpu.grad, msg=name)
+
+
+# ------------------------------------------------------------------- counting
+
+def test_simple_expression_counts_one_fallback_per_op(metrics):
+    a, b = A.neuron(), B.neuron()
+    metrics.reset()
+    result = (a * b + a).sum()
+    assert metrics.fallback_counts() == {
+        "aten::mul.out": 1,
+        "aten::add.out": 1,
+        "aten::sum.IntList_out": 1,
+    }
+    assert metrics.counters()["fallback.aten::mul.out"] == 1
+    torch.testing.assert_close(result.cpu(), (A * B + A).sum())
+
+
+def test_counts_accumulate_over_repeated_ops(metrics):
+    x = torch.ones(3, device="neuron")
+    metrics.reset()
+    for _ in range(5):
+        x = x + 1
+    assert metrics.fallback_counts() == {"aten::add.out": 5}
+    assert x.cpu().tolist() == [6.0, 6.0, 6.0]
+
+
+def test_report_lists_fallback_ops_with_counts(metrics):
+    x = torch.ones(3, device="neuron")
+    metrics.reset()
+    x * 2
+    x * 3
+    x.exp()
+    report = metrics.report()
+    lines = report.splitlines()
+    assert lines[0] == "torch_neuron metrics"
+    assert "  CPU fallback: 3 op runs, 2 distinct ops" in lines
+    assert lines[-2:] == ["    aten::mul.out  2", "    aten::exp.out  1"]
+
+
+def test_copies_are_not_fallbacks(metrics):
+    x = torch.arange(4.0).neuron()
+    x.cpu()
+    x.to("neuron", torch.float64)
+    assert metrics.fallback_counts() == {}
+
+
+# ----------------------------------------------------------- fallback disabled
+
+def test_fallback_off_raises_not_implemented_naming_the_op():
+    a, b = A.neuron(), B.neuron()
+    with torch_neuron.config.override(TORCH_NEURON_FALLBACK="0") as settings:
+        assert settings["allow_cpu_fallback"] is False
+        with pytest.raises(NotImplementedError, match=r"aten::add\.out.*TORCH_NEURON_FALLBACK=0"):
+            a + b
+        with pytest.raises(NotImplementedError, match=r"aten::mm\.out.*TORCH_NEURON_FALLBACK"):
+            a @ b.t()
+        # Copies are neuron kernels, not fallbacks: they keep working.
+        assert torch.equal(b.cpu(), B)
+    # The override ends with the block.
+    assert torch.equal((a + b).cpu(), A + B)
+
+
+def test_fallback_off_does_not_count_the_refused_op(metrics):
+    a = A.neuron()
+    metrics.reset()
+    with torch_neuron.config.override(TORCH_NEURON_FALLBACK="off"):
+        with pytest.raises(NotImplementedError):
+            a.exp()
+    assert metrics.fallback_counts() == {}
+
+
+# ------------------------------------------------------------- mixed devices
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda n, c: torch.add(n, c),
+        lambda n, c: c + n,
+        lambda n, c: torch.matmul(n, c.t()),
+        lambda n, c: torch.cat([n, c]),
+        lambda n, c: torch.where(n > 0, n, c),
+    ],
+    ids=["add", "radd", "matmul", "cat", "where"],
+)
+def test_non_scalar_cpu_tensor_with_neuron_tensor_raises(op):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(A.neuron(), B)
+
+
+def test_zero_dim_cpu_tensor_is_accepted_as_a_scalar():
+    scale = torch.tensor(2.5)
+    assert torch.equal((A.neuron() * scale).cpu(), A * scale)
+    assert torch.equal(torch.add(A.neuron(), scale).cpu(), A + scale)
+
+
+def test_tensors_on_neuron_zero_and_neuron_one_do_not_mix(two_devices):
+    with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
+        torch.add(A.to("neuron:0"), B.to("neuron:1"))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(A.to("neuron:0"), W.to("neuron:1"))
+
+
+def test_op_on_neuron_one_runs_there_while_current_device_is_zero(two_devices):
+    a, b = A.to("neuron:1"), B.to("neuron:1")
+    result = a * b + 1
+    assert result.device == torch.device("neuron:1")
+    assert torch.equal(result.cpu(), A * B + 1)
