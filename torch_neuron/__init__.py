@@ -6,10 +6,15 @@ Importing this package registers the ``neuron`` device with PyTorch:
     x = torch.ones(3, device="neuron")
     model.to("neuron"); ...; torch_neuron.mark_step()
 
-The device is emulated on the host (see README.md). Until the lazy core lands,
-every compute op on neuron tensors runs through the CPU fallback, op by op, and
-is counted in :mod:`torch_neuron.metrics`.
+Ops on neuron tensors are traced, not run: at a sync point (mark_step, .cpu(),
+.item(), printing) the pending graph is canonicalized, hashed, compiled once and
+run from the cache on every later step. TORCH_NEURON_MODE=eager (or set_mode)
+runs each op at once through the same path. The device is emulated on the host
+(see README.md).
 """
+
+import atexit
+import contextlib
 
 import torch
 
@@ -25,7 +30,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import config, device, metrics  # noqa: E402
+from . import _tensor_support, config, debug, device, metrics  # noqa: E402
 
 
 def _register_backend() -> None:
@@ -46,23 +51,76 @@ def _register_backend() -> None:
 
 
 _register_backend()
+_C._register_tracer()
+_tensor_support.install()
+debug._install_source_locations()
 
 
-def mark_step() -> None:
-    """Ends a step: runs everything pending on every neuron device.
+@atexit.register
+def _drain_devices() -> None:
+    # Let queued graph executions finish before the interpreter tears down.
+    for index in range(_C._device_count()):
+        try:
+            _C._wait_device(index)
+        except Exception:  # an execution error nobody synced on: nothing to report to
+            pass
 
-    Call once per training iteration, after ``optimizer.step()``. Until the lazy
-    core lands ops execute as they are issued, so this waits for the devices and
-    counts the step.
+
+def mark_step(device=None) -> None:
+    """Ends a step: compiles (or finds in the cache) and queues the graph of
+    everything pending on the neuron devices, then returns.
+
+    Call once per training iteration, after ``optimizer.step()``. The step runs
+    while Python traces the next one; reading a result (``.item()``, ``.cpu()``,
+    printing) waits for it. An error of a queued step is raised at the next sync.
+    ``device`` limits the step to one device (index, "neuron:N" or torch.device).
     """
-    _C._metrics_increment("mark_step.count", 1)
-    for index in range(device.device_count()):
-        device.synchronize(index)
+    _C._mark_step(-1 if device is None else torch.neuron._index(device))
 
 
 def sync(tensors=None) -> None:
-    """Makes ``tensors`` (or everything pending, if None) materialized on device."""
+    """Materializes ``tensors`` (a tensor or a list of them), or everything
+    pending when None, without waiting for the execution to finish."""
+    if tensors is None:
+        mark_step()
+        return
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    _C._sync(list(tensors))
+
+
+def wait_device_ops(device=None) -> None:
+    """Blocks until every queued graph on ``device`` (default: all) has run."""
+    indices = range(_C._device_count()) if device is None else [torch.neuron._index(device)]
+    for index in indices:
+        _C._wait_device(index)
+
+
+def get_mode() -> str:
+    """The execution mode: "lazy" (default) or "eager" (TORCH_NEURON_MODE)."""
+    return _C._get_mode()
+
+
+def set_mode(mode: str) -> None:
+    """Switches between "lazy" and "eager" execution; pending work is synced first."""
+    if mode not in ("lazy", "eager"):
+        raise ValueError(f"mode must be 'lazy' or 'eager', got {mode!r}")
     mark_step()
+    _C._set_mode(mode)
 
 
-__all__ = ["mark_step", "sync", "config", "device", "metrics", "__version__"]
+@contextlib.contextmanager
+def mode(new_mode: str):
+    """Runs the block in ``new_mode`` ("lazy" or "eager"), then restores the mode."""
+    previous = get_mode()
+    set_mode(new_mode)
+    try:
+        yield
+    finally:
+        set_mode(previous)
+
+
+__all__ = [
+    "mark_step", "sync", "wait_device_ops", "get_mode", "set_mode", "mode",
+    "config", "debug", "device", "metrics", "__version__",
+]

@@ -82,8 +82,9 @@ class device:  # noqa: N801  (same name and behaviour as torch.cuda.device)
 
 
 def synchronize(device: _DeviceLike = None) -> None:
-    """Waits for all work queued on ``device`` to finish."""
-    torch._C._accelerator_synchronizeDevice(_index(device))
+    """Waits for all work queued on ``device`` to finish (pending, untraced-to-
+    graph work is not started: that is what ``torch_neuron.mark_step`` does)."""
+    _C._wait_device(_index(device))
 
 
 # ----------------------------------------------------------------------------- RNG

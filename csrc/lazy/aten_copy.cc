@@ -1,53 +1,189 @@
-// Copy kernels of the neuron device: Tensor.copy_, .to(), .cpu() and the CPU
-// fallback's copies all arrive here as _copy_from, and reading one element
-// (.item(), bool(), printing) as _local_scalar_dense.
-#include <ATen/ops/_local_scalar_dense_native.h>
+// Kernels that move data across the device boundary or read it: copy (the
+// functional form of copy_), _to_copy (.to(), .cpu()), _copy_from (copies into
+// CPU tensors), _local_scalar_dense (.item(), bool(), printing) and resize_.
+// Everything else is traced (tracer.cc).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/ops/empty.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "runtime/transfer.h"
+#include "lazy/bridge.h"
+#include "lazy/cpu_fallback.h"
+#include "lazy/graph_executor.h"
+#include "lazy/tensor_impl.h"
+#include "lazy/tracer.h"
+#include "runtime/device_registry.h"
+#include "runtime/dtypes.h"
+#include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
 namespace {
 
-bool IsNeuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+// Runs the pending graph of `t` (if any) and downloads its value.
+at::Tensor Materialize(const LazyTensorPtr& t) {
+  GraphExecutor::Get().Sync({t});
+  return runtime::ValueOrThrow(t->data()->ToHost());
+}
+
+// Uploads `host`, converted to `dtype` and broadcast to `sizes`, to `device`.
+LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArrayRef sizes,
+                     int device) {
+  runtime::CheckSupportedDtype(dtype);
+  at::Tensor ready = host.to(dtype).expand(sizes);
+  return LazyTensor::FromData(runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, ready)));
+}
+
+// aten::copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
+void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
+  const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
+  LazyTensorPtr dst = GetLazy(self);
+  LazyTensorPtr from = TryGetLazy(src);
+  if (from != nullptr && from->device() == dst->device()) return TraceOp(op, stack);
+  TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(),
+              " to ", self.device(), ": neuron tensors copy to and from CPU tensors only");
+  at::Tensor host = from != nullptr ? Materialize(from) : src;
+  torch::jit::drop(*stack, 3);
+  stack->push_back(MakeTensor(Upload(host, dst->shape().dtype(), self.sizes(), dst->device())));
+}
+
+// aten::_to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
+//                bool? pin_memory, bool non_blocking, MemoryFormat? memory_format)
+void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 7;
+  const at::Tensor source = (*stack)[base].toTensor();
+  const std::optional<c10::ScalarType> dtype = (*stack)[base + 1].toOptional<c10::ScalarType>();
+  const std::optional<c10::Device> device = (*stack)[base + 3].toOptional<c10::Device>();
+  const std::optional<c10::MemoryFormat> memory_format =
+      (*stack)[base + 6].toOptional<c10::MemoryFormat>();
+  if (!IsNeuron(source)) {
+    // Host to device: BackendSelect sends CPU tensors here by the device argument.
+    TORCH_CHECK(source.device().is_cpu(), "cannot copy from ", source.device(),
+                " to neuron: neuron tensors copy to and from CPU tensors only");
+    const int target = device->has_index() ? device->index()
+                                           : runtime::DeviceRegistry::Global().current_device();
+    const c10::ScalarType target_dtype = dtype.value_or(source.scalar_type());
+    LazyTensorPtr uploaded = Upload(source, target_dtype, source.sizes(), target);
+    torch::jit::drop(*stack, 7);
+    stack->push_back(MakeWrappedTensor(uploaded));
+    return;
+  }
+  LazyTensorPtr self = GetLazy(source);
+  const c10::ScalarType target_dtype = dtype.value_or(self->shape().dtype());
+  const bool to_neuron = !device || device->type() == c10::DeviceType::PrivateUse1;
+
+  if (to_neuron) {
+    const int target = device && device->has_index() ? device->index() : self->device();
+    at::Tensor result;
+    if (target == self->device()) {
+      TraceOp(op, stack);
+      result = stack->back().toTensor();
+      stack->pop_back();
+    } else {
+      at::Tensor host = Materialize(self);
+      torch::jit::drop(*stack, 7);
+      result = MakeTensor(Upload(host, target_dtype, host.sizes(), target));
+    }
+    // _to_copy's functionalization kernel hands our result straight to the user
+    // for devices other than XLA and Lazy, so it must already be wrapped.
+    LazyTensorPtr lazy = GetLazy(result);
+    stack->push_back(at::functionalization::impl::isFunctionalTensor(result) ? result
+                                                                             : MakeWrappedTensor(lazy));
+    return;
+  }
+  TORCH_CHECK(device->is_cpu(), "cannot copy a neuron tensor to ", *device,
+              ": neuron tensors copy to and from CPU tensors only");
+  at::Tensor host = Materialize(self);
+  if (target_dtype != host.scalar_type()) host = host.to(target_dtype);
+  if (memory_format && *memory_format != c10::MemoryFormat::Preserve) {
+    host = host.contiguous(*memory_format);
+  }
+  torch::jit::drop(*stack, 7);
+  stack->push_back(host);
+}
+
+// aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!),
+// reached below functionalization (composite kernels filling fresh tensors).
+void InPlaceCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
+  const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
+  LazyTensorPtr from = TryGetLazy(src);
+  NeuronTensorImpl* impl = GetImpl(self);
+  if (impl == nullptr || (from != nullptr && from->device() == impl->tensor()->device())) {
+    return TraceOp(op, stack);
+  }
+  TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(),
+              " to ", self.device(), ": neuron tensors copy to and from CPU tensors only");
+  at::Tensor host = from != nullptr ? Materialize(from) : src;
+  LazyTensorPtr target = impl->tensor();
+  target->SetData(Upload(host, target->shape().dtype(), self.sizes(), target->device())->data());
+  torch::jit::drop(*stack, 3);
+  stack->push_back(self);
+}
 
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  // `self` is the source. Copies are synchronous on the emulated device, so
-  // non_blocking changes nothing.
-  TORCH_CHECK(self.defined() && dst.defined(), "copy_ of an undefined tensor");
-  if (IsNeuron(self) && IsNeuron(dst)) {
-    runtime::CopyDeviceToDevice(dst, self);
-  } else if (IsNeuron(dst)) {
-    TORCH_CHECK(self.device().is_cpu(), "cannot copy from ", self.device(), " to ", dst.device(),
-                ": neuron tensors copy to and from CPU tensors only");
-    runtime::CopyHostToDevice(dst, self);
-  } else {
+  // `self` is the source.
+  if (!IsNeuron(dst)) {
     TORCH_CHECK(dst.device().is_cpu(), "cannot copy from ", self.device(), " to ", dst.device(),
                 ": neuron tensors copy to and from CPU tensors only");
-    runtime::CopyDeviceToHost(dst, self);
+    dst.copy_(Materialize(GetLazy(self)));
+    return dst;
   }
+  NeuronTensorImpl* impl = GetImpl(dst);
+  TORCH_CHECK(impl != nullptr, "_copy_from into a neuron tensor that is not a neuron tensor impl");
+  LazyTensorPtr target = impl->tensor();
+  LazyTensorPtr from = TryGetLazy(self);
+  at::Tensor host = from != nullptr ? Materialize(from) : self;
+  target->SetData(Upload(host, target->shape().dtype(), dst.sizes(), target->device())->data());
+  impl->RefreshSizes();
   return dst;
 }
 
 at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  if (IsNeuron(dst)) {
+    NeuronTensorImpl* impl = GetImpl(dst);
+    LazyTensorPtr from = TryGetLazy(self);
+    at::Tensor host = from != nullptr ? Materialize(from) : self;
+    impl->tensor()->SetData(
+        Upload(host, impl->tensor()->shape().dtype(), host.sizes(), impl->tensor()->device())->data());
+    impl->RefreshSizes();
+    return dst;
+  }
   dst.resize_(self.sizes());
-  return CopyFrom(self, dst, /*non_blocking=*/false);
+  return CopyFrom(self, dst, false);
 }
 
 at::Scalar LocalScalarDense(const at::Tensor& self) {
-  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
-  runtime::CopyDeviceToHost(host, self);
-  return host.item();
+  return Materialize(GetLazy(self)).item();
+}
+
+const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  NeuronTensorImpl* impl = GetImpl(self);
+  TORCH_CHECK(impl != nullptr, "resize_ of a tensor that is not a neuron tensor");
+  LazyTensorPtr lazy = impl->tensor();
+  if (c10::IntArrayRef(lazy->shape().sizes()) == size) return self;
+  // The new contents are unspecified, as for resize_ on any device; out= ops
+  // resize their output and then write all of it.
+  at::Tensor fresh = at::empty(size, at::TensorOptions()
+                                         .dtype(lazy->shape().dtype())
+                                         .device(c10::DeviceType::PrivateUse1,
+                                                 static_cast<c10::DeviceIndex>(lazy->device())));
+  lazy->SetPending(GetLazy(fresh)->pending());
+  impl->RefreshSizes();
+  return self;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy", torch::CppFunction::makeFromBoxedFunction<&CopyKernel>());
+  m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&InPlaceCopyKernel>());
+  m.impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&ToCopyKernel>());
   m.impl("_copy_from", CopyFrom);
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("_local_scalar_dense", LocalScalarDense);
+  m.impl("resize_", Resize);
 }
 
 }  // namespace torch_neuron::lazy

@@ -10,6 +10,7 @@ namespace torch_neuron::python {
 
 void BindConfig(pybind11::module_& m);
 void BindDevice(pybind11::module_& m);
+void BindLazy(pybind11::module_& m);
 void BindMetrics(pybind11::module_& m);
 
 // Raises the Python exception matching `status` (ValueError for INVALID_ARGUMENT,

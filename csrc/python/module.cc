@@ -30,4 +30,5 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindConfig(m);
   torch_neuron::python::BindDevice(m);
   torch_neuron::python::BindMetrics(m);
+  torch_neuron::python::BindLazy(m);
 }

@@ -6,6 +6,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "runtime/device_registry.h"
+#include "runtime/execution_queue.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
@@ -63,10 +64,12 @@ class NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& stream) const override {}
 
-  // Work on the emulated device completes before the op returns, so there is
-  // nothing to wait for yet; the lazy executor's queue will hook in here.
+  // Waits for the graphs queued on the device; raises the first execution error.
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     ThrowIfError(DeviceRegistry::Global().CheckIndex(device_index));
+    ExecutionQueue& queue = ExecutionQueue::ForDevice(device_index);
+    queue.Drain();
+    ThrowIfError(queue.TakeError());
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,

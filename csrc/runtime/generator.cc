@@ -1,11 +1,9 @@
 #include "runtime/generator.h"
 
-#include <ATen/EmptyTensor.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/TensorImpl.h>
 
-#include <cstring>
 #include <deque>
-#include <random>
 
 #include "runtime/device_registry.h"
 #include "runtime/torch_status.h"
@@ -13,60 +11,67 @@
 namespace torch_neuron::runtime {
 namespace {
 
-constexpr size_t kStateBytes = 2 * sizeof(uint64_t);
-
-// SplitMix64 finalizer: a bijective mix, so distinct inputs stay distinct.
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+std::function<void(c10::DeviceIndex)>& SyncHook() {
+  static auto* hook = new std::function<void(c10::DeviceIndex)>();
+  return *hook;
 }
 
 }  // namespace
 
-NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex device_index, uint64_t seed)
+void SetGeneratorSyncHook(std::function<void(c10::DeviceIndex)> hook) {
+  SyncHook() = std::move(hook);
+}
+
+NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex device_index)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device_index),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed) {}
+      host_(at::make_generator<at::CPUGeneratorImpl>()) {}
+
+void NeuronGeneratorImpl::SyncDevice() const {
+  if (SyncHook()) SyncHook()(device().index());
+}
 
 void NeuronGeneratorImpl::set_current_seed(uint64_t seed) {
-  seed_ = seed;
-  offset_ = 0;
+  SyncDevice();
+  std::lock_guard<std::mutex> lock(host_.mutex());
+  host_.set_current_seed(seed);
 }
+
+uint64_t NeuronGeneratorImpl::current_seed() const { return host_.current_seed(); }
 
 uint64_t NeuronGeneratorImpl::seed() {
-  uint64_t fresh = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  set_current_seed(fresh);
-  return fresh;
+  SyncDevice();
+  std::lock_guard<std::mutex> lock(host_.mutex());
+  return host_.seed();
 }
 
-uint64_t NeuronGeneratorImpl::NextStreamSeed() { return Mix64(seed_ ^ Mix64(offset_++)); }
+void NeuronGeneratorImpl::set_offset(uint64_t offset) {
+  TORCH_CHECK(false, "neuron generators are Mersenne Twister streams and have no offset; "
+                     "use get_state()/set_state()");
+}
+
+uint64_t NeuronGeneratorImpl::get_offset() const {
+  TORCH_CHECK(false, "neuron generators are Mersenne Twister streams and have no offset; "
+                     "use get_state()/set_state()");
+}
 
 void NeuronGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
-  TORCH_CHECK_TYPE(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>(),
-                   "neuron generator state must be a torch.ByteTensor, got ",
-                   new_state.dtype().name());
-  TORCH_CHECK_VALUE(static_cast<size_t>(new_state.numel()) == kStateBytes,
-                    "neuron generator state must have ", kStateBytes, " bytes, got ",
-                    new_state.numel());
-  const uint8_t* bytes = static_cast<const uint8_t*>(new_state.data());
-  std::memcpy(&seed_, bytes, sizeof(seed_));
-  std::memcpy(&offset_, bytes + sizeof(seed_), sizeof(offset_));
+  SyncDevice();
+  std::lock_guard<std::mutex> lock(host_.mutex());
+  host_.unsafeGetGeneratorImpl()->set_state(new_state);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
-  auto state = at::detail::empty_cpu({static_cast<int64_t>(kStateBytes)}, at::kByte,
-                                     std::nullopt, std::nullopt, std::nullopt, std::nullopt);
-  uint8_t* bytes = static_cast<uint8_t*>(state.data_ptr());
-  std::memcpy(bytes, &seed_, sizeof(seed_));
-  std::memcpy(bytes + sizeof(seed_), &offset_, sizeof(offset_));
-  return state.getIntrusivePtr();
+  SyncDevice();
+  std::lock_guard<std::mutex> lock(host_.mutex());
+  return host_.unsafeGetGeneratorImpl()->get_state();
 }
 
 NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
-  auto* copy = new NeuronGeneratorImpl(device().index(), seed_);
-  copy->offset_ = offset_;
+  SyncDevice();
+  auto* copy = new NeuronGeneratorImpl(device().index());
+  std::lock_guard<std::mutex> lock(host_.mutex());
+  copy->host_ = host_.clone();
   return copy;
 }
 

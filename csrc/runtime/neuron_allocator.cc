@@ -8,12 +8,18 @@
 namespace torch_neuron::runtime {
 
 c10::DataPtr NeuronAllocator::allocate(size_t nbytes) {
+  return ValueOrThrow(AllocateOn(DeviceRegistry::Global().current_device(), nbytes));
+}
+
+absl::StatusOr<c10::DataPtr> NeuronAllocator::AllocateOn(int index, size_t nbytes) {
   DeviceRegistry& registry = DeviceRegistry::Global();
-  const int index = registry.current_device();
+  absl::Status valid = registry.CheckIndex(index);
+  if (!valid.ok()) return valid;
   const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &Delete, device);
-  void* ptr = ValueOrThrow(registry.arena(index).Allocate(nbytes));
-  return c10::DataPtr(ptr, ptr, &Delete, device);
+  absl::StatusOr<void*> ptr = registry.arena(index).Allocate(nbytes);
+  if (!ptr.ok()) return ptr.status();
+  return c10::DataPtr(*ptr, *ptr, &Delete, device);
 }
 
 void NeuronAllocator::Delete(void* ptr) {

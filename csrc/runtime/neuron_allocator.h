@@ -5,11 +5,16 @@
 
 #include <c10/core/Allocator.h>
 
+#include "absl/status/statusor.h"
+
 namespace torch_neuron::runtime {
 
 class NeuronAllocator final : public c10::Allocator {
  public:
+  // On the current device; raises torch.OutOfMemoryError past the limit.
   c10::DataPtr allocate(size_t nbytes) override;
+  // On `device`; RESOURCE_EXHAUSTED past the limit.
+  absl::StatusOr<c10::DataPtr> AllocateOn(int device, size_t nbytes);
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 

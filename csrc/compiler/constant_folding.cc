@@ -1,0 +1,82 @@
+#include "compiler/constant_folding.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/scalar_tensor.h>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/op_lookup.h"
+
+namespace torch_neuron::compiler {
+namespace {
+
+// The value of a constant operand as an IValue for `type` (the schema argument).
+c10::IValue ConstantValue(const CompileNode& n, const c10::TypePtr& type) {
+  if (n.folded) return *n.folded;
+  const c10::Scalar& s = n.ir->scalar();
+  if (type->kind() == c10::TypeKind::TensorType ||
+      (type->cast<c10::OptionalType>() &&
+       type->cast<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType)) {
+    at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(n.ir->shape().dtype()));
+    t.unsafeGetTensorImpl()->set_wrapped_number(n.ir->op() == "wrapped");
+    return t;
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
+  bool changed = false;
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    CompileNode& n = g.nodes[i];
+    if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp || n.ir->num_outputs() != 1) {
+      continue;
+    }
+    if (n.ir->shape().numel() > max_elements_) continue;
+    bool all_constant = true;
+    for (ValueRef v : n.operands) all_constant &= g.nodes[v.node].is_constant();
+    if (!all_constant) continue;
+
+    absl::StatusOr<c10::OperatorHandle> op = FindOperator(n.ir->op());
+    if (!op.ok()) return op.status();
+    const auto& schema_args = op->schema().arguments();
+    torch::jit::Stack stack;
+    bool foldable = true;
+    for (size_t a = 0; a < n.ir->args().size() && foldable; ++a) {
+      const ir::Arg& arg = n.ir->args()[a];
+      switch (arg.kind) {
+        case ir::Arg::Kind::kAttr:
+          stack.push_back(HostAttr(arg.attr));
+          break;
+        case ir::Arg::Kind::kOperand:
+          stack.push_back(ConstantValue(g.nodes[n.operands[arg.operands[0]].node],
+                                        schema_args[a].type()));
+          break;
+        case ir::Arg::Kind::kOperandList:
+          foldable = false;  // lists of constants are rare; leave them to run time
+          break;
+      }
+    }
+    if (!foldable) continue;
+    try {
+      op->callBoxed(stack);
+    } catch (const c10::Error& e) {
+      continue;  // leave it to run time, where the error is reported with context
+    }
+    if (stack.empty() || !stack[0].isTensor()) continue;
+    at::Tensor result = stack[0].toTensor().contiguous();
+    if (result.sizes() != c10::IntArrayRef(n.ir->shape().sizes()) ||
+        result.scalar_type() != n.ir->shape().dtype()) {
+      return absl::InternalError(absl::StrCat("folding ", n.ir->op(), " gave ",
+                                              c10::str(result.sizes()), ", traced ",
+                                              n.ir->shape().ToString()));
+    }
+    n.folded = result;
+    n.operands.clear();
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace torch_neuron::compiler

@@ -1,0 +1,134 @@
+#include "compiler/lowering.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/op_lookup.h"
+
+namespace torch_neuron::compiler {
+namespace {
+
+bool IsTensorType(const c10::TypePtr& type) {
+  if (auto opt = type->cast<c10::OptionalType>()) return IsTensorType(opt->getElementType());
+  return type->kind() == c10::TypeKind::TensorType;
+}
+
+bool IsGeneratorType(const c10::TypePtr& type) {
+  if (auto opt = type->cast<c10::OptionalType>()) return IsGeneratorType(opt->getElementType());
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+bool IsScalarListType(const c10::TypePtr& type) {
+  if (auto opt = type->cast<c10::OptionalType>()) return IsScalarListType(opt->getElementType());
+  auto list = type->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::NumberType;
+}
+
+bool ReturnsTensorList(const c10::FunctionSchema& schema) {
+  return schema.returns().size() == 1 &&
+         schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
+}
+
+}  // namespace
+
+absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
+  runtime::Program program;
+  // Register of each (node, output).
+  absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> reg;
+  auto new_reg = [&](int32_t node, int32_t index) {
+    const int32_t r = program.num_registers++;
+    reg[{node, index}] = r;
+    return r;
+  };
+
+  for (int32_t p : g.parameters) program.parameter_registers.push_back(new_reg(p, 0));
+
+  std::vector<int32_t> last_use;  // per register: instruction index of its last read
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const CompileNode& n = g.nodes[i];
+    if (n.dead || n.ir->is_parameter()) continue;
+    const int32_t node = static_cast<int32_t>(i);
+    if (n.folded) {
+      program.constants.emplace_back(new_reg(node, 0), *n.folded);
+      continue;
+    }
+    if (n.ir->kind() == ir::NodeKind::kConstant) {
+      program.constants.emplace_back(new_reg(node, 0), n.ir->scalar());
+      continue;
+    }
+    absl::StatusOr<c10::OperatorHandle> op = FindOperator(n.ir->op());
+    if (!op.ok()) return op.status();
+    const c10::FunctionSchema& schema = op->schema();
+    if (schema.arguments().size() != n.ir->args().size()) {
+      return absl::InternalError(absl::StrCat(n.ir->op(), " was traced with ",
+                                              n.ir->args().size(), " arguments, its schema has ",
+                                              schema.arguments().size()));
+    }
+    runtime::Instruction inst{*op, n.ir->op(), n.ir->source(), {}, {}, false, {}};
+    for (size_t a = 0; a < n.ir->args().size(); ++a) {
+      const ir::Arg& arg = n.ir->args()[a];
+      const c10::TypePtr& type = schema.arguments()[a].type();
+      runtime::ProgramArg pa;
+      if (arg.kind == ir::Arg::Kind::kAttr) {
+        pa.kind = runtime::ProgramArg::Kind::kConstant;
+        pa.constant = HostAttr(arg.attr);
+      } else if (arg.kind == ir::Arg::Kind::kOperand) {
+        ValueRef v = n.operands[arg.operands[0]];
+        const CompileNode& src = g.nodes[v.node];
+        pa.registers = {reg.at({v.node, src.folded ? 0 : v.index})};
+        const bool scalar_leaf = !src.folded && (src.ir->kind() == ir::NodeKind::kScalar ||
+                                                 src.ir->kind() == ir::NodeKind::kConstant);
+        if (IsGeneratorType(type)) {
+          pa.kind = runtime::ProgramArg::Kind::kGenerator;
+        } else if (IsTensorType(type) && scalar_leaf) {
+          pa.kind = runtime::ProgramArg::Kind::kWrappedScalar;
+          pa.dtype = src.ir->shape().dtype();
+          pa.wrapped_number = src.ir->op() == "wrapped";
+        } else {
+          pa.kind = runtime::ProgramArg::Kind::kRegister;
+        }
+      } else {
+        pa.kind = runtime::ProgramArg::Kind::kRegisterList;
+        for (int32_t k : arg.operands) {
+          if (k < 0) {
+            pa.registers.push_back(-1);
+          } else {
+            ValueRef v = n.operands[k];
+            pa.registers.push_back(reg.at({v.node, g.nodes[v.node].folded ? 0 : v.index}));
+          }
+        }
+        if (IsScalarListType(type)) pa.dtype = c10::ScalarType::Double;
+      }
+      const c10::AliasInfo* alias = schema.arguments()[a].alias_info();
+      pa.copy_before_use = alias != nullptr && alias->isWrite();
+      for (int32_t r : pa.registers) {
+        if (r < 0) continue;
+        if (static_cast<size_t>(r) >= last_use.size()) last_use.resize(r + 1, -1);
+        last_use[r] = static_cast<int32_t>(program.instructions.size());
+      }
+      inst.args.push_back(std::move(pa));
+    }
+    inst.returns_list = ReturnsTensorList(schema);
+    for (int32_t k = 0; k < n.ir->num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
+    program.instructions.push_back(std::move(inst));
+  }
+
+  for (ValueRef v : g.outputs) {
+    const CompileNode& n = g.nodes[v.node];
+    const int32_t index = n.folded ? 0 : v.index;
+    program.outputs.push_back(reg.at({v.node, index}));
+    program.output_dtypes.push_back(n.ir->shape(v.index).dtype());
+    program.output_sizes.push_back(n.ir->shape(v.index).sizes());
+  }
+
+  // Release each register after its last read, unless the program returns it.
+  last_use.resize(program.num_registers, -1);
+  std::vector<bool> is_output(program.num_registers, false);
+  for (int32_t r : program.outputs) is_output[r] = true;
+  for (int32_t r = 0; r < program.num_registers; ++r) {
+    if (last_use[r] >= 0 && !is_output[r]) program.instructions[last_use[r]].release.push_back(r);
+  }
+  program.num_nodes = g.LiveNodeCount();
+  return program;
+}
+
+}  // namespace torch_neuron::compiler

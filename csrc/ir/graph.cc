@@ -1,0 +1,76 @@
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace torch_neuron::ir {
+
+CanonicalGraph Canonicalize(const std::vector<Value>& roots) {
+  CanonicalGraph g;
+
+  // Canonical root order: by structural hash, stable for ties.
+  std::vector<size_t> order(roots.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<hash_t> root_hashes(roots.size());
+  for (size_t i = 0; i < roots.size(); ++i) root_hashes[i] = roots[i].hash();
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return root_hashes[a] < root_hashes[b]; });
+
+  // Iterative post-order DFS (graphs of 10,000+ nodes must not recurse).
+  absl::flat_hash_map<const Node*, int32_t> position;
+  struct Frame {
+    const Node* node;
+    size_t next_operand;
+  };
+  std::vector<Frame> stack;
+  auto visit = [&](const Node* root) {
+    if (position.contains(root)) return;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      Frame& top = stack.back();
+      const auto& ops = top.node->operands();
+      if (top.next_operand < ops.size()) {
+        const Node* child = ops[top.next_operand++].node.get();
+        if (!position.contains(child)) stack.push_back({child, 0});
+        continue;
+      }
+      const Node* done = top.node;
+      stack.pop_back();
+      if (position.contains(done)) continue;  // reached twice through a diamond
+      position[done] = static_cast<int32_t>(g.nodes.size());
+      g.nodes.push_back(done);
+    }
+  };
+  for (size_t i : order) visit(roots[i].node.get());
+
+  hash_t h = Hash(static_cast<uint64_t>(g.nodes.size()));
+  g.operands.resize(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node* n = g.nodes[i];
+    if (n->is_parameter()) g.parameters.push_back(static_cast<int32_t>(i));
+    h = HashCombine(h, n->local_hash());
+    for (const Value& v : n->operands()) {
+      const int32_t p = position.at(v.node.get());
+      g.operands[i].emplace_back(p, v.index);
+      h = HashCombine(h, MHash(p, v.index));
+    }
+  }
+
+  absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> output_index;
+  g.root_to_output.assign(roots.size(), -1);
+  for (size_t i : order) {
+    std::pair<int32_t, int32_t> out(position.at(roots[i].node.get()), roots[i].index);
+    auto [it, inserted] = output_index.try_emplace(out, static_cast<int32_t>(g.outputs.size()));
+    if (inserted) {
+      g.outputs.push_back(out);
+      h = HashCombine(h, MHash(out.first, out.second));
+    }
+    g.root_to_output[i] = it->second;
+  }
+  g.hash = h;
+  return g;
+}
+
+}  // namespace torch_neuron::ir

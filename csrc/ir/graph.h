@@ -1,0 +1,38 @@
+// The canonical form of the graph behind a set of root values, and its hash.
+//
+// Canonicalize walks the DAG below the roots in post-order (operands before
+// users). Roots are first ordered by their structural hash (ties keep the given
+// order), so the same computation gives the same graph however the user's
+// program interleaved its ops; parameters are numbered by first use. The graph
+// hash is XXH3-128 over each node's local hash and its operands' canonical
+// positions, then the outputs: it is identical across processes and changes with
+// any op, attribute, shape, dtype or wiring.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/hash.h"
+#include "ir/node.h"
+
+namespace torch_neuron::ir {
+
+struct CanonicalGraph {
+  // Every node once, operands before users.
+  std::vector<const Node*> nodes;
+  // For each node, its operands as (position in `nodes`, output index).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> operands;
+  // Positions in `nodes` of the parameter leaves, in first-use order.
+  std::vector<int32_t> parameters;
+  // The distinct outputs as (position in `nodes`, output index), canonical order.
+  std::vector<std::pair<int32_t, int32_t>> outputs;
+  // For each root given to Canonicalize, the index of its entry in `outputs`.
+  std::vector<int32_t> root_to_output;
+  hash_t hash = 0;
+
+  int64_t size() const { return static_cast<int64_t>(nodes.size()); }
+};
+
+CanonicalGraph Canonicalize(const std::vector<Value>& roots);
+
+}  // namespace torch_neuron::ir

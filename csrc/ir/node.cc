@@ -1,0 +1,148 @@
+#include "ir/node.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace torch_neuron::ir {
+namespace {
+
+hash_t HashArg(const Arg& arg) {
+  hash_t h = Hash(static_cast<uint8_t>(arg.kind));
+  if (arg.kind == Arg::Kind::kAttr) {
+    hash_t attr = 0;
+    TORCH_INTERNAL_ASSERT(HashIValue(arg.attr, &attr), "unhashable IR attribute ",
+                          arg.attr.tagKind());
+    return HashCombine(h, attr);
+  }
+  return HashCombine(h, Hash(arg.operands));
+}
+
+hash_t HashScalar(const c10::Scalar& s) {
+  if (s.isFloatingPoint()) return MHash(uint8_t{1}, s.toDouble());
+  if (s.isBoolean()) return MHash(uint8_t{2}, s.toBool());
+  return MHash(uint8_t{3}, s.toLong());
+}
+
+}  // namespace
+
+std::string ScalarToString(const c10::Scalar& s) {
+  if (s.isBoolean()) return s.toBool() ? "true" : "false";
+  if (s.isIntegral(false)) return std::to_string(s.toLong());
+  std::ostringstream os;
+  os << s.toDouble();
+  return os.str();
+}
+
+const char* NodeKindName(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kOp: return "op";
+    case NodeKind::kDeviceData: return "device_data";
+    case NodeKind::kScalar: return "scalar";
+    case NodeKind::kGenerator: return "generator";
+    case NodeKind::kConstant: return "constant";
+  }
+  return "?";
+}
+
+const Shape& Value::shape() const { return node->shape(index); }
+
+hash_t Value::hash() const { return HashCombine(node->hash(), Hash(index)); }
+
+bool HashIValue(const c10::IValue& v, hash_t* out) {
+  hash_t h;
+  if (v.isNone()) {
+    h = Hash("None");
+  } else if (v.isBool()) {
+    h = MHash("b", v.toBool());
+  } else if (v.isInt()) {
+    h = MHash("i", v.toInt());
+  } else if (v.isDouble()) {
+    h = MHash("d", v.toDouble());
+  } else if (v.isString()) {
+    h = MHash("s", v.toStringRef());
+  } else if (v.isDevice()) {
+    h = MHash("dev", static_cast<int>(v.toDevice().type()), static_cast<int>(v.toDevice().index()));
+  } else if (v.isScalar()) {
+    h = MHash("S", HashScalar(v.toScalar()));
+  } else if (v.isIntList()) {
+    h = MHash("il", v.toIntVector());
+  } else if (v.isDoubleList()) {
+    h = MHash("dl", v.toDoubleVector());
+  } else if (v.isBoolList()) {
+    std::vector<bool> bools;
+    for (bool b : v.toBoolList()) bools.push_back(b);
+    h = Hash("bl");
+    for (bool b : bools) h = HashCombine(h, Hash(b));
+  } else if (v.isList() || v.isTuple()) {
+    h = Hash(v.isList() ? "l" : "t");
+    c10::ArrayRef<c10::IValue> elements =
+        v.isList() ? v.toListRef() : c10::ArrayRef<c10::IValue>(v.toTupleRef().elements());
+    for (const c10::IValue& e : elements) {
+      hash_t eh = 0;
+      if (!HashIValue(e, &eh)) return false;
+      h = HashCombine(h, eh);
+    }
+  } else {
+    return false;
+  }
+  *out = h;
+  return true;
+}
+
+void Node::ComputeHashes() {
+  hash_t h = MHash(static_cast<uint8_t>(kind_), op_);
+  for (const Arg& a : args_) h = HashCombine(h, HashArg(a));
+  for (const Shape& s : shapes_) h = HashCombine(h, Hash(s));
+  if (kind_ == NodeKind::kConstant) h = HashCombine(h, HashScalar(scalar_));
+  local_hash_ = h;
+  for (const Value& v : operands_) h = HashCombine(h, v.hash());
+  hash_ = h;
+}
+
+NodePtr Node::MakeOp(std::string op, std::vector<Value> operands, std::vector<Arg> args,
+                     std::vector<Shape> shapes) {
+  auto node = std::shared_ptr<Node>(new Node());
+  node->kind_ = NodeKind::kOp;
+  node->op_ = std::move(op);
+  node->operands_ = std::move(operands);
+  node->args_ = std::move(args);
+  node->shapes_ = std::move(shapes);
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data) {
+  auto node = std::shared_ptr<Node>(new Node());
+  node->kind_ = NodeKind::kDeviceData;
+  node->shapes_ = {std::move(shape)};
+  node->data_ = std::move(data);
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
+  auto node = std::shared_ptr<Node>(new Node());
+  node->op_ = wrapped_number ? "wrapped" : "tensor";
+  const bool zero_or_one = value.isBoolean() ||
+                           (value.isIntegral(false) && (value.toLong() == 0 || value.toLong() == 1)) ||
+                           (value.isFloatingPoint() && (value.toDouble() == 0.0 || value.toDouble() == 1.0) &&
+                            !std::signbit(value.toDouble()));
+  node->kind_ = zero_or_one ? NodeKind::kConstant : NodeKind::kScalar;
+  node->shapes_ = {Shape(dtype, {})};
+  node->scalar_ = value;
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakeGenerator(std::shared_ptr<const LeafData> generator) {
+  auto node = std::shared_ptr<Node>(new Node());
+  node->kind_ = NodeKind::kGenerator;
+  node->shapes_ = {Shape(c10::ScalarType::Long, {})};
+  node->data_ = std::move(generator);
+  node->ComputeHashes();
+  return node;
+}
+
+}  // namespace torch_neuron::ir

@@ -1,0 +1,142 @@
+// IR nodes: immutable, hashed once at construction.
+//
+// A node is either an ATen operator call (kOp), carrying the operator's schema
+// name and how each schema argument is supplied (an operand, a list of operands,
+// or a constant attribute), or a leaf:
+//   kDeviceData  a parameter bound to a device buffer; hashed by shape only, so
+//                new data reuses the executable;
+//   kScalar      a parameter bound to a Python scalar (not 0 or 1); hashed by
+//                dtype only, so a changing learning rate does not recompile;
+//   kGenerator   a parameter bound to the generator random ops draw from;
+//   kConstant    a scalar 0 or 1, hashed by value.
+// Node hashes cover op, arguments, output shapes and operand hashes but never
+// the data of a parameter: equal hashes mean "the same computation on data of
+// the same shapes", and graph hashes (graph.h) add the wiring of the leaves.
+//
+// Nodes are shared (std::shared_ptr) between the tensors that use them; they are
+// immutable after construction and so safe to read from any thread.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/hash.h"
+#include "ir/shape.h"
+
+namespace torch_neuron::ir {
+
+enum class NodeKind : uint8_t { kOp, kDeviceData, kScalar, kGenerator, kConstant };
+
+const char* NodeKindName(NodeKind kind);
+
+// The payload of a kDeviceData or kGenerator leaf: owned by the runtime,
+// opaque to the IR.
+class LeafData {
+ public:
+  virtual ~LeafData() = default;
+};
+
+class Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+// One output of a node.
+struct Value {
+  NodePtr node;
+  int index = 0;
+
+  const Shape& shape() const;
+  hash_t hash() const;
+  explicit operator bool() const { return node != nullptr; }
+  bool operator==(const Value& other) const {
+    return node == other.node && index == other.index;
+  }
+};
+
+// How one schema argument of a kOp node is supplied.
+struct Arg {
+  enum class Kind : uint8_t { kOperand, kOperandList, kAttr };
+  Kind kind = Kind::kAttr;
+  // kOperand: one index into the node's operands. kOperandList: one per list
+  // element, -1 for a None element of a Tensor?[] list.
+  std::vector<int32_t> operands;
+  // kAttr: the constant value (ints, floats, bools, lists, dtypes, None...).
+  c10::IValue attr;
+
+  static Arg Operand(int32_t index) { return {Kind::kOperand, {index}, {}}; }
+  static Arg OperandList(std::vector<int32_t> indices) {
+    return {Kind::kOperandList, std::move(indices), {}};
+  }
+  static Arg Attr(c10::IValue value) { return {Kind::kAttr, {}, std::move(value)}; }
+};
+
+class Node {
+ public:
+  // An operator call. `op` is "aten::add.Tensor" style (name.overload).
+  static NodePtr MakeOp(std::string op, std::vector<Value> operands, std::vector<Arg> args,
+                        std::vector<Shape> shapes);
+  static NodePtr MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data);
+  // A Python scalar of `dtype`; 0 and 1 become kConstant. Where it feeds a Tensor
+  // argument it becomes a 0-dim tensor: a wrapped number (a Python number, which
+  // takes no part in type promotion) unless `wrapped_number` is false (a 0-dim
+  // CPU tensor). The op() of the leaf is "wrapped" or "tensor" accordingly.
+  static NodePtr MakeScalar(const c10::Scalar& value, c10::ScalarType dtype,
+                            bool wrapped_number = true);
+  static NodePtr MakeGenerator(std::shared_ptr<const LeafData> generator);
+
+  NodeKind kind() const { return kind_; }
+  bool is_leaf() const { return kind_ != NodeKind::kOp; }
+  bool is_parameter() const {
+    return kind_ == NodeKind::kDeviceData || kind_ == NodeKind::kScalar ||
+           kind_ == NodeKind::kGenerator;
+  }
+  const std::string& op() const { return op_; }
+  const std::vector<Value>& operands() const { return operands_; }
+  const std::vector<Arg>& args() const { return args_; }
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  const Shape& shape(int index = 0) const { return shapes_.at(index); }
+  int num_outputs() const { return static_cast<int>(shapes_.size()); }
+
+  // Hash of op, arguments, shapes and the operands' hashes.
+  hash_t hash() const { return hash_; }
+  // Hash of op, arguments and shapes only (what a graph hash combines with the
+  // canonical operand numbering).
+  hash_t local_hash() const { return local_hash_; }
+
+  // kScalar / kConstant: the value.
+  const c10::Scalar& scalar() const { return scalar_; }
+  // kDeviceData / kGenerator: the runtime's object.
+  const std::shared_ptr<const LeafData>& data() const { return data_; }
+
+  // Where the op was traced from ("train.py:42"), when recorded; never hashed.
+  const std::string& source() const { return source_; }
+  void set_source(std::string source) const { source_ = std::move(source); }
+
+ private:
+  Node() = default;
+  void ComputeHashes();
+
+  NodeKind kind_ = NodeKind::kOp;
+  std::string op_;
+  std::vector<Value> operands_;
+  std::vector<Arg> args_;
+  std::vector<Shape> shapes_;
+  c10::Scalar scalar_;
+  std::shared_ptr<const LeafData> data_;
+  hash_t local_hash_ = 0;
+  hash_t hash_ = 0;
+  // Metadata only: set once right after construction by the tracer.
+  mutable std::string source_;
+};
+
+// "2.5", "3", "true": a scalar in IR text.
+std::string ScalarToString(const c10::Scalar& s);
+
+// Hash of an attribute value. Returns false (and leaves *out alone) for a value
+// the IR cannot hash (objects, tensors), which the tracer must not put in a node.
+bool HashIValue(const c10::IValue& value, hash_t* out);
+
+}  // namespace torch_neuron::ir

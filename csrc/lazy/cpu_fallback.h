@@ -1,0 +1,19 @@
+// The CPU fallback of the lazy device: materializes an op's neuron inputs, runs
+// the CPU kernel, and uploads the results as device data. Counted per op
+// ("fallback.aten::nonzero"); with TORCH_NEURON_FALLBACK=0 it raises instead.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+
+namespace torch_neuron::lazy {
+
+// `reason` says why the op could not be traced (for the error with fallback off).
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                 const std::string& reason);
+
+// "aten::add.Tensor" for the schema of `op`.
+std::string OpName(const c10::OperatorHandle& op);
+
+}  // namespace torch_neuron::lazy

@@ -1,0 +1,308 @@
+#include "lazy/graph_executor.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "base/config.h"
+#include "base/metrics.h"
+#include "cache/lru_cache.h"
+#include "compiler/compiler.h"
+#include "ir/printer.h"
+#include "lazy/execution_mode.h"
+#include "runtime/device_registry.h"
+#include "runtime/execution_queue.h"
+#include "runtime/executor.h"
+#include "runtime/generator.h"
+#include "runtime/torch_status.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NanosSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+struct Counters {
+  metrics::Counter* mark_steps = metrics::GetCounter("mark_step.count");
+  metrics::Counter* syncs = metrics::GetCounter("graph.sync.count");
+  metrics::Counter* compiles = metrics::GetCounter("graph.compile.count");
+  metrics::Counter* compile_ns = metrics::GetCounter("graph.compile.ns");
+  metrics::Counter* compiled_nodes = metrics::GetCounter("graph.compile.nodes");
+  metrics::Counter* cache_hits = metrics::GetCounter("graph.cache_hit.count");
+  metrics::Counter* executions = metrics::GetCounter("graph.execute.count");
+  metrics::Counter* executed_nodes = metrics::GetCounter("graph.execute.nodes");
+  metrics::Counter* execute_ns = metrics::GetCounter("graph.execute.ns");
+  metrics::Counter* execute_errors = metrics::GetCounter("graph.execute.errors");
+  metrics::Counter* prepare_ns = metrics::GetCounter("graph.prepare.ns");
+};
+
+const Counters& C() {
+  static const Counters* counters = new Counters();
+  return *counters;
+}
+
+cache::LruCache<ir::hash_t, runtime::Program>& ProgramCache() {
+  static auto* cache = new cache::LruCache<ir::hash_t, runtime::Program>(4096);
+  return *cache;
+}
+
+// What the recompile report compares between two graphs from one place.
+struct GraphSignature {
+  ir::hash_t hash = 0;
+  std::vector<std::string> parameters;  // shape text per parameter
+  std::vector<std::string> ops;         // op and shape per node
+};
+
+GraphSignature SignatureOf(const ir::CanonicalGraph& g) {
+  GraphSignature s;
+  s.hash = g.hash;
+  for (int32_t p : g.parameters) {
+    s.parameters.push_back(absl::StrCat(ir::NodeKindName(g.nodes[p]->kind()), " ",
+                                        g.nodes[p]->shape().ToString()));
+  }
+  for (const ir::Node* n : g.nodes) {
+    if (!n->is_parameter()) s.ops.push_back(absl::StrCat(n->op(), " ", n->shape().ToString()));
+  }
+  return s;
+}
+
+std::string DescribeChange(const GraphSignature& before, const GraphSignature& after) {
+  std::vector<std::string> changes;
+  const size_t np = std::min(before.parameters.size(), after.parameters.size());
+  for (size_t i = 0; i < np && changes.size() < 5; ++i) {
+    if (before.parameters[i] != after.parameters[i]) {
+      changes.push_back(absl::StrCat("input ", i, " changed from ", before.parameters[i], " to ",
+                                     after.parameters[i]));
+    }
+  }
+  if (before.parameters.size() != after.parameters.size()) {
+    changes.push_back(absl::StrCat("the graph takes ", after.parameters.size(),
+                                   " inputs, before ", before.parameters.size()));
+  }
+  const size_t no = std::min(before.ops.size(), after.ops.size());
+  for (size_t i = 0; i < no; ++i) {
+    if (before.ops[i] != after.ops[i]) {
+      changes.push_back(absl::StrCat("op ", i, " changed from ", before.ops[i], " to ",
+                                     after.ops[i]));
+      break;
+    }
+  }
+  if (before.ops.size() != after.ops.size()) {
+    changes.push_back(absl::StrCat("the graph has ", after.ops.size(), " ops, before ",
+                                   before.ops.size()));
+  }
+  if (changes.empty()) changes.push_back("only attribute values differ");
+  return absl::StrJoin(changes, "; ");
+}
+
+class RecompileLog {
+ public:
+  // Records a compiled graph from `place`; returns the reason it differs from the
+  // previous graph of that place ("" for the first graph there).
+  std::string Record(const std::string& place, GraphSignature signature) {
+    absl::MutexLock lock(&mu_);
+    std::string reason;
+    auto it = last_.find(place);
+    if (it != last_.end() && it->second.hash != signature.hash) {
+      reason = DescribeChange(it->second, signature);
+    }
+    last_[place] = std::move(signature);
+    last_reason_ = reason;
+    return reason;
+  }
+  std::string LastReason() const {
+    absl::MutexLock lock(&mu_);
+    return last_reason_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, GraphSignature> last_ ABSL_GUARDED_BY(mu_);
+  std::string last_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+RecompileLog& Log() {
+  static auto* log = new RecompileLog();
+  return *log;
+}
+
+void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::string& optimized) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = absl::StrCat(dir, "/graph-", ir::HashToHex(g.hash), ".txt");
+  std::ofstream out(path);
+  out << "# torch_neuron graph " << ir::HashToHex(g.hash) << " (" << g.size() << " nodes)\n"
+      << ir::ToText(g) << "# after the compiler's passes\n" << optimized;
+}
+
+std::shared_ptr<const runtime::Program> CompileGraph(const ir::CanonicalGraph& g) {
+  const Config& config = GlobalConfig();
+  auto start = Clock::now();
+  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, compiler::CompileOptions());
+  runtime::ThrowIfError(result.status());
+  C().compiles->Add(1);
+  C().compile_ns->Add(NanosSince(start));
+  C().compiled_nodes->Add(g.size());
+  if (config.debug) {
+    std::string place = CurrentSourceLocation();
+    if (place.empty()) place = "<unknown>";
+    std::string reason = Log().Record(place, SignatureOf(g));
+    if (!reason.empty()) {
+      std::fprintf(stderr, "torch_neuron: compiling a new graph (%lld nodes) at %s: %s\n",
+                   static_cast<long long>(g.size()), place.c_str(), reason.c_str());
+    }
+  }
+  if (!config.debug_dir.empty()) DumpGraph(config.debug_dir, g, result->optimized_text);
+  return result->program;
+}
+
+// Runs on the device's queue.
+absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
+                      std::vector<c10::IValue> params,
+                      const std::vector<std::pair<size_t, runtime::DeviceDataPtr>>& inputs,
+                      const std::vector<runtime::DeviceDataPtr>& outputs) {
+  auto start = Clock::now();
+  auto fail_all = [&](const absl::Status& status) {
+    for (const auto& out : outputs) out->Fail(status);
+    C().execute_errors->Add(1);
+    return status;
+  };
+  for (const auto& [slot, data] : inputs) {
+    absl::Status status = data->Wait();
+    if (!status.ok()) return fail_all(status);
+    params[slot] = data->DeviceView();
+  }
+  absl::StatusOr<std::vector<at::Tensor>> results = runtime::Execute(*program, params);
+  if (!results.ok()) return fail_all(results.status());
+  absl::Status first_error;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i]->Fulfill((*results)[i]);
+    absl::Status s = outputs[i]->Wait();
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  C().executions->Add(1);
+  C().executed_nodes->Add(program->num_nodes);
+  C().execute_ns->Add(NanosSince(start));
+  return first_error;
+}
+
+}  // namespace
+
+GraphExecutor& GraphExecutor::Get() {
+  static GraphExecutor* executor = [] {
+    auto* e = new GraphExecutor();
+    // Reseeding or reading a neuron generator first runs the random ops traced
+    // so far, so they draw from the state they were traced against.
+    runtime::SetGeneratorSyncHook([e](c10::DeviceIndex device) {
+      const int count = runtime::DeviceRegistry::Global().device_count();
+      if (device < 0 || device >= count) return;
+      std::vector<LazyTensorPtr> pending = PendingTensors(device);
+      if (!pending.empty()) e->SyncDevice(device, pending);
+      e->WaitDevice(device);
+    });
+    return e;
+  }();
+  return *executor;
+}
+
+void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
+  std::map<int, std::vector<LazyTensorPtr>> by_device;
+  for (const LazyTensorPtr& t : tensors) {
+    if (t && t->is_pending()) by_device[t->device()].push_back(t);
+  }
+  for (auto& [device, list] : by_device) SyncDevice(device, list);
+}
+
+void GraphExecutor::MarkStep(int device) {
+  C().mark_steps->Add(1);
+  const int count = runtime::DeviceRegistry::Global().device_count();
+  for (int d = 0; d < count; ++d) {
+    if (device >= 0 && d != device) continue;
+    std::vector<LazyTensorPtr> pending = PendingTensors(d);
+    if (!pending.empty()) {
+      SyncDevice(d, pending);
+    } else {
+      runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(d).TakeError());
+    }
+  }
+}
+
+void GraphExecutor::WaitDevice(int device) {
+  runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
+  queue.Drain();
+  runtime::ThrowIfError(queue.TakeError());
+}
+
+void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors) {
+  runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
+  runtime::ThrowIfError(queue.TakeError());
+  C().syncs->Add(1);
+  auto start = Clock::now();
+
+  std::vector<ir::Value> roots;
+  roots.reserve(tensors.size());
+  for (const LazyTensorPtr& t : tensors) roots.push_back(t->pending());
+  ir::CanonicalGraph g = ir::Canonicalize(roots);
+
+  std::shared_ptr<const runtime::Program> program = ProgramCache().Get(g.hash);
+  if (program == nullptr) {
+    program = CompileGraph(g);
+    ProgramCache().Put(g.hash, program);
+  } else {
+    C().cache_hits->Add(1);
+  }
+
+  std::vector<c10::IValue> params(g.parameters.size());
+  std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
+  for (size_t i = 0; i < g.parameters.size(); ++i) {
+    const ir::Node* n = g.nodes[g.parameters[i]];
+    switch (n->kind()) {
+      case ir::NodeKind::kDeviceData:
+        inputs.emplace_back(i, static_cast<const DeviceDataLeaf*>(n->data().get())->data);
+        break;
+      case ir::NodeKind::kGenerator:
+        params[i] = static_cast<const GeneratorLeaf*>(n->data().get())->generator;
+        break;
+      default:
+        params[i] = n->scalar();
+        break;
+    }
+  }
+  std::vector<runtime::DeviceDataPtr> outputs;
+  outputs.reserve(g.outputs.size());
+  for (const auto& [node, index] : g.outputs) {
+    const ir::Shape& shape = g.nodes[node]->shape(index);
+    outputs.push_back(std::make_shared<runtime::DeviceData>(device, shape.dtype(), shape.sizes()));
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i]->SetData(outputs[g.root_to_output[i]]);
+  C().prepare_ns->Add(NanosSince(start));
+
+  queue.Enqueue([program, params = std::move(params), inputs = std::move(inputs), outputs]() {
+    return RunGraph(program, params, inputs, outputs);
+  });
+  if (CurrentMode() == ExecutionMode::kEager) WaitDevice(device);
+}
+
+ir::CanonicalGraph GraphExecutor::PendingGraph(const std::vector<LazyTensorPtr>& tensors) const {
+  std::vector<ir::Value> roots;
+  for (const LazyTensorPtr& t : tensors) {
+    if (t && t->is_pending()) roots.push_back(t->pending());
+  }
+  return ir::Canonicalize(roots);
+}
+
+std::string GraphExecutor::LastRecompileReason() const { return Log().LastReason(); }
+
+void GraphExecutor::ClearCache() { ProgramCache().Clear(); }
+
+}  // namespace torch_neuron::lazy

@@ -1,0 +1,95 @@
+#include "lazy/lazy_tensor.h"
+
+#include <atomic>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+class LiveRegistry {
+ public:
+  void Add(int64_t id, const LazyTensorPtr& t) {
+    absl::MutexLock lock(&mu_);
+    live_[id] = t;
+  }
+  void Remove(int64_t id) {
+    absl::MutexLock lock(&mu_);
+    live_.erase(id);
+  }
+  std::vector<LazyTensorPtr> Pending(int device) {
+    std::vector<LazyTensorPtr> out;
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, weak] : live_) {
+      LazyTensorPtr t = weak.lock();
+      if (t && t->device() == device && t->is_pending()) out.push_back(std::move(t));
+    }
+    return out;
+  }
+  int64_t Count() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int64_t>(live_.size());
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<int64_t, std::weak_ptr<LazyTensor>> live_ ABSL_GUARDED_BY(mu_);
+};
+
+LiveRegistry& Registry() {
+  static auto* registry = new LiveRegistry();
+  return *registry;
+}
+
+std::atomic<int64_t> next_id{1};
+
+}  // namespace
+
+LazyTensor::LazyTensor(int device, ir::Shape shape)
+    : id_(next_id.fetch_add(1)), device_(device), shape_(std::move(shape)) {}
+
+LazyTensor::~LazyTensor() { Registry().Remove(id_); }
+
+LazyTensorPtr LazyTensor::FromValue(ir::Value value, int device) {
+  LazyTensorPtr t(new LazyTensor(device, value.shape()));
+  t->pending_ = std::move(value);
+  Registry().Add(t->id_, t);
+  return t;
+}
+
+LazyTensorPtr LazyTensor::FromData(runtime::DeviceDataPtr data) {
+  LazyTensorPtr t(new LazyTensor(data->device(), ir::Shape(data->dtype(), data->sizes())));
+  t->data_ = std::move(data);
+  Registry().Add(t->id_, t);
+  return t;
+}
+
+ir::Value LazyTensor::GetValue() {
+  if (pending_) return pending_;
+  if (!data_leaf_) {
+    data_leaf_ = ir::Value{ir::Node::MakeDeviceData(shape_, std::make_shared<DeviceDataLeaf>(data_)), 0};
+  }
+  return data_leaf_;
+}
+
+void LazyTensor::SetData(runtime::DeviceDataPtr data) {
+  shape_ = ir::Shape(data->dtype(), data->sizes());
+  data_ = std::move(data);
+  data_leaf_ = ir::Value();
+  pending_ = ir::Value();
+}
+
+void LazyTensor::SetPending(ir::Value value) {
+  shape_ = value.shape();
+  pending_ = std::move(value);
+  data_ = nullptr;
+  data_leaf_ = ir::Value();
+}
+
+std::vector<LazyTensorPtr> PendingTensors(int device) { return Registry().Pending(device); }
+
+int64_t LiveTensorCount() { return Registry().Count(); }
+
+}  // namespace torch_neuron::lazy

@@ -1,0 +1,77 @@
+// LazyTensor: the value behind one neuron tensor. Either pending (an IR value
+// that has not run yet) or materialized (a buffer in device memory). Every live
+// LazyTensor is registered, so mark_step can find all pending work.
+//
+// Not thread-safe: tracing mutates tensors on the thread that owns them; the
+// buffers they point to are thread-safe (runtime::DeviceData).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+
+#include "ir/node.h"
+#include "runtime/device_data.h"
+
+namespace torch_neuron::lazy {
+
+// A device buffer as an IR leaf payload.
+struct DeviceDataLeaf : public ir::LeafData {
+  explicit DeviceDataLeaf(runtime::DeviceDataPtr d) : data(std::move(d)) {}
+  runtime::DeviceDataPtr data;
+};
+
+// A generator random ops draw from, as an IR leaf payload.
+struct GeneratorLeaf : public ir::LeafData {
+  explicit GeneratorLeaf(at::Generator g) : generator(std::move(g)) {}
+  at::Generator generator;
+};
+
+class LazyTensor {
+ public:
+  static std::shared_ptr<LazyTensor> FromValue(ir::Value value, int device);
+  static std::shared_ptr<LazyTensor> FromData(runtime::DeviceDataPtr data);
+  ~LazyTensor();
+  LazyTensor(const LazyTensor&) = delete;
+  LazyTensor& operator=(const LazyTensor&) = delete;
+
+  int64_t id() const { return id_; }
+  int device() const { return device_; }
+  const ir::Shape& shape() const { return shape_; }
+
+  // True while the tensor's value is an op that has not run.
+  bool is_pending() const { return static_cast<bool>(pending_); }
+  const ir::Value& pending() const { return pending_; }
+  const runtime::DeviceDataPtr& data() const { return data_; }
+
+  // The value to use as an operand: the pending op, or a device-data leaf for
+  // the buffer (one leaf per buffer, so `x * x` reads one parameter).
+  ir::Value GetValue();
+
+  // Materialized: the value now lives in `data`.
+  void SetData(runtime::DeviceDataPtr data);
+  // Replaced by a new pending value (in-place updates on the device).
+  void SetPending(ir::Value value);
+
+ private:
+  LazyTensor(int device, ir::Shape shape);
+
+  const int64_t id_;
+  const int device_;
+  ir::Shape shape_;
+  ir::Value pending_;
+  runtime::DeviceDataPtr data_;
+  ir::Value data_leaf_;  // cached leaf for data_
+};
+
+using LazyTensorPtr = std::shared_ptr<LazyTensor>;
+
+// Live tensors of `device` with pending values, in creation order.
+std::vector<LazyTensorPtr> PendingTensors(int device);
+
+// Number of live LazyTensors (tests, leak checks).
+int64_t LiveTensorCount();
+
+}  // namespace torch_neuron::lazy

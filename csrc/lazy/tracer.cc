@@ -1,0 +1,467 @@
+#include "lazy/tracer.h"
+
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <chrono>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "base/config.h"
+#include "base/metrics.h"
+#include "ir/node.h"
+#include "lazy/bridge.h"
+#include "lazy/cpu_fallback.h"
+#include "lazy/execution_mode.h"
+#include "lazy/graph_executor.h"
+#include "lazy/tensor_impl.h"
+#include "runtime/device_registry.h"
+#include "runtime/dtypes.h"
+#include "runtime/generator.h"
+#include "runtime/torch_status.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+c10::TypePtr Unwrapped(const c10::TypePtr& type) {
+  if (auto opt = type->cast<c10::OptionalType>()) return opt->getElementType();
+  return type;
+}
+bool IsTensorType(const c10::TypePtr& t) {
+  return Unwrapped(t)->kind() == c10::TypeKind::TensorType;
+}
+bool IsGeneratorType(const c10::TypePtr& t) {
+  return Unwrapped(t)->kind() == c10::TypeKind::GeneratorType;
+}
+bool IsNumberType(const c10::TypePtr& t) {
+  return Unwrapped(t)->kind() == c10::TypeKind::NumberType;
+}
+bool IsListOf(const c10::TypePtr& t, c10::TypeKind element) {
+  auto list = Unwrapped(t)->cast<c10::ListType>();
+  return list && Unwrapped(list->getElementType())->kind() == element;
+}
+
+// Ops whose output shape depends on the data: never traced.
+bool IsDataDependent(const std::string& name) {
+  static const char* const kOps[] = {"aten::nonzero",        "aten::masked_select",
+                                     "aten::unique",         "aten::_unique",
+                                     "aten::repeat_interleave.Tensor", "aten::bincount",
+                                     "aten::nonzero_numpy",  "aten::argwhere"};
+  for (const char* op : kOps) {
+    if (absl::StartsWith(name, op)) return true;
+  }
+  return false;
+}
+
+// Random ops without a Generator argument (rand, randn_like, native_dropout...)
+// draw from the CPU's default generator inside their kernels; they must not be
+// traced as they are but decomposed into ops that take the device generator.
+bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op) {
+  const std::string& name = op.schema().name();
+  static const char* const kRandomWords[] = {"rand", "normal", "bernoulli", "dropout",
+                                             "multinomial", "poisson", "exponential",
+                                             "cauchy", "geometric", "log_normal", "uniform"};
+  bool random = false;
+  for (const char* word : kRandomWords) random |= name.find(word) != std::string::npos;
+  if (!random) return false;
+  for (const c10::Argument& arg : op.schema().arguments()) {
+    if (IsGeneratorType(arg.type())) return false;
+  }
+  return true;
+}
+
+// Ops that may take CPU index tensors beside neuron tensors (uploaded).
+bool AllowsCpuTensors(const std::string& name) {
+  return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_");
+}
+
+c10::ScalarType ScalarDtype(const c10::Scalar& s) {
+  if (s.isBoolean()) return c10::ScalarType::Bool;
+  if (s.isIntegral(false)) return c10::ScalarType::Long;
+  return c10::ScalarType::Double;
+}
+
+// Output metadata of one traced call: the shapes of every returned tensor, and
+// for each return how many tensors it holds (-1: a single tensor).
+struct MetaResult {
+  std::vector<ir::Shape> shapes;
+  std::vector<int> counts;
+};
+
+class MetaCache {
+ public:
+  std::optional<MetaResult> Get(ir::hash_t key, bool* found) {
+    absl::MutexLock lock(&mu_);
+    auto it = cache_.find(key);
+    *found = it != cache_.end();
+    return *found ? it->second : std::nullopt;
+  }
+  void Put(ir::hash_t key, std::optional<MetaResult> result) {
+    absl::MutexLock lock(&mu_);
+    if (cache_.size() > 100000) cache_.clear();  // bound memory for pathological programs
+    cache_[key] = std::move(result);
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<ir::hash_t, std::optional<MetaResult>> cache_ ABSL_GUARDED_BY(mu_);
+};
+
+MetaCache& Metas() {
+  static auto* cache = new MetaCache();
+  return *cache;
+}
+
+// Runs the op's Meta kernel; nullopt when it has none or it refuses the inputs.
+std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, torch::jit::Stack meta_stack,
+                                    ir::hash_t key) {
+  bool found = false;
+  std::optional<MetaResult> cached = Metas().Get(key, &found);
+  if (found) return cached;
+  std::optional<MetaResult> result;
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    MetaResult r;
+    bool ok = true;
+    for (const c10::IValue& v : meta_stack) {
+      if (v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        ok &= t.is_meta();
+        r.shapes.emplace_back(t.scalar_type(), t.sizes().vec());
+        r.counts.push_back(-1);
+      } else if (v.isTensorList()) {
+        std::vector<at::Tensor> list = v.toTensorVector();
+        for (const at::Tensor& t : list) {
+          ok &= t.is_meta();
+          r.shapes.emplace_back(t.scalar_type(), t.sizes().vec());
+        }
+        r.counts.push_back(static_cast<int>(list.size()));
+      } else {
+        ok = false;
+      }
+    }
+    if (ok) result = std::move(r);
+  } catch (const std::exception&) {
+    // No Meta kernel, a data-dependent one (Python meta registrations raise
+    // NotImplementedError) or inputs the op refuses: the CPU fallback decides.
+    result = std::nullopt;
+  }
+  Metas().Put(key, result);
+  return result;
+}
+
+// The random ops traced last per generator, so the next one runs after it: the
+// device generator is consumed in trace order, as on the CPU.
+struct RandomChain {
+  absl::Mutex mu;
+  absl::flat_hash_map<const c10::GeneratorImpl*, std::weak_ptr<LazyTensor>> last ABSL_GUARDED_BY(mu);
+};
+RandomChain& Chain() {
+  static auto* chain = new RandomChain();
+  return *chain;
+}
+
+struct Counters {
+  metrics::Counter* ops = metrics::GetCounter("trace.op.count");
+  metrics::Counter* nanos = metrics::GetCounter("trace.ns");
+};
+const Counters& C() {
+  static const Counters* c = new Counters();
+  return *c;
+}
+
+}  // namespace
+
+void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto start = Clock::now();
+  const c10::FunctionSchema& schema = op.schema();
+  const std::string name = OpName(op);
+  const size_t num_args = schema.arguments().size();
+  const size_t base = stack->size() - num_args;
+
+  for (const c10::Argument& ret : schema.returns()) {
+    if (!IsTensorType(ret.type()) && !IsListOf(ret.type(), c10::TypeKind::TensorType)) {
+      return CpuFallback(op, stack, "it returns a value that is not a tensor");
+    }
+  }
+  if (IsDataDependent(name)) return CpuFallback(op, stack, "its output shape depends on the data");
+
+  // The device: that of the neuron tensors (all the same) or of the device argument.
+  int device = -1;
+  auto claim = [&](int d) {
+    runtime::ThrowIfError(runtime::DeviceRegistry::Global().CheckIndex(d));
+    TORCH_CHECK(device < 0 || device == d, "Expected all tensors to be on the same device, but "
+                "found at least two devices, neuron:", device, " and neuron:", d, "! (in ", name, ")");
+    device = d;
+  };
+  for (size_t i = base; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && IsNeuron(v.toTensor())) {
+      claim(v.toTensor().device().index());
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && IsNeuron(e.toTensor())) claim(e.toTensor().device().index());
+      }
+    }
+  }
+  for (size_t i = base; i < stack->size() && device < 0; ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      device = v.toDevice().has_index() ? v.toDevice().index()
+                                        : runtime::DeviceRegistry::Global().current_device();
+      runtime::ThrowIfError(runtime::DeviceRegistry::Global().CheckIndex(device));
+    }
+  }
+  if (device < 0) return CpuFallback(op, stack, "it has no neuron tensor or device argument");
+
+  std::vector<ir::Value> operands;
+  std::vector<ir::Arg> args;
+  torch::jit::Stack meta_stack;
+  ir::hash_t signature = ir::Hash(name);
+  std::vector<const c10::GeneratorImpl*> generators;
+  std::vector<at::Generator> generator_objects;
+
+  auto tensor_operand = [&](const at::Tensor& t) -> std::optional<int32_t> {
+    // Returns the operand index, or nullopt for an undefined tensor.
+    if (!t.defined()) return std::nullopt;
+    ir::Value value;
+    at::Tensor meta;
+    if (LazyTensorPtr lazy = TryGetLazy(t)) {
+      value = lazy->GetValue();
+      meta = at::empty(lazy->shape().sizes(), at::TensorOptions().dtype(lazy->shape().dtype()).device(at::kMeta));
+      signature = ir::HashCombine(signature, ir::Hash(lazy->shape()));
+    } else if (t.device().is_cpu() && t.dim() == 0) {
+      const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+      value = ir::Value{ir::Node::MakeScalar(t.item(), t.scalar_type(), wrapped), 0};
+      meta = t;
+      signature = ir::HashCombine(signature, ir::MHash(t.scalar_type(), wrapped, "cpu-scalar"));
+    } else if (t.device().is_cpu() && AllowsCpuTensors(name)) {
+      auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
+      value = LazyTensor::FromData(data)->GetValue();
+      meta = at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+      signature = ir::HashCombine(signature, ir::Hash(value.shape()));
+    } else {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, neuron:", device, " and ", t.device(), "! (in ", name,
+                  "; move the tensor with .to('neuron') first)");
+    }
+    operands.push_back(std::move(value));
+    meta_stack.push_back(meta);
+    return static_cast<int32_t>(operands.size() - 1);
+  };
+  auto scalar_operand = [&](const c10::Scalar& s) {
+    operands.push_back(ir::Value{ir::Node::MakeScalar(s, ScalarDtype(s)), 0});
+    signature = ir::HashCombine(signature, ir::MHash("scalar", ScalarDtype(s)));
+    return static_cast<int32_t>(operands.size() - 1);
+  };
+
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    const c10::TypePtr& type = schema.arguments()[i].type();
+    if (v.isTensor()) {
+      std::optional<int32_t> index = tensor_operand(v.toTensor());
+      if (index) {
+        args.push_back(ir::Arg::Operand(*index));
+      } else {
+        args.push_back(ir::Arg::Attr(c10::IValue()));
+        meta_stack.push_back(c10::IValue());
+      }
+    } else if (IsListOf(type, c10::TypeKind::TensorType) && v.isList()) {
+      std::vector<int32_t> indices;
+      torch::jit::Stack saved_meta;
+      saved_meta.swap(meta_stack);
+      for (const c10::IValue& e : v.toListRef()) {
+        std::optional<int32_t> index = e.isTensor() ? tensor_operand(e.toTensor()) : std::nullopt;
+        indices.push_back(index.value_or(-1));
+        if (!index) meta_stack.push_back(c10::IValue());
+      }
+      const bool optional_list = Unwrapped(type->castRaw<c10::ListType>()->getElementType()) !=
+                                 type->castRaw<c10::ListType>()->getElementType();
+      c10::IValue meta_list;
+      if (optional_list) {
+        c10::List<std::optional<at::Tensor>> list;
+        for (const c10::IValue& m : meta_stack) {
+          list.push_back(m.isTensor() ? std::optional<at::Tensor>(m.toTensor()) : std::nullopt);
+        }
+        meta_list = list;
+      } else {
+        std::vector<at::Tensor> list;
+        for (const c10::IValue& m : meta_stack) list.push_back(m.toTensor());
+        meta_list = list;
+      }
+      meta_stack.swap(saved_meta);
+      meta_stack.push_back(meta_list);
+      signature = ir::HashCombine(signature, ir::Hash(indices));
+      args.push_back(ir::Arg::OperandList(std::move(indices)));
+    } else if (IsNumberType(type) && !v.isNone()) {
+      const c10::Scalar s = v.toScalar();
+      if (s.isComplex()) return CpuFallback(op, stack, "it takes a complex scalar");
+      args.push_back(ir::Arg::Operand(scalar_operand(s)));
+      meta_stack.push_back(v);
+    } else if (IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
+      std::vector<int32_t> indices;
+      for (const c10::IValue& e : v.toListRef()) indices.push_back(scalar_operand(e.toScalar()));
+      args.push_back(ir::Arg::OperandList(std::move(indices)));
+      meta_stack.push_back(v);
+    } else if (IsGeneratorType(type)) {
+      at::Generator gen = v.isNone() ? runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(device))
+                                     : v.toGenerator();
+      TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a neuron generator for ",
+                  name, " on neuron:", device, ", got a generator for ", gen.device());
+      generators.push_back(gen.unsafeGetGeneratorImpl());
+      generator_objects.push_back(gen);
+      operands.push_back(ir::Value{ir::Node::MakeGenerator(std::make_shared<GeneratorLeaf>(gen)), 0});
+      args.push_back(ir::Arg::Operand(static_cast<int32_t>(operands.size() - 1)));
+      meta_stack.push_back(c10::IValue());
+      signature = ir::HashCombine(signature, ir::Hash("generator"));
+    } else if (schema.arguments()[i].name() == "pin_memory" && v.isBool() && v.toBool()) {
+      TORCH_CHECK(false, "only CPU tensors can be pinned, not neuron tensors (in ", name, ")");
+    } else if (Unwrapped(type)->kind() == c10::TypeKind::LayoutType && v.isInt() &&
+               static_cast<c10::Layout>(v.toInt()) != c10::kStrided) {
+      TORCH_CHECK(false, "neuron devices only hold strided tensors, got layout ",
+                  static_cast<c10::Layout>(v.toInt()), " (in ", name, ")");
+    } else if (Unwrapped(type)->kind() == c10::TypeKind::ScalarTypeType && v.isInt()) {
+      runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
+      args.push_back(ir::Arg::Attr(v));
+      meta_stack.push_back(v);
+      signature = ir::HashCombine(signature, ir::MHash("dtype", v.toInt()));
+    } else if (v.isDevice()) {
+      args.push_back(ir::Arg::Attr(v));
+      const bool neuron = v.toDevice().type() == c10::DeviceType::PrivateUse1;
+      meta_stack.push_back(neuron ? c10::IValue(c10::Device(c10::DeviceType::Meta)) : v);
+      signature = ir::HashCombine(signature, ir::MHash("device", static_cast<int>(v.toDevice().type()),
+                                                        static_cast<int>(v.toDevice().index())));
+    } else {
+      ir::hash_t h = 0;
+      if (!ir::HashIValue(v, &h)) {
+        return CpuFallback(op, stack, std::string("it takes a ") + v.tagKind() + " argument");
+      }
+      args.push_back(ir::Arg::Attr(v));
+      meta_stack.push_back(v);
+      signature = ir::HashCombine(signature, h);
+    }
+  }
+
+  std::optional<MetaResult> meta = InferMeta(op, std::move(meta_stack), signature);
+  if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
+  for (const ir::Shape& s : meta->shapes) runtime::CheckSupportedDtype(s.dtype());
+
+  // In-place and out= ops: each written argument must come back as a result.
+  std::vector<at::Tensor> originals;
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    originals.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
+  }
+  std::vector<int> written_by_return(schema.returns().size(), -1);
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    const c10::AliasInfo* alias = schema.returns()[r].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    for (size_t i = 0; i < num_args; ++i) {
+      const c10::AliasInfo* in = schema.arguments()[i].alias_info();
+      if (in != nullptr && in->isWrite() && in->beforeSets() == alias->beforeSets() &&
+          originals[i].defined() && IsNeuron(originals[i])) {
+        written_by_return[r] = static_cast<int>(i);
+      }
+    }
+    if (written_by_return[r] < 0) return CpuFallback(op, stack, "it writes a non-neuron argument");
+  }
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::AliasInfo* in = schema.arguments()[i].alias_info();
+    if (in == nullptr || !in->isWrite()) continue;
+    bool returned = false;
+    for (int w : written_by_return) returned |= w == static_cast<int>(i);
+    if (!returned) return CpuFallback(op, stack, "it writes an argument it does not return");
+  }
+
+  // Random ops run in trace order per generator.
+  if (!generators.empty()) {
+    absl::MutexLock lock(&Chain().mu);
+    for (const c10::GeneratorImpl* g : generators) {
+      auto it = Chain().last.find(g);
+      if (it == Chain().last.end()) continue;
+      if (LazyTensorPtr prev = it->second.lock(); prev && prev->is_pending()) {
+        operands.push_back(prev->pending());  // ordering only: no argument reads it
+      }
+    }
+  }
+
+  ir::NodePtr node = ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes);
+  if (GlobalConfig().ir_debug) node->set_source(CurrentSourceLocation());
+
+  torch::jit::drop(*stack, num_args);
+  std::vector<LazyTensorPtr> created;
+  int output = 0;
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    const int count = meta->counts[r];
+    if (count < 0) {
+      ir::Value value{node, output++};
+      if (written_by_return[r] >= 0) {
+        const at::Tensor& target = originals[written_by_return[r]];
+        GetLazy(target)->SetPending(value);
+        GetImpl(target)->RefreshSizes();
+        created.push_back(GetLazy(target));
+        stack->push_back(target);
+      } else {
+        LazyTensorPtr t = LazyTensor::FromValue(value, device);
+        created.push_back(t);
+        stack->push_back(MakeTensor(t));
+      }
+    } else {
+      std::vector<at::Tensor> list;
+      for (int k = 0; k < count; ++k) {
+        LazyTensorPtr t = LazyTensor::FromValue(ir::Value{node, output++}, device);
+        created.push_back(t);
+        list.push_back(MakeTensor(t));
+      }
+      stack->push_back(list);
+    }
+  }
+  if (!generators.empty() && !created.empty()) {
+    absl::MutexLock lock(&Chain().mu);
+    for (const c10::GeneratorImpl* g : generators) Chain().last[g] = created.front();
+  }
+  C().ops->Add(1);
+  C().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  if (CurrentMode() == ExecutionMode::kEager) GraphExecutor::Get().Sync(created);
+}
+
+int RegisterTracerForCompositeOps() {
+  static int registered = [] {
+    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                   __FILE__, __LINE__);
+    int count = 0;
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || !op->hasSchema()) continue;
+      const bool composite =
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+      if (!composite || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      if (op->schema().is_mutable() || IsDataDependent(OpName(*op))) continue;
+      if (UsesDefaultGeneratorImplicitly(*op)) continue;
+      bool tensor_returns = true;
+      for (const c10::Argument& ret : op->schema().returns()) {
+        tensor_returns &= IsTensorType(ret.type()) || IsListOf(ret.type(), c10::TypeKind::TensorType);
+      }
+      if (!tensor_returns) continue;
+      const std::string overload =
+          name.overload_name.empty() ? name.name.substr(6) : name.name.substr(6) + "." + name.overload_name;
+      lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&TraceOp>());
+      ++count;
+    }
+    return count;
+  }();
+  return registered;
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&TraceOp>());
+}
+
+}  // namespace torch_neuron::lazy

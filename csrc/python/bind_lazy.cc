@@ -1,0 +1,79 @@
+// Bindings of the lazy core: sync points, execution mode, IR dumps.
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "ir/printer.h"
+#include "lazy/bridge.h"
+#include "lazy/execution_mode.h"
+#include "lazy/graph_executor.h"
+#include "lazy/tracer.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace torch_neuron::python {
+namespace {
+
+std::vector<lazy::LazyTensorPtr> LazyTensors(const py::list& tensors) {
+  std::vector<lazy::LazyTensorPtr> out;
+  for (const py::handle& obj : tensors) {
+    if (!THPVariable_Check(obj.ptr())) throw py::type_error("expected a list of tensors");
+    const at::Tensor& t = THPVariable_Unpack(obj.ptr());
+    lazy::LazyTensorPtr lazy = lazy::TryGetLazy(t);
+    if (lazy == nullptr) {
+      throw py::value_error("expected neuron tensors, got a tensor on " +
+                            (t.defined() ? t.device().str() : std::string("no device")));
+    }
+    out.push_back(std::move(lazy));
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindLazy(py::module_& m) {
+  m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
+  m.def("_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); },
+        py::arg("device") = -1);
+  m.def("_sync", [](const py::list& tensors) { lazy::GraphExecutor::Get().Sync(LazyTensors(tensors)); });
+  m.def("_wait_device", [](int device) {
+    py::gil_scoped_release release;
+    lazy::GraphExecutor::Get().WaitDevice(device);
+  });
+  m.def("_ir_text", [](const py::list& tensors) {
+    return ir::ToText(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)));
+  });
+  m.def("_ir_dot", [](const py::list& tensors) {
+    return ir::ToDot(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)));
+  });
+  m.def("_graph_hash", [](const py::list& tensors) {
+    return ir::HashToHex(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)).hash);
+  });
+  m.def("_pending_count", [](const py::list& tensors) {
+    int n = 0;
+    for (const auto& t : LazyTensors(tensors)) n += t->is_pending() ? 1 : 0;
+    return n;
+  });
+  m.def("_live_tensor_count", [] { return lazy::LiveTensorCount(); });
+  m.def("_get_mode", [] { return std::string(ExecutionModeName(lazy::CurrentMode())); });
+  m.def("_set_mode", [](const std::string& mode) {
+    if (mode == "lazy") {
+      lazy::SetMode(ExecutionMode::kLazy);
+    } else if (mode == "eager") {
+      lazy::SetMode(ExecutionMode::kEager);
+    } else {
+      throw py::value_error("mode must be 'lazy' or 'eager', got '" + mode + "'");
+    }
+  });
+  // The getter runs with the GIL held: it is only called while tracing or
+  // compiling on the Python thread.
+  m.def("_set_source_location_getter", [](std::function<std::string()> getter) {
+    lazy::SetSourceLocationGetter(std::move(getter));
+  });
+  m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
+  m.def("_clear_compile_cache", [] { lazy::GraphExecutor::Get().ClearCache(); });
+}
+
+}  // namespace torch_neuron::python

@@ -1,0 +1,124 @@
+#include "runtime/device_data.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "base/metrics.h"
+#include "runtime/neuron_allocator.h"
+
+namespace torch_neuron::runtime {
+namespace {
+
+struct TransferCounters {
+  metrics::Counter* count;
+  metrics::Counter* bytes;
+  metrics::Counter* nanos;
+};
+
+const TransferCounters& Counters(bool to_device) {
+  static const TransferCounters h2d = {metrics::GetCounter("transfer.host_to_device.count"),
+                                       metrics::GetCounter("transfer.host_to_device.bytes"),
+                                       metrics::GetCounter("transfer.host_to_device.ns")};
+  static const TransferCounters d2h = {metrics::GetCounter("transfer.device_to_host.count"),
+                                       metrics::GetCounter("transfer.device_to_host.bytes"),
+                                       metrics::GetCounter("transfer.device_to_host.ns")};
+  return to_device ? h2d : d2h;
+}
+
+void Count(bool to_device, size_t bytes, std::chrono::steady_clock::time_point start) {
+  const TransferCounters& c = Counters(to_device);
+  c.count->Add(1);
+  c.bytes->Add(static_cast<int64_t>(bytes));
+  c.nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count());
+}
+
+}  // namespace
+
+DeviceData::DeviceData(int device, c10::ScalarType dtype, std::vector<int64_t> sizes)
+    : device_(device), dtype_(dtype), sizes_(std::move(sizes)) {}
+
+int64_t DeviceData::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes_) n *= s;
+  return n;
+}
+
+size_t DeviceData::nbytes() const {
+  return static_cast<size_t>(numel()) * c10::elementSize(dtype_);
+}
+
+absl::Status DeviceData::AllocateLocked() {
+  absl::StatusOr<c10::DataPtr> buffer = GetNeuronAllocator()->AllocateOn(device_, nbytes());
+  if (!buffer.ok()) return buffer.status();
+  buffer_ = std::move(buffer).value();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<DeviceData>> DeviceData::FromHost(int device,
+                                                                 const at::Tensor& host) {
+  auto start = std::chrono::steady_clock::now();
+  auto data = std::make_shared<DeviceData>(device, host.scalar_type(), host.sizes().vec());
+  at::Tensor contiguous = host.contiguous();
+  absl::MutexLock lock(&data->mu_);
+  absl::Status status = data->AllocateLocked();
+  if (!status.ok()) return status;
+  if (data->nbytes() > 0) std::memcpy(data->buffer_.get(), contiguous.data_ptr(), data->nbytes());
+  data->ready_ = true;
+  Count(/*to_device=*/true, data->nbytes(), start);
+  return data;
+}
+
+void DeviceData::Fulfill(const at::Tensor& result) {
+  absl::MutexLock lock(&mu_);
+  if (ready_) return;
+  status_ = AllocateLocked();
+  if (status_.ok() && nbytes() > 0) {
+    at::Tensor contiguous = result.contiguous();
+    std::memcpy(buffer_.get(), contiguous.data_ptr(), nbytes());
+  }
+  ready_ = true;
+}
+
+void DeviceData::Fail(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (ready_) return;
+  status_ = std::move(status);
+  ready_ = true;
+}
+
+bool DeviceData::ready() const {
+  absl::MutexLock lock(&mu_);
+  return ready_;
+}
+
+absl::Status DeviceData::Wait() const {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&ready_));
+  return status_;
+}
+
+at::Tensor DeviceData::DeviceView() const {
+  absl::MutexLock lock(&mu_);
+  void* ptr = buffer_.get();
+  static int64_t empty_placeholder = 0;
+  if (ptr == nullptr) ptr = &empty_placeholder;  // zero-element tensors
+  return at::from_blob(ptr, sizes_, at::TensorOptions().dtype(dtype_).device(at::kCPU));
+}
+
+absl::StatusOr<at::Tensor> DeviceData::ToHost() const {
+  absl::Status status = Wait();
+  if (!status.ok()) return status;
+  auto start = std::chrono::steady_clock::now();
+  at::Tensor host = at::empty(sizes_, at::TensorOptions().dtype(dtype_).device(at::kCPU));
+  absl::MutexLock lock(&mu_);
+  if (nbytes() > 0) std::memcpy(host.data_ptr(), buffer_.get(), nbytes());
+  Count(/*to_device=*/false, nbytes(), start);
+  return host;
+}
+
+}  // namespace torch_neuron::runtime

@@ -1,0 +1,76 @@
+#include "runtime/execution_queue.h"
+
+#include <memory>
+#include <vector>
+
+#include "runtime/device_registry.h"
+
+namespace torch_neuron::runtime {
+
+ExecutionQueue::ExecutionQueue(int device) : device_(device) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+ExecutionQueue::~ExecutionQueue() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+ExecutionQueue& ExecutionQueue::ForDevice(int device) {
+  // Never destroyed: the Python interpreter may still queue work at exit; the
+  // atexit hook drains the queues instead.
+  static std::vector<std::unique_ptr<ExecutionQueue>>* queues = [] {
+    auto* q = new std::vector<std::unique_ptr<ExecutionQueue>>();
+    q->resize(DeviceRegistry::Global().device_count());
+    return q;
+  }();
+  static absl::Mutex create_mu;
+  absl::MutexLock lock(&create_mu);
+  auto& slot = queues->at(device);
+  if (slot == nullptr) slot = std::make_unique<ExecutionQueue>(device);
+  return *slot;
+}
+
+void ExecutionQueue::Enqueue(Work work) {
+  absl::MutexLock lock(&mu_);
+  work_.push_back(std::move(work));
+}
+
+void ExecutionQueue::Drain() {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return work_.empty() && !running_; };
+  mu_.Await(absl::Condition(&idle));
+}
+
+absl::Status ExecutionQueue::TakeError() {
+  absl::MutexLock lock(&mu_);
+  absl::Status error = std::move(error_);
+  error_ = absl::OkStatus();
+  return error;
+}
+
+void ExecutionQueue::Loop() {
+  while (true) {
+    Work work;
+    {
+      absl::MutexLock lock(&mu_);
+      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !work_.empty() || stop_;
+      };
+      mu_.Await(absl::Condition(&has_work));
+      if (work_.empty()) return;  // stop_ with nothing left
+      work = std::move(work_.front());
+      work_.pop_front();
+      running_ = true;
+    }
+    absl::Status status = work();
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+    if (!status.ok() && error_.ok()) error_ = std::move(status);
+  }
+}
+
+}  // namespace torch_neuron::runtime

@@ -1,0 +1,118 @@
+#include "runtime/executor.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/util/Exception.h>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/generator.h"
+
+namespace torch_neuron::runtime {
+namespace {
+
+at::Tensor ScalarAsTensor(const c10::IValue& v, c10::ScalarType dtype, bool wrapped) {
+  at::Tensor t = at::scalar_tensor(v.toScalar(), at::TensorOptions().dtype(dtype));
+  t.unsafeGetTensorImpl()->set_wrapped_number(wrapped);
+  return t;
+}
+
+c10::IValue ArgValue(const ProgramArg& arg, const std::vector<c10::IValue>& regs) {
+  switch (arg.kind) {
+    case ProgramArg::Kind::kConstant:
+      return arg.constant;
+    case ProgramArg::Kind::kRegister:
+      return regs[arg.registers[0]];
+    case ProgramArg::Kind::kWrappedScalar:
+      return ScalarAsTensor(regs[arg.registers[0]], arg.dtype, arg.wrapped_number);
+    case ProgramArg::Kind::kGenerator: {
+      const at::Generator& neuron = regs[arg.registers[0]].toGenerator();
+      return neuron.get<NeuronGeneratorImpl>()->host_generator();
+    }
+    case ProgramArg::Kind::kRegisterList: {
+      if (arg.dtype == c10::ScalarType::Undefined) {  // Tensor[] or Tensor?[]
+        bool optional = false;
+        for (int32_t r : arg.registers) optional |= r < 0;
+        if (!optional) {
+          std::vector<at::Tensor> tensors;
+          tensors.reserve(arg.registers.size());
+          for (int32_t r : arg.registers) tensors.push_back(regs[r].toTensor());
+          return tensors;
+        }
+        c10::List<std::optional<at::Tensor>> list;
+        for (int32_t r : arg.registers) {
+          list.push_back(r < 0 ? std::optional<at::Tensor>() : regs[r].toTensor());
+        }
+        return list;
+      }
+      std::vector<c10::Scalar> scalars;  // Scalar[]
+      for (int32_t r : arg.registers) scalars.push_back(regs[r].toScalar());
+      return c10::List<c10::Scalar>(scalars);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
+                                                const std::vector<c10::IValue>& parameters) {
+  if (parameters.size() != program.parameter_registers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("program takes ",
+                                                   program.parameter_registers.size(),
+                                                   " parameters, got ", parameters.size()));
+  }
+  // Inputs never require grad here; skip the autograd layer of every call.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  std::vector<c10::IValue> regs(program.num_registers);
+  for (size_t i = 0; i < parameters.size(); ++i) regs[program.parameter_registers[i]] = parameters[i];
+  for (const auto& [reg, value] : program.constants) regs[reg] = value;
+
+  torch::jit::Stack stack;
+  for (const Instruction& inst : program.instructions) {
+    stack.clear();
+    for (const ProgramArg& arg : inst.args) {
+      stack.push_back(ArgValue(arg, regs));
+      if (arg.copy_before_use && stack.back().isTensor()) {
+        stack.back() = stack.back().toTensor().clone();
+      }
+    }
+    try {
+      inst.op.callBoxed(stack);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("neuron execution failed in ", inst.op_name,
+                                              inst.source.empty() ? "" : " (" + inst.source + ")",
+                                              ": ", e.what_without_backtrace()));
+    }
+    if (inst.returns_list) {
+      std::vector<at::Tensor> results = stack.at(0).toTensorVector();
+      for (size_t k = 0; k < inst.outputs.size() && k < results.size(); ++k) {
+        if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = results[k];
+      }
+    } else {
+      for (size_t k = 0; k < inst.outputs.size() && k < stack.size(); ++k) {
+        if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = std::move(stack[k]);
+      }
+    }
+    for (int32_t r : inst.release) regs[r] = c10::IValue();
+  }
+
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(program.outputs.size());
+  for (size_t i = 0; i < program.outputs.size(); ++i) {
+    const c10::IValue& v = regs[program.outputs[i]];
+    const auto options = at::TensorOptions().dtype(program.output_dtypes[i]);
+    at::Tensor t = v.isTensor() ? v.toTensor()
+                                : at::full(program.output_sizes[i], v.toScalar(), options);
+    if (t.scalar_type() != program.output_dtypes[i]) t = t.to(program.output_dtypes[i]);
+    if (t.sizes() != c10::IntArrayRef(program.output_sizes[i])) {
+      return absl::InternalError(absl::StrCat(
+          "neuron execution produced output ", i, " with sizes ", c10::str(t.sizes()),
+          ", expected ", c10::str(c10::IntArrayRef(program.output_sizes[i]))));
+    }
+    outputs.push_back(t.contiguous());
+  }
+  return outputs;
+}
+
+}  // namespace torch_neuron::runtime
