@@ -76,32 +76,50 @@ GraphSignature SignatureOf(const ir::CanonicalGraph& g) {
   return s;
 }
 
+// Items of `a` missing from `b`, as a multiset, in a's order.
+std::vector<std::string> Missing(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::map<std::string, int> count;
+  for (const std::string& x : b) ++count[x];
+  std::vector<std::string> out;
+  for (const std::string& x : a) {
+    if (count[x] > 0) {
+      --count[x];
+    } else {
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+std::string Listed(const std::vector<std::string>& items) {
+  constexpr size_t kMax = 4;
+  std::vector<std::string> shown(items.begin(), items.begin() + std::min(items.size(), kMax));
+  std::string text = absl::StrJoin(shown, ", ");
+  if (items.size() > kMax) absl::StrAppend(&text, " and ", items.size() - kMax, " more");
+  return text;
+}
+
+// Names what differs between two graphs compiled at one place: the inputs whose
+// dtype or shape changed, else the ops that came or went.
 std::string DescribeChange(const GraphSignature& before, const GraphSignature& after) {
   std::vector<std::string> changes;
-  const size_t np = std::min(before.parameters.size(), after.parameters.size());
-  for (size_t i = 0; i < np && changes.size() < 5; ++i) {
-    if (before.parameters[i] != after.parameters[i]) {
-      changes.push_back(absl::StrCat("input ", i, " changed from ", before.parameters[i], " to ",
-                                     after.parameters[i]));
+  std::vector<std::string> gone = Missing(before.parameters, after.parameters);
+  std::vector<std::string> came = Missing(after.parameters, before.parameters);
+  if (!gone.empty() && gone.size() == came.size()) {
+    for (size_t i = 0; i < gone.size() && i < 4; ++i) {
+      changes.push_back(absl::StrCat("input changed from ", gone[i], " to ", came[i]));
     }
+  } else if (!gone.empty() || !came.empty()) {
+    if (!gone.empty()) changes.push_back(absl::StrCat("inputs no longer taken: ", Listed(gone)));
+    if (!came.empty()) changes.push_back(absl::StrCat("new inputs: ", Listed(came)));
   }
-  if (before.parameters.size() != after.parameters.size()) {
-    changes.push_back(absl::StrCat("the graph takes ", after.parameters.size(),
-                                   " inputs, before ", before.parameters.size()));
+  if (changes.empty()) {
+    std::vector<std::string> ops_gone = Missing(before.ops, after.ops);
+    std::vector<std::string> ops_came = Missing(after.ops, before.ops);
+    if (!ops_gone.empty()) changes.push_back(absl::StrCat("ops gone: ", Listed(ops_gone)));
+    if (!ops_came.empty()) changes.push_back(absl::StrCat("new ops: ", Listed(ops_came)));
   }
-  const size_t no = std::min(before.ops.size(), after.ops.size());
-  for (size_t i = 0; i < no; ++i) {
-    if (before.ops[i] != after.ops[i]) {
-      changes.push_back(absl::StrCat("op ", i, " changed from ", before.ops[i], " to ",
-                                     after.ops[i]));
-      break;
-    }
-  }
-  if (before.ops.size() != after.ops.size()) {
-    changes.push_back(absl::StrCat("the graph has ", after.ops.size(), " ops, before ",
-                                   before.ops.size()));
-  }
-  if (changes.empty()) changes.push_back("only attribute values differ");
+  if (changes.empty()) changes.push_back("only attribute values or the wiring differ");
   return absl::StrJoin(changes, "; ");
 }
 

@@ -69,7 +69,13 @@ LazyTensorPtr LazyTensor::FromData(runtime::DeviceDataPtr data) {
 ir::Value LazyTensor::GetValue() {
   if (pending_) return pending_;
   if (!data_leaf_) {
-    data_leaf_ = ir::Value{ir::Node::MakeDeviceData(shape_, std::make_shared<DeviceDataLeaf>(data_)), 0};
+    // One leaf per buffer, shared by every tensor holding it.
+    auto node = std::static_pointer_cast<const ir::Node>(data_->leaf_slot().lock());
+    if (node == nullptr) {
+      node = ir::Node::MakeDeviceData(shape_, std::make_shared<DeviceDataLeaf>(data_));
+      data_->leaf_slot() = node;
+    }
+    data_leaf_ = ir::Value{std::move(node), 0};
   }
   return data_leaf_;
 }

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/config.h"
 #include "base/metrics.h"
+#include "ir/interner.h"
 #include "ir/node.h"
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
@@ -73,6 +74,12 @@ bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op) {
     if (IsGeneratorType(arg.type())) return false;
   }
   return true;
+}
+
+// Ops whose result is their first argument's value.
+bool IsIdentityOp(const std::string& name) {
+  return name == "aten::detach_copy" || name == "aten::alias_copy" || name == "aten::clone" ||
+         name == "aten::detach" || name == "aten::alias" || name == "aten::lift_fresh_copy";
 }
 
 // Ops that may take CPU index tensors beside neuron tensors (uploaded).
@@ -190,6 +197,20 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (IsDataDependent(name)) return CpuFallback(op, stack, "its output shape depends on the data");
+
+  // Ops that return their input's value unchanged share it: values are
+  // immutable, so detach/clone/alias cost nothing and add no node (a model's
+  // parameters, detached when wrapped in nn.Parameter, stay device data).
+  if (IsIdentityOp(name)) {
+    const at::Tensor& input = (*stack)[base].toTensor();
+    if (LazyTensorPtr lazy = TryGetLazy(input)) {
+      LazyTensorPtr same = lazy->is_pending() ? LazyTensor::FromValue(lazy->pending(), lazy->device())
+                                              : LazyTensor::FromData(lazy->data());
+      torch::jit::drop(*stack, num_args);
+      stack->push_back(MakeTensor(same));
+      return;
+    }
+  }
 
   // The device: that of the neuron tensors (all the same) or of the device argument.
   int device = -1;
@@ -390,8 +411,10 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  ir::NodePtr node = ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes);
-  if (GlobalConfig().ir_debug) node->set_source(CurrentSourceLocation());
+  static ir::NodeInterner* interner = new ir::NodeInterner();
+  ir::NodePtr node =
+      interner->Intern(ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes));
+  if (GlobalConfig().ir_debug && node->source().empty()) node->set_source(CurrentSourceLocation());
 
   torch::jit::drop(*stack, num_args);
   std::vector<LazyTensorPtr> created;

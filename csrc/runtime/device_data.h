@@ -54,6 +54,11 @@ class DeviceData {
   // Downloads to a new CPU tensor (counted as a device-to-host transfer).
   absl::StatusOr<at::Tensor> ToHost() const;
 
+  // A weak slot for the IR layer to keep the one leaf node that stands for this
+  // buffer, so every tensor sharing the buffer reads one graph parameter. Weak:
+  // the leaf owns the buffer, not the other way round. Tracing thread only.
+  std::weak_ptr<const void>& leaf_slot() const { return leaf_slot_; }
+
  private:
   absl::Status AllocateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -64,6 +69,7 @@ class DeviceData {
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   c10::DataPtr buffer_ ABSL_GUARDED_BY(mu_);
+  mutable std::weak_ptr<const void> leaf_slot_;
 };
 
 using DeviceDataPtr = std::shared_ptr<DeviceData>;

@@ -1,0 +1,57 @@
+#include "ir/interner.h"
+
+#include <cstdint>
+
+namespace torch_neuron::ir {
+namespace {
+
+hash_t IdentityKey(const Node& node) {
+  hash_t key = node.local_hash();
+  for (const Value& v : node.operands()) {
+    key = HashCombine(key, MHash(reinterpret_cast<uintptr_t>(v.node.get()), v.index));
+  }
+  return key;
+}
+
+bool SameOperands(const Node& a, const Node& b) {
+  if (a.operands().size() != b.operands().size()) return false;
+  for (size_t i = 0; i < a.operands().size(); ++i) {
+    if (!(a.operands()[i] == b.operands()[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+NodePtr NodeInterner::Intern(NodePtr node) {
+  if (node->kind() != NodeKind::kOp) return node;
+  for (const Value& v : node->operands()) {
+    if (v.node->kind() == NodeKind::kGenerator) return node;
+  }
+  const hash_t key = IdentityKey(*node);
+  absl::MutexLock lock(&mu_);
+  auto& slot = nodes_[key];
+  if (NodePtr existing = slot.lock()) {
+    if (existing->local_hash() == node->local_hash() && SameOperands(*existing, *node)) {
+      return existing;
+    }
+  }
+  slot = node;
+  if (nodes_.size() >= purge_at_) {
+    absl::erase_if(nodes_, [](const auto& entry) { return entry.second.expired(); });
+    purge_at_ = std::max<size_t>(4096, nodes_.size() * 2);
+  }
+  return node;
+}
+
+void NodeInterner::Purge() {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(nodes_, [](const auto& entry) { return entry.second.expired(); });
+}
+
+size_t NodeInterner::size() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.size();
+}
+
+}  // namespace torch_neuron::ir

@@ -1,0 +1,154 @@
+#include <gtest/gtest.h>
+
+#include "compiler/constant_folding.h"
+#include "compiler/cse.h"
+#include "compiler/dce.h"
+#include "compiler/lowering.h"
+#include "compiler/pass_pipeline.h"
+#include "ir/graph.h"
+#include "runtime/executor.h"
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/sub.h>
+
+namespace torch_neuron::compiler {
+namespace {
+
+using ir::Arg;
+using ir::Node;
+using ir::Shape;
+using ir::Value;
+
+const Shape kF32_4(c10::ScalarType::Float, {4});
+
+Value Leaf() { return Value{Node::MakeDeviceData(kF32_4, nullptr), 0}; }
+
+// An op whose schema arguments are `operands`, then alpha=1 for add and sub.
+Value Op(const std::string& op, std::vector<Value> operands) {
+  std::vector<Arg> args;
+  for (size_t i = 0; i < operands.size(); ++i) args.push_back(Arg::Operand(static_cast<int32_t>(i)));
+  if (op == "aten::add.Tensor" || op == "aten::sub.Tensor") args.push_back(Arg::Attr(int64_t{1}));
+  return Value{Node::MakeOp(op, std::move(operands), std::move(args), {kF32_4}), 0};
+}
+
+// aten::ones([4], dtype=float, layout=None, device=None, pin_memory=None)
+Value Ones() {
+  return Value{Node::MakeOp("aten::ones", {},
+                            {Arg::Attr(std::vector<int64_t>{4}),
+                             Arg::Attr(static_cast<int64_t>(c10::ScalarType::Float)),
+                             Arg::Attr(c10::IValue()), Arg::Attr(c10::IValue()),
+                             Arg::Attr(c10::IValue())},
+                            {kF32_4}),
+               0};
+}
+
+std::string RunPipeline(PassPipeline& pipeline, CompileGraph& g) {
+  absl::StatusOr<bool> changed = pipeline.Run(g);
+  EXPECT_TRUE(changed.ok()) << changed.status();
+  return g.ToText();
+}
+
+TEST(CsePassTest, MergesIdenticalOpsOnTheSameOperands) {
+  Value a = Leaf(), b = Leaf();
+  Value out = Op("aten::add.Tensor", {Op("aten::mul.Tensor", {a, b}), Op("aten::mul.Tensor", {a, b})});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
+  PassPipeline pipeline;
+  pipeline.AddPass<CommonSubexpressionElimination>();
+  pipeline.AddPass<DeadCodeElimination>();
+  EXPECT_EQ(RunPipeline(pipeline, g),
+            "graph {\n"
+            "  %0 = device_data : f32[4]\n"
+            "  %1 = device_data : f32[4]\n"
+            "  %2 = aten::mul.Tensor(%0, %1) : f32[4]\n"
+            "  %4 = aten::add.Tensor(%2, %2, 1) : f32[4]\n"
+            "  return (%4)\n"
+            "}\n");
+}
+
+TEST(CsePassTest, DoesNotMergeOpsOnDifferentParameters) {
+  Value a = Leaf(), b = Leaf();
+  Value out = Op("aten::add.Tensor", {Op("aten::neg", {a}), Op("aten::neg", {b})});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
+  PassPipeline pipeline;
+  pipeline.AddPass<CommonSubexpressionElimination>();
+  absl::StatusOr<bool> changed = pipeline.Run(g);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+}
+
+TEST(ConstantFoldingPassTest, FoldsSmallConstantSubgraphsAndKeepsParameters) {
+  Value a = Leaf();
+  Value out = Op("aten::mul.Tensor", {a, Op("aten::add.Tensor", {Ones(), Ones()})});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
+  PassPipeline pipeline;
+  pipeline.AddPass<CommonSubexpressionElimination>();
+  pipeline.AddPass<ConstantFolding>(4096);
+  pipeline.AddPass<DeadCodeElimination>();
+  EXPECT_EQ(RunPipeline(pipeline, g),
+            "graph {\n"
+            "  %0 = device_data : f32[4]\n"
+            "  %3 = folded(4 elements) : f32[4]\n"
+            "  %4 = aten::mul.Tensor(%0, %3) : f32[4]\n"
+            "  return (%4)\n"
+            "}\n");
+  EXPECT_TRUE(at::equal(*g.nodes[3].folded, at::full({4}, 2.0f)));
+}
+
+TEST(ConstantFoldingPassTest, LeavesLargeConstantsToRunTime) {
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({Op("aten::neg", {Ones()})}));
+  PassPipeline pipeline;
+  pipeline.AddPass<ConstantFolding>(3);  // below the 4 elements of ones([4])
+  absl::StatusOr<bool> changed = pipeline.Run(g);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+}
+
+TEST(VerifierTest, RejectsAnOperandThatIsNotBeforeItsUser) {
+  Value a = Leaf();
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({Op("aten::neg", {a})}));
+  g.nodes[1].operands[0].node = 1;  // uses itself
+  absl::Status s = VerifyGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "node %1 refers to node %1, which is not before it");
+}
+
+TEST(LoweringTest, RunsTheGraphAndReleasesRegistersAfterLastUse) {
+  Value a = Leaf(), b = Leaf();
+  Value prod = Op("aten::mul.Tensor", {a, b});
+  Value out = Op("aten::sub.Tensor", {Op("aten::add.Tensor", {prod, a}), b});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
+  absl::StatusOr<runtime::Program> program = LowerToProgram(g);
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ(program->instructions.size(), 3u);
+  // The product dies at the add; the inputs live until their last readers.
+  EXPECT_EQ(program->instructions[1].release, (std::vector<int32_t>{0, 2}));
+
+  at::Tensor x = at::arange(4, at::kFloat), y = at::full({4}, 3.0f);
+  absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {x, y});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(at::equal((*result)[0], at::sub(at::add(at::mul(x, y), x), y)));
+}
+
+TEST(ExecutorTest, AFailingOpNamesItselfInTheError) {
+  Value a = Leaf();
+  Value bad{Node::MakeOp("aten::reshape", {a}, {Arg::Operand(0), Arg::Attr(std::vector<int64_t>{3})},
+                         {Shape(c10::ScalarType::Float, {3})}),
+            0};
+  absl::StatusOr<runtime::Program> program =
+      LowerToProgram(CompileGraph::FromCanonical(ir::Canonicalize({bad})));
+  ASSERT_TRUE(program.ok());
+  absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {at::arange(4, at::kFloat)});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(result.status().message().rfind("neuron execution failed in aten::reshape: shape '[3]' is "
+                                            "invalid for input of size 4", 0),
+            0u)
+      << result.status().message();
+}
+
+}  // namespace
+}  // namespace torch_neuron::compiler

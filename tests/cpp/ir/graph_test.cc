@@ -1,0 +1,128 @@
+#include "ir/graph.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/printer.h"
+
+namespace torch_neuron::ir {
+namespace {
+
+const Shape kF32_2x3(c10::ScalarType::Float, {2, 3});
+
+Value Leaf(const Shape& shape = kF32_2x3) { return Value{Node::MakeDeviceData(shape, nullptr), 0}; }
+
+Value Binary(const std::string& op, const Value& a, const Value& b, const Shape& shape = kF32_2x3) {
+  return Value{Node::MakeOp(op, {a, b}, {Arg::Operand(0), Arg::Operand(1)}, {shape}), 0};
+}
+
+Value AddWithAlpha(const Value& a, const Value& b, int64_t alpha) {
+  return Value{Node::MakeOp("aten::add.Tensor", {a, b},
+                            {Arg::Operand(0), Arg::Operand(1), Arg::Attr(alpha)}, {a.shape()}),
+               0};
+}
+
+TEST(GraphHashTest, SameComputationBuiltInDifferentOrdersHasOneHash) {
+  Value a1 = Leaf(), b1 = Leaf();
+  Value sum1 = Binary("aten::add.Tensor", a1, b1);
+  Value prod1 = Binary("aten::mul.Tensor", a1, b1);
+  CanonicalGraph g1 = Canonicalize({sum1, prod1});
+
+  // Other leaf objects, ops created in the other order, roots given the other way round.
+  Value a2 = Leaf(), b2 = Leaf();
+  Value prod2 = Binary("aten::mul.Tensor", a2, b2);
+  Value sum2 = Binary("aten::add.Tensor", a2, b2);
+  CanonicalGraph g2 = Canonicalize({prod2, sum2});
+
+  EXPECT_EQ(g1.hash, g2.hash);
+  EXPECT_EQ(ToText(g1), ToText(g2));
+  // Each root still finds its own output.
+  EXPECT_EQ(g1.nodes[g1.outputs[g1.root_to_output[0]].first]->op(), "aten::add.Tensor");
+  EXPECT_EQ(g2.nodes[g2.outputs[g2.root_to_output[0]].first]->op(), "aten::mul.Tensor");
+}
+
+TEST(GraphHashTest, WiringOfLeavesMatters) {
+  Value a = Leaf(), b = Leaf();
+  EXPECT_NE(Canonicalize({Binary("aten::add.Tensor", a, b)}).hash,
+            Canonicalize({Binary("aten::add.Tensor", a, a)}).hash);
+}
+
+TEST(GraphHashTest, AnyChangeOfOpAttributeShapeOrDtypeChangesTheHash) {
+  Value a = Leaf(), b = Leaf();
+  const hash_t base = Canonicalize({AddWithAlpha(a, b, 2)}).hash;
+  EXPECT_NE(base, Canonicalize({AddWithAlpha(a, b, 3)}).hash);  // attribute
+  Value sub{Node::MakeOp("aten::sub.Tensor", {a, b},
+                         {Arg::Operand(0), Arg::Operand(1), Arg::Attr(int64_t{2})}, {a.shape()}),
+            0};
+  EXPECT_NE(base, Canonicalize({sub}).hash);  // op
+  Shape f32_3x2(c10::ScalarType::Float, {3, 2});
+  EXPECT_NE(base, Canonicalize({AddWithAlpha(Leaf(f32_3x2), Leaf(f32_3x2), 2)}).hash);  // shape
+  Shape f64_2x3(c10::ScalarType::Double, {2, 3});
+  EXPECT_NE(base, Canonicalize({AddWithAlpha(Leaf(f64_2x3), Leaf(f64_2x3), 2)}).hash);  // dtype
+  EXPECT_EQ(base, Canonicalize({AddWithAlpha(Leaf(), Leaf(), 2)}).hash);  // new data: same
+}
+
+TEST(GraphHashTest, PythonScalarsAreParametersExceptZeroAndOne) {
+  Value a = Leaf();
+  auto times = [&](const c10::Scalar& s) {
+    Value scalar{Node::MakeScalar(s, c10::ScalarType::Double), 0};
+    return Canonicalize({Binary("aten::mul.Tensor", a, scalar)});
+  };
+  EXPECT_EQ(times(2.5).hash, times(3.5).hash);
+  EXPECT_EQ(times(2.5).parameters.size(), 2u);
+  EXPECT_NE(times(1.0).hash, times(2.5).hash);
+  EXPECT_NE(times(0.0).hash, times(1.0).hash);
+  EXPECT_EQ(times(1.0).parameters.size(), 1u);
+}
+
+TEST(GraphHashTest, ParametersAreNumberedByFirstUseAndSharedNodesAppearOnce) {
+  Value a = Leaf(), b = Leaf();
+  Value shared = Binary("aten::mul.Tensor", b, a);
+  Value out = Binary("aten::add.Tensor", shared, Binary("aten::sub.Tensor", shared, a));
+  CanonicalGraph g = Canonicalize({out, out});
+  ASSERT_EQ(g.parameters.size(), 2u);
+  EXPECT_EQ(g.nodes[g.parameters[0]], b.node.get());  // b is mul's first operand
+  EXPECT_EQ(g.nodes[g.parameters[1]], a.node.get());
+  EXPECT_EQ(g.size(), 5);
+  EXPECT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(g.root_to_output, (std::vector<int32_t>{0, 0}));
+}
+
+TEST(GraphHashTest, HashIsStableAcrossProcesses) {
+  // A fixed graph hashes to a fixed constant: disk cache keys depend on it. A
+  // change here invalidates every cache on disk, so it must be deliberate.
+  Value a = Leaf(), b = Leaf();
+  CanonicalGraph g = Canonicalize({AddWithAlpha(Binary("aten::mul.Tensor", a, b), a, 1)});
+  EXPECT_EQ(HashToHex(g.hash), "0e21ec9ff4c397b129303c4952816490");
+}
+
+TEST(GraphHashTest, DeepChainsDoNotRecurse) {
+  Value v = Leaf();
+  for (int i = 0; i < 20000; ++i) v = Binary("aten::add.Tensor", v, v);
+  CanonicalGraph g = Canonicalize({v});
+  EXPECT_EQ(g.size(), 20001);
+}
+
+TEST(PrinterTest, TextNamesParametersConstantsAndOutputs) {
+  Value a = Leaf();
+  Value two{Node::MakeScalar(2.5, c10::ScalarType::Double), 0};
+  Value one{Node::MakeScalar(int64_t{1}, c10::ScalarType::Long), 0};
+  Value prod = Binary("aten::mul.Tensor", a, two);
+  Value sum{Node::MakeOp("aten::add.Tensor", {prod, one, one},
+                         {Arg::Operand(0), Arg::Operand(1), Arg::Operand(2)}, {kF32_2x3}),
+            0};
+  EXPECT_EQ(ToText(Canonicalize({sum})),
+            "graph {\n"
+            "  %0 = parameter(0, device_data) : f32[2,3]\n"
+            "  %1 = parameter(1, scalar) : f64[]\n"
+            "  %2 = aten::mul.Tensor(%0, %1) : f32[2,3]\n"
+            "  %3 = constant(1) : i64[]\n"
+            "  %4 = aten::add.Tensor(%2, %3, %3) : f32[2,3]\n"
+            "  return (%4)\n"
+            "}\n");
+  std::string dot = ToDot(Canonicalize({sum}));
+  EXPECT_NE(dot.find("n2 -> n4;"), std::string::npos);
+  EXPECT_NE(dot.find("out0 [label=\"output 0\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace torch_neuron::ir

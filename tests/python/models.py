@@ -1,0 +1,72 @@
+"""Small models shared by the training tests: an MLP and a decoder-only
+transformer, both with dropout, built from a seed so CPU and neuron copies start
+identical."""
+
+import math
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=16, hidden=32, d_out=4, p=0.1):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(d_in, hidden), nn.GELU(), nn.Dropout(p), nn.Linear(hidden, hidden), nn.Tanh(),
+            nn.Linear(hidden, d_out),
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class TinyDecoder(nn.Module):
+    """Embedding, causal self-attention, layer norm, GELU MLP, dropout, tied head."""
+
+    def __init__(self, vocab=32, dim=32, heads=4, layers=2, seq=16, p=0.1):
+        super().__init__()
+        self.heads, self.p = heads, p
+        self.embed = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(nn.ModuleDict({
+                "ln1": nn.LayerNorm(dim), "qkv": nn.Linear(dim, 3 * dim), "proj": nn.Linear(dim, dim),
+                "ln2": nn.LayerNorm(dim), "fc1": nn.Linear(dim, 4 * dim), "fc2": nn.Linear(4 * dim, dim),
+            }))
+        self.ln_f = nn.LayerNorm(dim)
+
+    def forward(self, tokens):
+        b, t = tokens.shape
+        x = self.embed(tokens) + self.pos[:t]
+        for blk in self.blocks:
+            h = blk["ln1"](x)
+            q, k, v = blk["qkv"](h).chunk(3, dim=-1)
+            q, k, v = (z.reshape(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                 dropout_p=self.p if self.training else 0.0)
+            x = x + F.dropout(blk["proj"](att.transpose(1, 2).reshape(b, t, -1)), self.p, self.training)
+            x = x + F.dropout(blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x)))), self.p, self.training)
+        return self.ln_f(x) @ self.embed.weight.t()  # tied output head
+
+
+def make_batches(kind, steps, batch, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        if kind == "mlp":
+            x = torch.randn(batch, 16, generator=g)
+            y = torch.randint(0, 4, (batch,), generator=g)
+        else:
+            x = torch.randint(0, 32, (batch, 16), generator=g)
+            y = torch.roll(x, -1, dims=1)
+        out.append((x, y))
+    return out
+
+
+def loss_fn(kind, model, x, y):
+    logits = model(x)
+    if kind == "mlp":
+        return F.cross_entropy(logits, y)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
