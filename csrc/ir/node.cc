@@ -91,6 +91,22 @@ bool HashIValue(const c10::IValue& v, hash_t* out) {
   return true;
 }
 
+Node::~Node() {
+  thread_local std::vector<NodePtr> releasing;
+  thread_local bool draining = false;
+  for (Value& v : operands_) {
+    if (v.node) releasing.push_back(std::move(v.node));
+  }
+  if (draining) return;  // an outer destructor's loop releases them
+  draining = true;
+  while (!releasing.empty()) {
+    NodePtr last = std::move(releasing.back());
+    releasing.pop_back();
+    last.reset();  // may push its own operands
+  }
+  draining = false;
+}
+
 void Node::ComputeHashes() {
   hash_t h = MHash(static_cast<uint8_t>(kind_), op_);
   for (const Arg& a : args_) h = HashCombine(h, HashArg(a));

@@ -1,0 +1,106 @@
+"""Tracing cost per op, beside PyTorch CPU eager's per-op cost on the same ops,
+and the cost of a cached mark_step for graphs of 10 to 10,000 nodes.
+
+    python benchmarks/bench_tracing.py [--quick]
+
+Per-op figures are medians over repeats of a loop of small elementwise ops
+(16 floats, so the CPU's compute is negligible and both columns show dispatch
+and bookkeeping cost). mark_step is timed on a graph already in the cache: it is
+the host cost of canonicalizing, hashing, looking up and queueing the graph; the
+graph's execution is timed separately (wait for the device queue).
+Writes benchmarks/results/tracing.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_neuron  # noqa: E402
+from common import interleaved, print_table, summary, write_results  # noqa: E402
+
+
+def per_op_trace(ops: int) -> float:
+    x = torch.randn(16, device="neuron")
+    y = torch.randn(16, device="neuron")
+    torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()
+    start = time.perf_counter()
+    z = x
+    for _ in range(ops):
+        z = z * y + x
+    elapsed = time.perf_counter() - start
+    del z
+    torch_neuron.mark_step()  # leave nothing pending for the next sample
+    torch_neuron.wait_device_ops()
+    return elapsed / (2 * ops) * 1e6
+
+
+def per_op_cpu(ops: int) -> float:
+    x, y = torch.randn(16), torch.randn(16)
+    start = time.perf_counter()
+    z = x
+    for _ in range(ops):
+        z = z * y + x
+    return (time.perf_counter() - start) / (2 * ops) * 1e6
+
+
+def cached_mark_step(nodes: int, repeats: int):
+    """Median mark_step and execution time (ms) of an n-node graph already compiled."""
+    x = torch.randn(16, device="neuron")
+    torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()
+    steps, execs = [], []
+    for r in range(repeats + 2):
+        z = x
+        for _ in range(nodes - 1):  # one leaf + (nodes - 1) ops
+            z = z + x
+        start = time.perf_counter()
+        torch_neuron.mark_step()
+        queued = time.perf_counter()
+        torch_neuron.wait_device_ops()
+        done = time.perf_counter()
+        if r >= 2:  # the first builds the cache entry
+            steps.append((queued - start) * 1e3)
+            execs.append((done - queued) * 1e3)
+        del z
+    return summary(steps), summary(execs)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer ops and repeats")
+    args = parser.parse_args(argv)
+    ops = 200 if args.quick else 2000
+    repeats = 3 if args.quick else 9
+    sizes = [10, 100, 1000] if args.quick else [10, 100, 1000, 10000]
+
+    samples = interleaved({"neuron_trace_us": lambda: per_op_trace(ops),
+                           "cpu_eager_us": lambda: per_op_cpu(ops)}, repeats=repeats)
+    per_op = {k: summary(v) for k, v in samples.items()}
+    ratios = [n / c for n, c in zip(samples["neuron_trace_us"], samples["cpu_eager_us"])]
+    per_op["trace_over_cpu_ratio"] = summary(ratios)
+
+    mark_step = {}
+    for n in sizes:
+        print(f"  mark_step on a cached {n}-node graph ...", flush=True)
+        step, execute = cached_mark_step(n, repeats=3 if args.quick or n >= 10000 else repeats)
+        mark_step[str(n)] = {"mark_step_ms": step, "execute_ms": execute}
+
+    path = write_results("tracing", {"quick": args.quick, "per_op": per_op, "cached_mark_step": mark_step})
+    print_table("Per-op cost (median of repeats, microseconds)", ["what", "median", "min", "max"],
+                [[k, f"{v['median']:.2f}", f"{v['min']:.2f}", f"{v['max']:.2f}"] for k, v in per_op.items()])
+    print_table("Cached mark_step (ms)", ["nodes", "mark_step median", "per node (us)", "execute median"],
+                [[n, f"{v['mark_step_ms']['median']:.3f}", f"{v['mark_step_ms']['median'] * 1e3 / int(n):.2f}",
+                  f"{v['execute_ms']['median']:.3f}"] for n, v in mark_step.items()])
+    print(f"\nresults: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

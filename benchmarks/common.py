@@ -1,0 +1,80 @@
+"""Shared pieces of the benchmark scripts: machine facts, interleaved timing of
+peers (A B A B ...), medians and spreads, and JSON + table output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from typing import Callable, Dict, List
+
+import torch
+
+
+def machine_info() -> Dict[str, str]:
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        compiler = "unknown"
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "torch": torch.__version__,
+        "torch_threads": str(torch.get_num_threads()),
+        "python": platform.python_version(),
+        "compiler": compiler,
+    }
+
+
+def interleaved(peers: Dict[str, Callable[[], float]], repeats: int, warmup: int = 1) -> Dict[str, List[float]]:
+    """Runs each peer's measurement in turn, A B A B ..., discarding warm-ups.
+    Each callable returns one measurement (seconds or a derived figure)."""
+    samples: Dict[str, List[float]] = {name: [] for name in peers}
+    for r in range(warmup + repeats):
+        for name, fn in peers.items():
+            value = fn()
+            if r >= warmup:
+                samples[name].append(value)
+    return samples
+
+
+def summary(values: List[float]) -> Dict[str, float]:
+    values = sorted(values)
+    return {
+        "median": statistics.median(values),
+        "min": values[0],
+        "max": values[-1],
+        "spread": (values[-1] - values[0]) / statistics.median(values) if statistics.median(values) else 0.0,
+        "n": len(values),
+    }
+
+
+def write_results(name: str, results: dict, out_dir: str | None = None) -> str:
+    out_dir = out_dir or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    payload = {"benchmark": name, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine_info(), **results}
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2)
+    return path
+
+
+def print_table(title: str, header: List[str], rows: List[List[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    print(f"\n{title}")
+    print("  " + "  ".join(str(h).ljust(w) for h, w in zip(header, widths)))
+    print("  " + "  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
