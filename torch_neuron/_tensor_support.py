@@ -15,7 +15,10 @@ treatment PyTorch gives storage-less backends:
   string ``map_location`` would move to the device before the rebuild);
 - ``copy.deepcopy`` clones on the device;
 - ``cpu_tensor.copy_(neuron_tensor)`` reads the source back first
-  (functionalization refuses to write a plain tensor from a functional one).
+  (functionalization refuses to write a plain tensor from a functional one);
+- ``neuron_tensor.numpy()`` is a sync point returning the values read back
+  (like ``.cpu().numpy()``; a tensor requiring grad still needs ``.detach()``
+  or ``force=True``, as on the CPU).
 """
 
 from __future__ import annotations
@@ -117,7 +120,21 @@ def _neuron_copy_(self, src, non_blocking=False):
     return _original_copy_(self, src, non_blocking)
 
 
+_original_numpy = torch.Tensor.numpy
+
+
+def _neuron_numpy(self, *, force=False):
+    # A sync point: the values are read back, as .cpu().numpy() would.
+    if _is_neuron(self):
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self.detach().cpu().numpy()
+    return _original_numpy(self, force=force)
+
+
 def install() -> None:
+    torch.Tensor.numpy = _neuron_numpy
     torch.serialization.add_safe_globals([_rebuild_neuron_tensor])
     torch.Tensor.copy_ = _neuron_copy_
     _tensor_str._str_intern = _neuron_str_intern

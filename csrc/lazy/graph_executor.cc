@@ -1,6 +1,8 @@
 #include "lazy/graph_executor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +46,7 @@ struct Counters {
   metrics::Counter* execute_ns = metrics::GetCounter("graph.execute.ns");
   metrics::Counter* execute_errors = metrics::GetCounter("graph.execute.errors");
   metrics::Counter* prepare_ns = metrics::GetCounter("graph.prepare.ns");
+  metrics::Counter* donated_bytes = metrics::GetCounter("graph.donated.bytes");
 };
 
 const Counters& C() {
@@ -187,7 +190,7 @@ std::shared_ptr<const runtime::Program> CompileGraph(const ir::CanonicalGraph& g
 // Runs on the device's queue.
 absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
                       std::vector<c10::IValue> params,
-                      const std::vector<std::pair<size_t, runtime::DeviceDataPtr>>& inputs,
+                      std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
                       const std::vector<runtime::DeviceDataPtr>& outputs) {
   auto start = Clock::now();
   auto fail_all = [&](const absl::Status& status) {
@@ -202,9 +205,26 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
   }
   absl::StatusOr<std::vector<at::Tensor>> results = runtime::Execute(*program, params);
   if (!results.ok()) return fail_all(results.status());
+  // Donation: an input buffer that only this execution still holds (its tensor
+  // took a new value, like a parameter updated in place) receives an output of
+  // the same size instead of a new allocation.
+  params.clear();  // drop the views of the input buffers
+  std::vector<runtime::DeviceDataPtr> donors;
+  for (const auto& [slot, data] : inputs) {
+    if (data.use_count() == 1 && data->nbytes() > 0) donors.push_back(data);
+  }
   absl::Status first_error;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    outputs[i]->Fulfill((*results)[i]);
+    auto donor = std::find_if(donors.begin(), donors.end(), [&](const runtime::DeviceDataPtr& d) {
+      return d != nullptr && d->nbytes() == outputs[i]->nbytes();
+    });
+    if (donor != donors.end()) {
+      C().donated_bytes->Add(static_cast<int64_t>((*donor)->nbytes()));
+      outputs[i]->FulfillInto((*donor)->TakeBuffer(), (*results)[i]);
+      *donor = nullptr;
+    } else {
+      outputs[i]->Fulfill((*results)[i]);
+    }
     absl::Status s = outputs[i]->Wait();
     if (!s.ok() && first_error.ok()) first_error = s;
   }
@@ -305,8 +325,13 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i]->SetData(outputs[g.root_to_output[i]]);
   C().prepare_ns->Add(NanosSince(start));
 
-  queue.Enqueue([program, params = std::move(params), inputs = std::move(inputs), outputs]() {
-    return RunGraph(program, params, inputs, outputs);
+  // The job owns the only references the graph keeps to its inputs; the IR
+  // (and with it the leaves' references) is released once the tensors moved on.
+  auto job = std::make_shared<std::tuple<std::vector<c10::IValue>,
+                                         std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
+      std::move(params), std::move(inputs));
+  queue.Enqueue([program, job, outputs]() {
+    return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs);
   });
   if (CurrentMode() == ExecutionMode::kEager) WaitDevice(device);
 }

@@ -84,6 +84,22 @@ void DeviceData::Fulfill(const at::Tensor& result) {
   ready_ = true;
 }
 
+void DeviceData::FulfillInto(c10::DataPtr donated, const at::Tensor& result) {
+  absl::MutexLock lock(&mu_);
+  if (ready_) return;
+  buffer_ = std::move(donated);
+  if (nbytes() > 0) {
+    at::Tensor contiguous = result.contiguous();
+    std::memcpy(buffer_.get(), contiguous.data_ptr(), nbytes());
+  }
+  ready_ = true;
+}
+
+c10::DataPtr DeviceData::TakeBuffer() {
+  absl::MutexLock lock(&mu_);
+  return std::move(buffer_);
+}
+
 void DeviceData::Fail(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (ready_) return;

@@ -41,6 +41,11 @@ class DeviceData {
   // Fills the buffer with the contiguous CPU tensor `result` (same dtype and
   // numel), allocating device memory; or records `status` on failure.
   void Fulfill(const at::Tensor& result);
+  // Same, writing into `donated` (a buffer of nbytes() taken from an input that
+  // nothing else can read any more) instead of allocating.
+  void FulfillInto(c10::DataPtr donated, const at::Tensor& result);
+  // Gives up this ready buffer for donation. Only for data nobody else holds.
+  c10::DataPtr TakeBuffer();
   void Fail(absl::Status status);
 
   bool ready() const;

@@ -110,7 +110,17 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
           "neuron execution produced output ", i, " with sizes ", c10::str(t.sizes()),
           ", expected ", c10::str(c10::IntArrayRef(program.output_sizes[i]))));
     }
-    outputs.push_back(t.contiguous());
+    t = t.contiguous();
+    // An output that is (a view of) an input buffer gets memory of its own: the
+    // caller may reuse input buffers for outputs (donation).
+    for (const c10::IValue& p : parameters) {
+      if (p.isTensor() && t.has_storage() && p.toTensor().has_storage() &&
+          t.storage().unsafeGetStorageImpl() == p.toTensor().storage().unsafeGetStorageImpl()) {
+        t = t.clone();
+        break;
+      }
+    }
+    outputs.push_back(std::move(t));
   }
   return outputs;
 }

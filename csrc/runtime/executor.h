@@ -14,7 +14,7 @@ namespace torch_neuron::runtime {
 
 // `parameters[i]` binds parameter i: a CPU tensor (a device buffer's view), a
 // Scalar, or a neuron Generator. Returns the outputs as contiguous CPU tensors of
-// the declared dtypes and sizes. An operator that throws gives an INTERNAL error
+// the declared dtypes and sizes, never sharing memory with a parameter. An operator that throws gives an INTERNAL error
 // naming the operator and, when recorded, its source line.
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                                 const std::vector<c10::IValue>& parameters);
