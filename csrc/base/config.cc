@@ -75,7 +75,14 @@ absl::StatusOr<Config> ConfigFromEnvironment(
                         ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.cache_enabled, ParseBool("TORCH_NEURON_CACHE", v));
+    std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
+    if (m == "readonly" || m == "read-only" || m == "ro") {
+      c.cache_read_only = true;
+    } else {
+      absl::StatusOr<bool> enabled = ParseBool("TORCH_NEURON_CACHE", v);
+      if (!enabled.ok()) return Invalid("TORCH_NEURON_CACHE", v, "one of 0, 1, readonly");
+      c.cache_enabled = *enabled;
+    }
   }
   if (std::string v = lookup("TORCH_NEURON_COMPILE_SERVICE"); !v.empty()) {
     c.compile_service = v;

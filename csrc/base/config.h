@@ -24,7 +24,8 @@ struct Config {
   bool allow_cpu_fallback = true;
   std::string cache_dir;         // TORCH_NEURON_CACHE_DIR
   int64_t cache_max_mb = 10240;  // TORCH_NEURON_CACHE_MAX_MB
-  bool cache_enabled = true;     // TORCH_NEURON_CACHE
+  bool cache_enabled = true;     // TORCH_NEURON_CACHE (0 disables the disk cache)
+  bool cache_read_only = false;  // TORCH_NEURON_CACHE=readonly
   std::string compile_service = "auto";  // TORCH_NEURON_COMPILE_SERVICE
   bool ir_debug = false;         // TORCH_NEURON_IR_DEBUG
   bool debug = false;            // TORCH_NEURON_DEBUG

@@ -1,6 +1,7 @@
-// LruCache: a bounded map from key to shared value, evicting the least recently
-// used entry. Values are shared_ptrs: an entry evicted while a caller still holds
-// it stays alive for that caller ("in use" entries are never freed under it).
+// LruCache: a map from key to shared value bounded by entry count and by bytes
+// (each entry's size given at Put), evicting the least recently used entries.
+// Values are shared_ptrs: an entry evicted while a caller still holds it stays
+// alive for that caller ("in use" entries are never freed under it).
 //
 // Thread-safe: every member behind mu_.
 #pragma once
@@ -19,7 +20,9 @@ namespace torch_neuron::cache {
 template <typename Key, typename Value>
 class LruCache {
  public:
-  explicit LruCache(size_t max_entries) : max_entries_(max_entries) {}
+  // A bound of 0 bytes means no byte bound.
+  explicit LruCache(size_t max_entries, size_t max_bytes = 0)
+      : max_entries_(max_entries), max_bytes_(max_bytes) {}
 
   // The value for `key` (and marks it most recently used), or nullptr.
   std::shared_ptr<const Value> Get(const Key& key) {
@@ -27,24 +30,36 @@ class LruCache {
     auto it = index_.find(key);
     if (it == index_.end()) return nullptr;
     order_.splice(order_.begin(), order_, it->second);
-    return it->second->second;
+    return it->second->value;
   }
 
-  // Inserts or replaces; evicts the least recently used entries beyond the bound.
-  void Put(const Key& key, std::shared_ptr<const Value> value) {
+  // Inserts or replaces; evicts least recently used entries beyond the bounds
+  // (never the one just inserted).
+  void Put(const Key& key, std::shared_ptr<const Value> value, size_t bytes = 0) {
     absl::MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it != index_.end()) {
-      it->second->second = std::move(value);
+      total_bytes_ -= it->second->bytes;
+      it->second->value = std::move(value);
+      it->second->bytes = bytes;
+      total_bytes_ += bytes;
       order_.splice(order_.begin(), order_, it->second);
-      return;
+    } else {
+      order_.push_front(Entry{key, std::move(value), bytes});
+      index_[key] = order_.begin();
+      total_bytes_ += bytes;
     }
-    order_.emplace_front(key, std::move(value));
-    index_[key] = order_.begin();
-    while (order_.size() > max_entries_) {
-      index_.erase(order_.back().first);
+    while (order_.size() > 1 &&
+           (order_.size() > max_entries_ || (max_bytes_ > 0 && total_bytes_ > max_bytes_))) {
+      total_bytes_ -= order_.back().bytes;
+      index_.erase(order_.back().key);
       order_.pop_back();
     }
+  }
+
+  size_t bytes() const {
+    absl::MutexLock lock(&mu_);
+    return total_bytes_;
   }
 
   size_t size() const {
@@ -56,14 +71,21 @@ class LruCache {
     absl::MutexLock lock(&mu_);
     index_.clear();
     order_.clear();
+    total_bytes_ = 0;
   }
 
  private:
-  using Entry = std::pair<Key, std::shared_ptr<const Value>>;
+  struct Entry {
+    Key key;
+    std::shared_ptr<const Value> value;
+    size_t bytes;
+  };
   const size_t max_entries_;
+  const size_t max_bytes_;
   mutable absl::Mutex mu_;
   std::list<Entry> order_ ABSL_GUARDED_BY(mu_);  // most recent first
   absl::flat_hash_map<Key, typename std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace torch_neuron::cache

@@ -4,7 +4,7 @@
 #include <ATen/ops/scalar_tensor.h>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/op_lookup.h"
+#include "runtime/op_lookup.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -38,7 +38,7 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
     for (ValueRef v : n.operands) all_constant &= g.nodes[v.node].is_constant();
     if (!all_constant) continue;
 
-    absl::StatusOr<c10::OperatorHandle> op = FindOperator(n.ir->op());
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(n.ir->op());
     if (!op.ok()) return op.status();
     const auto& schema_args = op->schema().arguments();
     torch::jit::Stack stack;
@@ -47,7 +47,7 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
       const ir::Arg& arg = n.ir->args()[a];
       switch (arg.kind) {
         case ir::Arg::Kind::kAttr:
-          stack.push_back(HostAttr(arg.attr));
+          stack.push_back(runtime::HostAttr(arg.attr));
           break;
         case ir::Arg::Kind::kOperand:
           stack.push_back(ConstantValue(g.nodes[n.operands[arg.operands[0]].node],

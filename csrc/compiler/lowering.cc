@@ -2,7 +2,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "compiler/op_lookup.h"
+#include "runtime/op_lookup.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -55,7 +55,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
       program.constants.emplace_back(new_reg(node, 0), n.ir->scalar());
       continue;
     }
-    absl::StatusOr<c10::OperatorHandle> op = FindOperator(n.ir->op());
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(n.ir->op());
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();
     if (schema.arguments().size() != n.ir->args().size()) {
@@ -70,7 +70,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
       runtime::ProgramArg pa;
       if (arg.kind == ir::Arg::Kind::kAttr) {
         pa.kind = runtime::ProgramArg::Kind::kConstant;
-        pa.constant = HostAttr(arg.attr);
+        pa.constant = runtime::HostAttr(arg.attr);
       } else if (arg.kind == ir::Arg::Kind::kOperand) {
         ValueRef v = n.operands[arg.operands[0]];
         const CompileNode& src = g.nodes[v.node];

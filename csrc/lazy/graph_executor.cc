@@ -15,8 +15,12 @@
 #include "absl/synchronization/mutex.h"
 #include "base/config.h"
 #include "base/metrics.h"
+#include "cache/disk_cache.h"
 #include "cache/lru_cache.h"
 #include "compiler/compiler.h"
+#include "compiler/fingerprint.h"
+#include "neff/neff_reader.h"
+#include "neff/neff_writer.h"
 #include "ir/printer.h"
 #include "lazy/execution_mode.h"
 #include "runtime/device_registry.h"
@@ -54,9 +58,82 @@ const Counters& C() {
   return *counters;
 }
 
+// L1: loaded programs by cache key, bounded by count and by NEFF bytes.
 cache::LruCache<ir::hash_t, runtime::Program>& ProgramCache() {
-  static auto* cache = new cache::LruCache<ir::hash_t, runtime::Program>(4096);
+  static auto* cache = new cache::LruCache<ir::hash_t, runtime::Program>(4096, size_t{1} << 30);
   return *cache;
+}
+
+const proto::CompilerFingerprint& Fingerprint() {
+  static const auto* fingerprint =
+      new proto::CompilerFingerprint(compiler::MakeFingerprint(compiler::CompileOptions()));
+  return *fingerprint;
+}
+
+// L2: the disk cache of the config (nullptr when TORCH_NEURON_CACHE=0).
+cache::DiskCache* DiskCacheOrNull() {
+  static cache::DiskCache* disk = []() -> cache::DiskCache* {
+    const Config& config = GlobalConfig();
+    if (!config.cache_enabled) return nullptr;
+    const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
+    return new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);
+  }();
+  return disk;
+}
+
+struct CacheCounters {
+  metrics::Counter* memory_hits = metrics::GetCounter("cache.memory_hit.count");
+  metrics::Counter* disk_hits = metrics::GetCounter("cache.disk_hit.count");
+  metrics::Counter* misses = metrics::GetCounter("cache.miss.count");
+  metrics::Counter* load_ns = metrics::GetCounter("cache.load.ns");
+  metrics::Counter* store_errors = metrics::GetCounter("cache.store_error.count");
+};
+const CacheCounters& CC() {
+  static const CacheCounters* c = new CacheCounters();
+  return *c;
+}
+
+// The program of a disk entry, if present and valid.
+std::shared_ptr<const runtime::Program> LoadFromDisk(cache::DiskCache& disk, const std::string& key) {
+  auto start = Clock::now();
+  std::shared_ptr<const runtime::Program> program;
+  disk.Load(key, [&](std::string_view bytes) -> absl::Status {
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, &Fingerprint());
+    if (!loaded.ok()) return loaded.status();
+    program = loaded->program;
+    return absl::OkStatus();
+  });
+  if (program != nullptr) CC().load_ns->Add(NanosSince(start));
+  return program;
+}
+
+proto::Signature SignatureFor(const ir::CanonicalGraph& g) {
+  proto::Signature s;
+  std::vector<int64_t> input_bytes;
+  for (int32_t p : g.parameters) {
+    const ir::Node* n = g.nodes[p];
+    s.add_input_kinds(n->kind() == ir::NodeKind::kDeviceData ? proto::Signature::DEVICE_DATA
+                      : n->kind() == ir::NodeKind::kGenerator ? proto::Signature::GENERATOR
+                                                               : proto::Signature::SCALAR);
+    proto::TensorSpec* spec = s.add_inputs();
+    spec->set_dtype(static_cast<int32_t>(n->shape().dtype()));
+    for (int64_t d : n->shape().sizes()) spec->add_sizes(d);
+    input_bytes.push_back(n->kind() == ir::NodeKind::kDeviceData
+                              ? n->shape().numel() * static_cast<int64_t>(c10::elementSize(n->shape().dtype()))
+                              : -1);
+  }
+  for (const auto& [node, index] : g.outputs) {
+    const ir::Shape& shape = g.nodes[node]->shape(index);
+    proto::TensorSpec* spec = s.add_outputs();
+    spec->set_dtype(static_cast<int32_t>(shape.dtype()));
+    for (int64_t d : shape.sizes()) spec->add_sizes(d);
+    proto::DonationCandidates* donation = s.add_donations();
+    const int64_t bytes = shape.numel() * static_cast<int64_t>(c10::elementSize(shape.dtype()));
+    for (size_t i = 0; i < input_bytes.size(); ++i) {
+      if (input_bytes[i] == bytes && bytes > 0) donation->add_inputs(static_cast<int32_t>(i));
+    }
+  }
+  return s;
 }
 
 // What the recompile report compares between two graphs from one place.
@@ -166,11 +243,32 @@ void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::s
       << ir::ToText(g) << "# after the compiler's passes\n" << optimized;
 }
 
-std::shared_ptr<const runtime::Program> CompileGraph(const ir::CanonicalGraph& g) {
+// Compiles `g`; with a writable disk cache, also stores its NEFF under `key`.
+// Returns the program and its NEFF size (0 when not serialized).
+std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
+    const ir::CanonicalGraph& g, cache::DiskCache* disk, const std::string& key) {
   const Config& config = GlobalConfig();
   auto start = Clock::now();
   absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, compiler::CompileOptions());
   runtime::ThrowIfError(result.status());
+  size_t neff_bytes = 0;
+  absl::StatusOr<std::string> neff = neff::WriteNeff(
+      {result->program.get(), Fingerprint(), g.hash, SignatureFor(g)});
+  if (neff.ok()) {
+    neff_bytes = neff->size();
+    if (disk != nullptr && !disk->read_only()) {
+      absl::Status stored = disk->Store(key, *neff);
+      if (!stored.ok()) {
+        CC().store_errors->Add(1);
+        static bool warned = false;
+        if (!warned) {
+          warned = true;
+          std::fprintf(stderr, "torch_neuron: warning: cannot write the compile cache (%s); "
+                       "continuing without it\n", std::string(stored.message()).c_str());
+        }
+      }
+    }
+  }
   C().compiles->Add(1);
   C().compile_ns->Add(NanosSince(start));
   C().compiled_nodes->Add(g.size());
@@ -184,7 +282,42 @@ std::shared_ptr<const runtime::Program> CompileGraph(const ir::CanonicalGraph& g
     }
   }
   if (!config.debug_dir.empty()) DumpGraph(config.debug_dir, g, result->optimized_text);
-  return result->program;
+  return {result->program, neff_bytes};
+}
+
+// L1, then L2, then compile (under the key's cross-process lock, so one process
+// compiles a graph and the others load its NEFF).
+std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g) {
+  const ir::hash_t key = compiler::CacheKey(g.hash, Fingerprint());
+  if (auto program = ProgramCache().Get(key)) {
+    C().cache_hits->Add(1);
+    CC().memory_hits->Add(1);
+    return program;
+  }
+  const std::string hex = ir::HashToHex(key);
+  cache::DiskCache* disk = DiskCacheOrNull();
+  std::unique_ptr<cache::DiskCache::KeyLock> lock;
+  if (disk != nullptr) {
+    if (auto program = LoadFromDisk(*disk, hex)) {
+      CC().disk_hits->Add(1);
+      ProgramCache().Put(key, program);
+      return program;
+    }
+    absl::StatusOr<std::unique_ptr<cache::DiskCache::KeyLock>> locked = disk->LockKey(hex, 600.0);
+    if (locked.ok()) {
+      lock = *std::move(locked);
+      // Another process may have compiled it while we waited.
+      if (auto program = LoadFromDisk(*disk, hex)) {
+        CC().disk_hits->Add(1);
+        ProgramCache().Put(key, program);
+        return program;
+      }
+    }
+  }
+  CC().misses->Add(1);
+  auto [program, bytes] = CompileGraph(g, disk, hex);
+  ProgramCache().Put(key, program, bytes);
+  return program;
 }
 
 // Runs on the device's queue.
@@ -292,13 +425,7 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   for (const LazyTensorPtr& t : tensors) roots.push_back(t->pending());
   ir::CanonicalGraph g = ir::Canonicalize(roots);
 
-  std::shared_ptr<const runtime::Program> program = ProgramCache().Get(g.hash);
-  if (program == nullptr) {
-    program = CompileGraph(g);
-    ProgramCache().Put(g.hash, program);
-  } else {
-    C().cache_hits->Add(1);
-  }
+  std::shared_ptr<const runtime::Program> program = FindOrCompile(g);
 
   std::vector<c10::IValue> params(g.parameters.size());
   std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;

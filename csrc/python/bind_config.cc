@@ -21,6 +21,7 @@ py::dict ConfigToDict(const Config& c) {
   d["cache_dir"] = c.cache_dir;
   d["cache_max_mb"] = c.cache_max_mb;
   d["cache_enabled"] = c.cache_enabled;
+  d["cache_read_only"] = c.cache_read_only;
   d["compile_service"] = c.compile_service;
   d["ir_debug"] = c.ir_debug;
   d["debug"] = c.debug;

@@ -1,5 +1,6 @@
-// Resolving traced operator names to dispatcher handles, and turning traced
-// attributes into the values the host kernels take.
+// Resolving operator names ("aten::add.Tensor") to dispatcher handles, when a
+// program is built or loaded, and turning traced attributes into the values the
+// host kernels take.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -8,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace torch_neuron::compiler {
+namespace torch_neuron::runtime {
 
 // "aten::add.Tensor" -> the handle of aten::add, overload Tensor. Cached.
 absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op);
@@ -17,4 +18,4 @@ absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op);
 // (the emulated device's kernels run on the host).
 c10::IValue HostAttr(const c10::IValue& attr);
 
-}  // namespace torch_neuron::compiler
+}  // namespace torch_neuron::runtime

@@ -1,0 +1,219 @@
+#include "cache/disk_cache.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/metrics.h"
+
+namespace torch_neuron::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kEntrySuffix = ".neff";
+const std::string kLockSuffix = ".lock";
+const std::string kTempMarker = ".tmp.";
+
+absl::Status ErrnoStatus(const std::string& what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+bool ValidKey(const std::string& key) {
+  return key.size() == 32 && std::all_of(key.begin(), key.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Writes all of `bytes` to fd; false on error.
+bool WriteAll(int fd, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void SyncDirectory(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::string DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/torch_neuron");
+  }
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home != nullptr ? home : "/tmp", "/.cache/torch_neuron");
+}
+
+DiskCache::DiskCache(std::string root, int64_t max_bytes, bool read_only)
+    : root_(std::move(root) + "/v1"), max_bytes_(max_bytes), read_only_(read_only) {}
+
+std::string DiskCache::EntryPath(const std::string& key) const {
+  return absl::StrCat(root_, "/", key.substr(0, 2), "/", key.substr(2, 2), "/", key, kEntrySuffix);
+}
+
+std::string DiskCache::QuarantineDir() const { return root_ + "/quarantine"; }
+
+std::optional<std::string> DiskCache::Load(
+    const std::string& key, const std::function<absl::Status(std::string_view)>& validate) {
+  if (!ValidKey(key)) return std::nullopt;
+  const std::string path = EntryPath(key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  in.close();
+  absl::Status valid = validate(bytes);
+  if (!valid.ok()) {
+    metrics::Increment("cache.corrupt.count");
+    std::error_code ec;
+    fs::create_directories(QuarantineDir(), ec);
+    const auto stamp = std::chrono::system_clock::now().time_since_epoch().count();
+    fs::rename(path, absl::StrCat(QuarantineDir(), "/", key, "-", stamp, kEntrySuffix), ec);
+    if (ec) fs::remove(path, ec);  // cannot move it aside: at least stop reading it
+    return std::nullopt;
+  }
+  // Recently used: eviction removes the oldest mtime first.
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  return bytes;
+}
+
+absl::Status DiskCache::Store(const std::string& key, std::string_view bytes) {
+  if (read_only_) return absl::OkStatus();
+  if (!ValidKey(key)) return absl::InvalidArgumentError(absl::StrCat("bad cache key '", key, "'"));
+  const fs::path path = EntryPath(key);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path.parent_path().string(), ": ", ec.message()));
+  std::random_device rd;
+  const std::string temp = absl::StrCat(path.string(), kTempMarker, ::getpid(), ".", rd());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("cannot create", temp);
+  const bool ok = WriteAll(fd, bytes) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
+    absl::Status status = ErrnoStatus("cannot write", path.string());
+    ::unlink(temp.c_str());
+    return status;
+  }
+  SyncDirectory(path.parent_path());
+  metrics::Increment("cache.write.count");
+  if (max_bytes_ > 0) return Prune();
+  return absl::OkStatus();
+}
+
+DiskCache::KeyLock::~KeyLock() {
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> DiskCache::LockKey(const std::string& key,
+                                                                       double timeout_seconds) {
+  if (read_only_) return absl::UnavailableError("the cache is read-only");
+  if (!ValidKey(key)) return absl::InvalidArgumentError(absl::StrCat("bad cache key '", key, "'"));
+  const fs::path path = fs::path(EntryPath(key)).replace_extension(kLockSuffix);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("cannot open lock", path.string());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  auto pause = std::chrono::milliseconds(1);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      absl::Status status = ErrnoStatus("cannot lock", path.string());
+      ::close(fd);
+      return status;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      return absl::UnavailableError(absl::StrCat("timed out waiting for ", path.string()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return std::make_unique<KeyLock>(fd);
+}
+
+std::vector<DiskEntry> DiskCache::List() const {
+  std::vector<DiskEntry> entries;
+  std::error_code ec;
+  if (!fs::is_directory(root_, ec)) return entries;
+  for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.parent_path().filename() == "quarantine" || !it->is_regular_file(ec)) continue;
+    const std::string name = p.filename().string();
+    if (name.size() != 32 + kEntrySuffix.size() || p.extension() != kEntrySuffix) continue;
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) continue;
+    entries.push_back({name.substr(0, 32), p.string(), static_cast<int64_t>(st.st_size),
+                       static_cast<int64_t>(st.st_mtime)});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const DiskEntry& a, const DiskEntry& b) { return a.mtime_seconds < b.mtime_seconds; });
+  return entries;
+}
+
+absl::Status DiskCache::Prune() {
+  if (read_only_) return absl::OkStatus();
+  std::error_code ec;
+  // Temporary files of writers that died mid-write.
+  const auto now = fs::file_time_type::clock::now();
+  if (fs::is_directory(root_, ec)) {
+    for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.find(kTempMarker) == std::string::npos) continue;
+      std::error_code tec;
+      if (now - fs::last_write_time(it->path(), tec) > std::chrono::hours(1)) fs::remove(it->path(), tec);
+    }
+  }
+  if (max_bytes_ <= 0) return absl::OkStatus();
+  std::vector<DiskEntry> entries = List();
+  int64_t total = 0;
+  for (const DiskEntry& e : entries) total += e.bytes;
+  for (const DiskEntry& e : entries) {
+    if (total <= max_bytes_) break;
+    if (fs::remove(e.path, ec)) {
+      total -= e.bytes;
+      metrics::Increment("cache.evict.count");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DiskCache::Clear() {
+  if (read_only_) return absl::FailedPreconditionError("the cache is read-only");
+  std::error_code ec;
+  fs::remove_all(root_, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot remove ", root_, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace torch_neuron::cache

@@ -1,0 +1,20 @@
+// The compiler fingerprint: everything that changes the executable a graph
+// compiles to (project and torch versions, target, tier, every option). It is
+// part of the cache key and is stored in, and checked against, every NEFF.
+#pragma once
+
+#include "compiler/compiler.h"
+#include "ir/hash.h"
+#include "proto/neff.pb.h"
+
+namespace torch_neuron::compiler {
+
+proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options);
+
+// Canonical text of a fingerprint (logs, `python -m torch_neuron.cache info`).
+std::string FingerprintText(const proto::CompilerFingerprint& fingerprint);
+
+// The cache key of a graph: XXH3-128 over its canonical hash and the fingerprint.
+ir::hash_t CacheKey(ir::hash_t graph_hash, const proto::CompilerFingerprint& fingerprint);
+
+}  // namespace torch_neuron::compiler

@@ -1,0 +1,202 @@
+#include "neff/neff_reader.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "neff/constant_codec.h"
+#include "neff/neff_format.h"
+#include "runtime/op_lookup.h"
+
+namespace torch_neuron::neff {
+namespace {
+
+absl::Status Malformed(const std::string& what) {
+  return absl::DataLossError(absl::StrCat("malformed NEFF: ", what));
+}
+
+uint64_t GetLittleEndian(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+bool ValidDtype(int32_t dtype) {
+  return dtype >= 0 && dtype < static_cast<int32_t>(c10::ScalarType::Undefined);
+}
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(const proto::Program& p) : p_(p) {}
+
+  absl::StatusOr<runtime::Program> Build(const proto::Signature& signature) {
+    runtime::Program out;
+    if (p_.num_registers() < 0 || p_.num_registers() > kMaxRegisters) {
+      return Malformed(absl::StrCat("register count ", p_.num_registers()));
+    }
+    out.num_registers = p_.num_registers();
+    out.num_nodes = p_.num_nodes();
+    absl::flat_hash_set<int32_t> bound;
+    for (int32_t r : p_.parameter_registers()) {
+      if (!InRange(r) || !bound.insert(r).second) return Malformed(absl::StrCat("parameter register ", r));
+      out.parameter_registers.push_back(r);
+    }
+    if (signature.input_kinds_size() != p_.parameter_registers_size() ||
+        signature.inputs_size() != p_.parameter_registers_size()) {
+      return Malformed("signature and program disagree on the number of inputs");
+    }
+    for (const proto::RegisterConstant& c : p_.constants()) {
+      if (!InRange(c.register_()) || !bound.insert(c.register_()).second) {
+        return Malformed(absl::StrCat("constant register ", c.register_()));
+      }
+      absl::StatusOr<c10::IValue> v = DecodeConstant(c.value());
+      if (!v.ok()) return v.status();
+      out.constants.emplace_back(c.register_(), *std::move(v));
+    }
+    for (int i = 0; i < p_.instructions_size(); ++i) {
+      absl::StatusOr<runtime::Instruction> inst = BuildInstruction(p_.instructions(i), i);
+      if (!inst.ok()) return inst.status();
+      out.instructions.push_back(*std::move(inst));
+    }
+    if (signature.outputs_size() != p_.outputs_size()) {
+      return Malformed("signature and program disagree on the number of outputs");
+    }
+    for (int i = 0; i < p_.outputs_size(); ++i) {
+      if (!InRange(p_.outputs(i))) return Malformed(absl::StrCat("output register ", p_.outputs(i)));
+      const proto::TensorSpec& spec = signature.outputs(i);
+      if (!ValidDtype(spec.dtype())) return Malformed(absl::StrCat("output dtype ", spec.dtype()));
+      std::vector<int64_t> sizes(spec.sizes().begin(), spec.sizes().end());
+      for (int64_t s : sizes) {
+        if (s < 0) return Malformed("negative output size");
+      }
+      out.outputs.push_back(p_.outputs(i));
+      out.output_dtypes.push_back(static_cast<c10::ScalarType>(spec.dtype()));
+      out.output_sizes.push_back(std::move(sizes));
+    }
+    return out;
+  }
+
+ private:
+  bool InRange(int32_t r) const { return r >= 0 && r < p_.num_registers(); }
+
+  absl::StatusOr<runtime::Instruction> BuildInstruction(const proto::Instruction& pi, int index) {
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(pi.op());
+    if (!op.ok()) return Malformed(absl::StrCat("instruction ", index, ": ", op.status().message()));
+    const c10::FunctionSchema& schema = op->schema();
+    if (static_cast<size_t>(pi.args_size()) != schema.arguments().size()) {
+      return Malformed(absl::StrCat("instruction ", index, " calls ", pi.op(), " with ", pi.args_size(),
+                                    " arguments; its schema has ", schema.arguments().size()));
+    }
+    runtime::Instruction inst{*op, pi.op(), "", {}, {}, pi.returns_list(), {}};
+    for (const proto::ProgramArg& pa : pi.args()) {
+      runtime::ProgramArg arg;
+      const bool list = pa.kind() == proto::ProgramArg::REGISTER_LIST;
+      for (int32_t r : pa.registers()) {
+        if (!(InRange(r) || (list && r == -1))) {
+          return Malformed(absl::StrCat("instruction ", index, " reads register ", r));
+        }
+        arg.registers.push_back(r);
+      }
+      switch (pa.kind()) {
+        case proto::ProgramArg::REGISTER:
+        case proto::ProgramArg::GENERATOR:
+          if (arg.registers.size() != 1) return Malformed(absl::StrCat("instruction ", index, " argument"));
+          arg.kind = pa.kind() == proto::ProgramArg::REGISTER ? runtime::ProgramArg::Kind::kRegister
+                                                              : runtime::ProgramArg::Kind::kGenerator;
+          break;
+        case proto::ProgramArg::WRAPPED_SCALAR:
+          if (arg.registers.size() != 1 || !ValidDtype(pa.dtype())) {
+            return Malformed(absl::StrCat("instruction ", index, " scalar argument"));
+          }
+          arg.kind = runtime::ProgramArg::Kind::kWrappedScalar;
+          break;
+        case proto::ProgramArg::REGISTER_LIST:
+          arg.kind = runtime::ProgramArg::Kind::kRegisterList;
+          break;
+        case proto::ProgramArg::CONSTANT: {
+          arg.kind = runtime::ProgramArg::Kind::kConstant;
+          absl::StatusOr<c10::IValue> v = DecodeConstant(pa.constant());
+          if (!v.ok()) return v.status();
+          arg.constant = *std::move(v);
+          break;
+        }
+        default:
+          return Malformed(absl::StrCat("instruction ", index, " argument kind ", pa.kind()));
+      }
+      if (!ValidDtype(pa.dtype()) && pa.dtype() != static_cast<int32_t>(c10::ScalarType::Undefined)) {
+        return Malformed(absl::StrCat("instruction ", index, " dtype ", pa.dtype()));
+      }
+      arg.dtype = static_cast<c10::ScalarType>(pa.dtype());
+      if (arg.kind != runtime::ProgramArg::Kind::kWrappedScalar &&
+          arg.kind != runtime::ProgramArg::Kind::kRegisterList) {
+        arg.dtype = c10::ScalarType::Undefined;
+      }
+      arg.wrapped_number = pa.wrapped_number();
+      arg.copy_before_use = pa.copy_before_use();
+      inst.args.push_back(std::move(arg));
+    }
+    for (int32_t r : pi.outputs()) {
+      if (!InRange(r) && r != -1) return Malformed(absl::StrCat("instruction ", index, " writes register ", r));
+      inst.outputs.push_back(r);
+    }
+    if (!inst.returns_list && inst.outputs.size() > schema.returns().size()) {
+      return Malformed(absl::StrCat("instruction ", index, " has more outputs than ", pi.op(), " returns"));
+    }
+    for (int32_t r : pi.release()) {
+      if (!InRange(r)) return Malformed(absl::StrCat("instruction ", index, " releases register ", r));
+      inst.release.push_back(r);
+    }
+    return inst;
+  }
+
+  const proto::Program& p_;
+};
+
+}  // namespace
+
+absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::CompilerFingerprint* expected) {
+  if (bytes.size() < kHeaderSize) return Malformed(absl::StrCat("only ", bytes.size(), " bytes"));
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) return Malformed("bad magic");
+  const uint64_t version = GetLittleEndian(p + 8, 4);
+  if (version != kFormatVersion) {
+    return Malformed(absl::StrCat("format version ", version, " (this reader reads ", kFormatVersion, ")"));
+  }
+  if (GetLittleEndian(p + 12, 4) != 0) return Malformed("reserved header bytes are not zero");
+  const uint64_t length = GetLittleEndian(p + 16, 8);
+  if (length > kMaxPayloadBytes || length != bytes.size() - kHeaderSize) {
+    return Malformed(absl::StrCat("payload length ", length, " but ", bytes.size() - kHeaderSize,
+                                  " bytes follow the header (truncated or padded)"));
+  }
+  const uint64_t checksum = GetLittleEndian(p + 24, 8);
+  if (XXH3_64bits(p + kHeaderSize, length) != checksum) return Malformed("checksum mismatch");
+
+  LoadedNeff loaded;
+  if (!loaded.payload.ParseFromArray(p + kHeaderSize, static_cast<int>(length))) {
+    return Malformed("payload is not a NeffPayload");
+  }
+  if (loaded.payload.format_version() != kFormatVersion) return Malformed("payload format version");
+  if (loaded.payload.graph_hash().size() != 16) return Malformed("graph hash is not 16 bytes");
+  if (expected != nullptr &&
+      loaded.payload.fingerprint().SerializeAsString() != expected->SerializeAsString()) {
+    return absl::FailedPreconditionError(
+        "NEFF was compiled by a different compiler (fingerprint mismatch)");
+  }
+  absl::StatusOr<runtime::Program> program =
+      ProgramBuilder(loaded.payload.program()).Build(loaded.payload.signature());
+  if (!program.ok()) return program.status();
+  for (const proto::SourceEntry& entry : loaded.payload.source_map()) {
+    if (entry.instruction() < 0 ||
+        static_cast<size_t>(entry.instruction()) >= program->instructions.size()) {
+      return Malformed(absl::StrCat("source map names instruction ", entry.instruction()));
+    }
+    program->instructions[entry.instruction()].source = entry.location();
+  }
+  loaded.payload.clear_program();
+  loaded.program = std::make_shared<const runtime::Program>(*std::move(program));
+  return loaded;
+}
+
+}  // namespace torch_neuron::neff
