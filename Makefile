@@ -4,7 +4,7 @@
 PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
-.PHONY: setup run test test-all test-cpp test-python wheel wheel-check clean
+.PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -33,5 +33,16 @@ wheel: setup
 wheel-check: setup
 	@$(PY) -m pytest tests/python -q -m slow
 
+# Coverage-guided fuzzing of the NEFF reader with libFuzzer + ASan (clang), for
+# FUZZ_SECONDS (default 60). Crashes are written to build-fuzz/artifacts/.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The benchmark scripts (JSON in benchmarks/results/).
+bench: setup
+	@$(PY) benchmarks/bench_tracing.py
+	@$(PY) benchmarks/bench_cache.py
+
 clean:
-	rm -rf build dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info
+	rm -rf build build-fuzz dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info

@@ -27,6 +27,7 @@ void RaiseIfError(const absl::Status& status) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_neuron's C++ core";
+  torch_neuron::python::BindCache(m);
   torch_neuron::python::BindConfig(m);
   torch_neuron::python::BindDevice(m);
   torch_neuron::python::BindMetrics(m);

@@ -1,13 +1,21 @@
 """Shared set-up of the torch_neuron Python tests.
 
-Two emulated devices by default, so the multi-device tests run; the variable must
-be set before anything imports torch_neuron, because the device count is read once
-at import.
+Two emulated devices by default, so the multi-device tests run, and a fresh
+compile cache directory per session; the variables must be set before anything
+imports torch_neuron, because the configuration is read once at import.
+
+Neuron ops are lazy: a sync queues a graph that runs on the device's own thread.
+Every test therefore ends by waiting for its queued graphs, so no execution (or
+its counters, or an execution error) spills into the next test.
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("TORCH_NEURON_NUM_DEVICES", "2")
+# A compile cache of this test session only: compile counts must not depend on
+# what earlier runs left in ~/.cache/torch_neuron.
+os.environ.setdefault("TORCH_NEURON_CACHE_DIR", tempfile.mkdtemp(prefix="torch_neuron_test_cache_"))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -17,7 +25,9 @@ import torch_neuron  # noqa: E402
 
 @pytest.fixture
 def metrics():
-    """torch_neuron.metrics with every counter zeroed, for exact deltas."""
+    """torch_neuron.metrics with every counter zeroed, for exact deltas. Graphs
+    queued before the test have run first, so their executions are not counted."""
+    torch_neuron.wait_device_ops()
     torch_neuron.metrics.reset()
     yield torch_neuron.metrics
     torch_neuron.metrics.reset()
@@ -31,9 +41,14 @@ def two_devices():
 
 @pytest.fixture(autouse=True)
 def _restore_device_state():
-    """A test that changes the current device or a memory limit does not leak it."""
+    """A test that changes the current device or a memory limit does not leak it,
+    nor queued work: an execution error nobody synced on fails the test that
+    caused it, in its teardown."""
     limits = [torch.neuron.get_memory_limit(i) for i in range(torch.neuron.device_count())]
     yield
-    torch.neuron.set_device(0)
-    for i, limit in enumerate(limits):
-        torch.neuron.set_memory_limit(limit, i)
+    try:
+        torch_neuron.wait_device_ops()
+    finally:
+        torch.neuron.set_device(0)
+        for i, limit in enumerate(limits):
+            torch.neuron.set_memory_limit(limit, i)

@@ -1,0 +1,62 @@
+// Bindings of the compile cache and the NEFF reader (python -m torch_neuron.cache).
+#include <pybind11/stl.h>
+
+#include "cache/disk_cache.h"
+#include "compiler/compiler.h"
+#include "compiler/fingerprint.h"
+#include "ir/hash.h"
+#include "neff/neff_reader.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace torch_neuron::python {
+namespace {
+
+const proto::CompilerFingerprint& CurrentFingerprint() {
+  static const auto* f = new proto::CompilerFingerprint(compiler::MakeFingerprint(compiler::CompileOptions()));
+  return *f;
+}
+
+py::dict Inspect(const std::string& bytes) {
+  absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, nullptr);
+  RaiseIfError(loaded.status());
+  const proto::NeffPayload& p = loaded->payload;
+  py::dict d;
+  d["fingerprint"] = compiler::FingerprintText(p.fingerprint());
+  d["current_fingerprint"] =
+      p.fingerprint().SerializeAsString() == CurrentFingerprint().SerializeAsString();
+  d["instructions"] = loaded->program->instructions.size();
+  d["nodes"] = loaded->program->num_nodes;
+  d["inputs"] = p.signature().inputs_size();
+  d["outputs"] = p.signature().outputs_size();
+  d["source_lines"] = p.source_map_size();
+  return d;
+}
+
+}  // namespace
+
+void BindCache(py::module_& m) {
+  m.def("_cache_default_dir", [] { return cache::DefaultCacheDir(); });
+  m.def("_current_fingerprint", [] { return compiler::FingerprintText(CurrentFingerprint()); });
+  // Entries of the cache at `dir`, oldest first: (key, path, bytes, mtime).
+  m.def("_cache_list", [](const std::string& dir) {
+    std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> out;
+    for (const cache::DiskEntry& e : cache::DiskCache(dir, 0, true).List()) {
+      out.emplace_back(e.key, e.path, e.bytes, e.mtime_seconds);
+    }
+    return out;
+  });
+  // Validates one NEFF as the runtime would (fingerprint included); "" if valid.
+  m.def("_neff_check", [](const py::bytes& data) {
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(std::string(data), &CurrentFingerprint());
+    return loaded.ok() ? std::string() : std::string(loaded.status().message());
+  });
+  m.def("_neff_inspect", [](const py::bytes& data) { return Inspect(std::string(data)); });
+  m.def("_cache_prune", [](const std::string& dir, int64_t max_bytes) {
+    RaiseIfError(cache::DiskCache(dir, max_bytes, false).Prune());
+  });
+  m.def("_cache_clear", [](const std::string& dir) { RaiseIfError(cache::DiskCache(dir, 0, false).Clear()); });
+}
+
+}  // namespace torch_neuron::python

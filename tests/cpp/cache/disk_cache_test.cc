@@ -1,0 +1,129 @@
+#include "cache/disk_cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "base/metrics.h"
+
+namespace torch_neuron::cache {
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kKey = "0123456789abcdef0123456789abcdef";
+const std::string kOther = "fedcba9876543210fedcba9876543210";
+
+class DiskCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tn_disk_cache_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    metrics::Reset();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static absl::Status AcceptAll(std::string_view) { return absl::OkStatus(); }
+  static absl::Status RequireHello(std::string_view bytes) {
+    return bytes == "hello" ? absl::OkStatus() : absl::DataLossError("not hello");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DiskCacheTest, StoresShardedAndLoadsBack) {
+  DiskCache cache(dir_.string(), 0, false);
+  ASSERT_TRUE(cache.Store(kKey, "hello").ok());
+  EXPECT_EQ(cache.EntryPath(kKey), (dir_ / "v1/01/23" / (kKey + ".neff")).string());
+  EXPECT_TRUE(fs::exists(cache.EntryPath(kKey)));
+  EXPECT_EQ(cache.Load(kKey, RequireHello), std::optional<std::string>("hello"));
+  EXPECT_EQ(cache.Load(kOther, AcceptAll), std::nullopt);
+  EXPECT_EQ(metrics::CounterValue("cache.write.count"), 1);
+}
+
+TEST_F(DiskCacheTest, AnEntryFailingValidationIsQuarantinedAndCounted) {
+  DiskCache cache(dir_.string(), 0, false);
+  ASSERT_TRUE(cache.Store(kKey, "hellO").ok());
+  EXPECT_EQ(cache.Load(kKey, RequireHello), std::nullopt);
+  EXPECT_FALSE(fs::exists(cache.EntryPath(kKey)));
+  EXPECT_EQ(std::distance(fs::directory_iterator(cache.QuarantineDir()), fs::directory_iterator()), 1);
+  EXPECT_EQ(metrics::CounterValue("cache.corrupt.count"), 1);
+  // Rebuilt by the next writer.
+  ASSERT_TRUE(cache.Store(kKey, "hello").ok());
+  EXPECT_EQ(cache.Load(kKey, RequireHello), std::optional<std::string>("hello"));
+}
+
+TEST_F(DiskCacheTest, ReadOnlyModeNeverWrites) {
+  DiskCache cache(dir_.string(), 0, true);
+  EXPECT_TRUE(cache.Store(kKey, "hello").ok());
+  EXPECT_FALSE(fs::exists(dir_));
+  EXPECT_EQ(cache.LockKey(kKey, 0.1).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(DiskCacheTest, TheKeyLockExcludesOthersUntilReleased) {
+  DiskCache cache(dir_.string(), 0, false);
+  auto first = cache.LockKey(kKey, 1.0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // A second holder (a separate open file description) waits and times out.
+  auto second = cache.LockKey(kKey, 0.05);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(cache.LockKey(kOther, 0.05).ok());  // other keys are independent
+  first->reset();
+  EXPECT_TRUE(cache.LockKey(kKey, 1.0).ok());
+}
+
+TEST_F(DiskCacheTest, AKilledHoldersLockIsFreedAtOnce) {
+  DiskCache cache(dir_.string(), 0, false);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto lock = cache.LockKey(kKey, 1.0);
+    char c = lock.ok() ? 'y' : 'n';
+    (void)::write(ready[1], &c, 1);
+    ::pause();  // holds the lock until killed
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  EXPECT_EQ(cache.LockKey(kKey, 0.05).status().code(), absl::StatusCode::kUnavailable);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(cache.LockKey(kKey, 5.0).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+TEST_F(DiskCacheTest, PruneEvictsLeastRecentlyUsedBeyondTheBoundAndOldTempFiles) {
+  DiskCache cache(dir_.string(), 0, false);
+  ASSERT_TRUE(cache.Store(kKey, std::string(100, 'a')).ok());
+  ASSERT_TRUE(cache.Store(kOther, std::string(100, 'b')).ok());
+  // kKey is older; using it makes kOther the least recently used.
+  fs::last_write_time(cache.EntryPath(kKey), fs::file_time_type::clock::now() - std::chrono::hours(2));
+  fs::last_write_time(cache.EntryPath(kOther), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  ASSERT_TRUE(cache.Load(kKey, AcceptAll).has_value());
+  const std::string temp = cache.EntryPath(kKey) + ".tmp.123.456";
+  std::ofstream(temp) << "partial";
+  fs::last_write_time(temp, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  EXPECT_EQ(cache.List().size(), 2u);  // temp files are never entries
+  ASSERT_TRUE(DiskCache(dir_.string(), 150, false).Prune().ok());
+  EXPECT_TRUE(fs::exists(cache.EntryPath(kKey)));
+  EXPECT_FALSE(fs::exists(cache.EntryPath(kOther)));
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);
+}
+
+TEST_F(DiskCacheTest, MalformedKeysAreRefused) {
+  DiskCache cache(dir_.string(), 0, false);
+  EXPECT_EQ(cache.Store("../../etc/passwd", "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.Load("ZZ", AcceptAll), std::nullopt);
+}
+
+}  // namespace
+}  // namespace torch_neuron::cache
