@@ -1,5 +1,7 @@
 #include "runtime/execution_queue.h"
 
+#include <dlfcn.h>
+
 #include <memory>
 #include <vector>
 
@@ -52,7 +54,25 @@ absl::Status ExecutionQueue::TakeError() {
   return error;
 }
 
+namespace {
+
+// The emulated device computes on one host core: its queue thread runs OpenMP
+// regions with a team of one, while the Python thread traces on the other cores.
+// Two OpenMP teams spinning on the same few cores (the caller's and this one's)
+// otherwise slow every execution down by orders of magnitude. The ICV is per
+// thread, so the user's own CPU work keeps its threads. Resolved at run time to
+// reach the OpenMP runtime torch already loaded (linking another would clash).
+void UseOneOpenMpThread() {
+  using SetNumThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetNumThreads>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) {
+    set(1);
+  }
+}
+
+}  // namespace
+
 void ExecutionQueue::Loop() {
+  UseOneOpenMpThread();
   while (true) {
     Work work;
     {
