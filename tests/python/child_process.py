@@ -1,20 +1,34 @@
 """Runs Python code in a fresh interpreter, for settings read once at import
-(TORCH_NEURON_* environment variables)."""
+(TORCH_NEURON_* environment variables), and hands out empty compile-cache
+directories so that no test meets graphs compiled by an earlier run."""
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+_CACHE_ROOT = tempfile.mkdtemp(prefix="torch_neuron_test_caches_")
+atexit.register(shutil.rmtree, _CACHE_ROOT, ignore_errors=True)
+
+
+def fresh_cache_dir() -> str:
+    """A new, empty TORCH_NEURON_CACHE_DIR, removed when this process exits."""
+    return tempfile.mkdtemp(dir=_CACHE_ROOT)
+
 
 def child_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment of a child interpreter: the repo importable, no inherited
-    TORCH_NEURON_* settings, then ``overrides``."""
+    TORCH_NEURON_* settings but an empty compile cache of its own, then
+    ``overrides``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURON_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
+    env["TORCH_NEURON_CACHE_DIR"] = fresh_cache_dir()
     env.update(overrides or {})
     return env
 

@@ -1,6 +1,7 @@
 """The neuron device as PyTorch sees it: registration, the torch.neuron device
 module, device selection, and tensors on more than one device."""
 
+import gc
 import os
 
 import pytest
@@ -118,14 +119,24 @@ def test_seed_picks_a_new_initial_seed():
     assert torch.neuron.initial_seed() != first  # 2**-64 chance of a false failure
 
 
-def test_rng_state_is_16_bytes_seed_then_offset():
+def test_rng_state_is_the_cpu_generator_state_after_the_same_seed():
     torch.manual_seed(0x0102)
+    seeded = torch.get_rng_state()
     state = torch.neuron.get_rng_state()
     assert state.dtype == torch.uint8 and state.device.type == "cpu"
-    assert state.tolist() == [0x02, 0x01] + [0] * 14
-    torch.rand(3, device="neuron")
-    # One random op consumes one stream: the offset (bytes 8..15) becomes 1.
-    assert torch.neuron.get_rng_state().tolist() == [0x02, 0x01] + [0] * 6 + [1] + [0] * 7
+    assert state.shape == (5056,)  # a Mersenne Twister state, as on the CPU
+    assert torch.equal(state, seeded)
+    drawn = torch.rand(3, device="neuron")
+    expected = torch.rand(3)  # the same draw from the CPU generator
+    after = torch.neuron.get_rng_state()
+    assert not torch.equal(after, seeded)
+    assert torch.equal(after, torch.get_rng_state())
+    assert torch.equal(drawn.cpu(), expected)
+
+
+def test_neuron_generator_has_no_offset():
+    with pytest.raises(RuntimeError, match="Mersenne Twister streams and have no offset"):
+        torch.neuron.default_generators[0].get_offset()
 
 
 # ------------------------------------------------------------- device selection
@@ -167,16 +178,23 @@ def test_tensors_live_on_neuron_one_with_correct_values(two_devices):
 
 
 @pytest.mark.parametrize("src, dst", [("neuron:0", "neuron:1"), ("neuron:1", "neuron:0")])
-def test_to_between_devices_preserves_values(two_devices, src, dst, metrics):
+def test_to_between_devices_goes_through_the_host_and_preserves_values(
+    two_devices, src, dst, metrics
+):
     cpu = torch.arange(24.0).reshape(4, 6)
     on_src = cpu.to(src)
     metrics.reset()
     on_dst = on_src.to(dst)
     assert on_dst.device == torch.device(dst)
-    assert on_dst.untyped_storage().device == torch.device(dst)
+    # One download from the source device, one upload to the destination.
+    nbytes = 24 * 4
+    assert {k: v for k, v in metrics.counters().items() if not k.endswith(".ns")} == {
+        "transfer.device_to_host.count": 1,
+        "transfer.device_to_host.bytes": nbytes,
+        "transfer.host_to_device.count": 1,
+        "transfer.host_to_device.bytes": nbytes,
+    }
     assert torch.equal(on_dst.cpu(), cpu)
-    assert metrics.counter("transfer.device_to_device.count") == 1
-    assert metrics.counter("transfer.device_to_device.bytes") == 24 * 4
 
 
 def test_copy_between_devices_of_a_transposed_view_with_dtype_change(two_devices):
@@ -194,24 +212,30 @@ def test_to_the_same_device_returns_the_same_tensor_without_copying(metrics):
     assert metrics.counters() == {}
 
 
-@pytest.mark.xfail(
-    reason="resize_ of a neuron:1 tensor allocates from the *current* device's arena: "
-    "torch.arange(.., device='neuron:1') gets storage on neuron:0",
-    raises=AssertionError,
-    strict=True,
-)
 @pytest.mark.parametrize(
-    "make",
+    "make, expected",
     [
-        lambda: torch.arange(4.0, device="neuron:1"),
-        lambda: torch.add(
-            torch.ones(3, device="neuron:1"), 1, out=torch.empty(0, device="neuron:1")
+        (lambda: torch.arange(4.0, device="neuron:1"), torch.arange(4.0)),
+        (
+            lambda: torch.add(
+                torch.ones(3, device="neuron:1"), 1, out=torch.empty(0, device="neuron:1")
+            ),
+            torch.full((3,), 2.0),
         ),
     ],
     ids=["arange", "add_out_into_empty"],
 )
-def test_storage_of_a_neuron_one_tensor_is_on_neuron_one(two_devices, make):
+def test_neuron_one_tensor_materializes_in_neuron_one_memory(two_devices, make, expected):
     assert torch.neuron.current_device() == 0
+    torch_neuron.wait_device_ops()
+    gc.collect()
+    torch.neuron.empty_cache()
+    base0, base1 = torch.neuron.memory_allocated(0), torch.neuron.memory_allocated(1)
     t = make()
     assert t.device == torch.device("neuron:1")
-    assert t.untyped_storage().device == torch.device("neuron:1")
+    torch_neuron.sync(t)
+    torch_neuron.wait_device_ops()
+    # One 512-byte block for the result, on neuron:1 only.
+    assert torch.neuron.memory_allocated(0) - base0 == 0
+    assert torch.neuron.memory_allocated(1) - base1 == 512
+    assert torch.equal(t.cpu(), expected)

@@ -105,11 +105,25 @@ def test_set_device_rejects_a_non_neuron_device():
         torch.neuron.set_device("cpu")
 
 
-def test_set_rng_state_rejects_a_malformed_state():
-    with pytest.raises(ValueError, match="must have 16 bytes, got 8"):
-        torch.neuron.set_rng_state(torch.zeros(8, dtype=torch.uint8))
-    with pytest.raises(TypeError, match="must be a torch.ByteTensor"):
-        torch.neuron.set_rng_state(torch.zeros(16))
+@pytest.mark.parametrize(
+    "state, error, message",
+    [
+        (torch.zeros(8, dtype=torch.uint8), RuntimeError,
+         "Expected a CPUGeneratorImplState of size 5056 but found the input RNG state size "
+         "to be 8"),
+        (torch.zeros(5056), TypeError, "RNG state must be a torch.ByteTensor"),
+    ],
+    ids=["too_short", "not_bytes"],
+)
+def test_set_rng_state_rejects_a_malformed_state_as_the_cpu_does(state, error, message):
+    torch.manual_seed(6)
+    before = torch.neuron.get_rng_state()
+    with pytest.raises(error) as on_cpu:
+        torch.set_rng_state(state)
+    with pytest.raises(error) as on_neuron:
+        torch.neuron.set_rng_state(state)
+    assert str(on_neuron.value) == str(on_cpu.value) == message
+    assert torch.equal(torch.neuron.get_rng_state(), before)
 
 
 # ------------------------------------------------- settings from the environment
@@ -126,11 +140,16 @@ result = {
     "device_count": torch.neuron.device_count(),
     "memory_limits": [torch.neuron.get_memory_limit(i) for i in range(torch.neuron.device_count())],
 }
+result["mode"] = torch_neuron.get_mode()
+x = torch.ones(2).neuron()
+y = x.exp()  # traced in lazy mode, run at once in eager mode
+result["executed_after_one_op"] = torch_neuron.metrics.counter("graph.execute.count")
+result["exp"] = y.cpu().tolist()
 try:
-    torch.ones(2).neuron().exp()
-    result["op"] = "ran"
+    torch.nonzero(x)  # output shape depends on the data: CPU fallback only
+    result["untraceable_op"] = "ran"
 except NotImplementedError as e:
-    result["op"] = str(e)
+    result["untraceable_op"] = str(e)
 print(json.dumps(result))
 """
 
@@ -193,9 +212,11 @@ def test_valid_environment_values_are_applied(children):
     config = result["config"]
     assert (config["num_devices"], config["memory_limit_bytes"]) == (3, 2 << 20)
     assert (config["allow_cpu_fallback"], config["mode"]) == (False, "eager")
-    assert result["op"] == (
-        "operator aten::exp.out has no neuron lowering and the CPU fallback is off "
-        "(TORCH_NEURON_FALLBACK=0)"
+    assert result["mode"] == "eager" and result["executed_after_one_op"] == 1
+    assert result["exp"] == torch.ones(2).exp().tolist()  # traceable ops run without the fallback
+    assert result["untraceable_op"] == (
+        "operator aten::nonzero cannot run on the neuron device (its output shape depends on "
+        "the data) and the CPU fallback is off (TORCH_NEURON_FALLBACK=0)"
     )
 
 
@@ -206,7 +227,9 @@ def test_defaults_without_environment(children):
     config = result["config"]
     assert config["mode"] == "lazy" and config["allow_cpu_fallback"] is True
     assert config["num_devices"] == 1 and config["memory_limit_bytes"] == 0
-    assert result["op"] == "ran"
+    assert result["mode"] == "lazy" and result["executed_after_one_op"] == 0
+    assert result["exp"] == torch.ones(2).exp().tolist()
+    assert result["untraceable_op"] == "ran"
 
 
 @pytest.mark.xfail(
@@ -243,12 +266,22 @@ def test_parse_converts_every_known_setting():
         "cache_dir": "/tmp/neff",
         "cache_max_mb": 64,
         "cache_enabled": False,
+        "cache_read_only": False,
         "compile_service": "auto",
         "ir_debug": True,
         "debug": False,
         "debug_dir": "",
         "shape_registry": "",
     }
+
+
+@pytest.mark.parametrize(
+    "value, enabled, read_only",
+    [("1", True, False), ("off", False, False), ("readonly", True, True), ("RO", True, True)],
+)
+def test_parse_of_the_cache_mode(value, enabled, read_only):
+    parsed = torch_neuron.config.parse({"TORCH_NEURON_CACHE": value})
+    assert (parsed["cache_enabled"], parsed["cache_read_only"]) == (enabled, read_only)
 
 
 def test_parse_of_an_empty_mapping_gives_the_defaults():
@@ -267,8 +300,10 @@ def test_parse_of_an_empty_mapping_gives_the_defaults():
         ({"TORCH_NEURON_DEBUG": "sometimes"},
          "TORCH_NEURON_DEBUG='sometimes' is not valid: "
          "expected one of 0, 1, true, false, on, off."),
+        ({"TORCH_NEURON_CACHE": "maybe"},
+         "TORCH_NEURON_CACHE='maybe' is not valid: expected one of 0, 1, readonly."),
     ],
-    ids=["num_devices", "cache_max_mb", "debug"],
+    ids=["num_devices", "cache_max_mb", "debug", "cache"],
 )
 def test_parse_rejects_a_malformed_value_naming_it(env, message):
     with pytest.raises(ValueError) as info:
@@ -345,16 +380,33 @@ def test_override_does_not_reread_the_environment(monkeypatch):
 # --------------------------------------------------------- metrics snapshots
 
 def test_metrics_save_and_load_round_trip(tmp_path, metrics):
-    x = torch.ones(4).neuron()
-    (x * 3).exp()
+    n = 19  # a shape no other test compiles, so the step below really compiles
+    x = torch.ones(n).neuron()
+    y = (x * 3).exp()
+    torch.nonzero(x)  # one CPU fallback
     torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()  # no counter moves between save and compare
     path = tmp_path / "metrics.pb"
     metrics.save(path)
     loaded = metrics.load(path)
     assert loaded == metrics.counters()
-    assert loaded["fallback.aten::mul.out"] == 1
-    assert loaded["fallback.aten::exp.out"] == 1
-    assert loaded["mark_step.count"] == 1
+    events = ("fallback.", "graph.", "mark_step.", "trace.", "transfer.")
+    timings = (".ns", ".nodes")
+    assert {
+        k: v for k, v in loaded.items() if k.startswith(events) and not k.endswith(timings)
+    } == {
+        "fallback.aten::nonzero": 1,
+        "graph.compile.count": 1,
+        "graph.execute.count": 1,
+        "graph.sync.count": 1,
+        "mark_step.count": 1,
+        "trace.op.count": 2,
+        "transfer.device_to_host.bytes": n * 4,
+        "transfer.device_to_host.count": 1,
+        "transfer.host_to_device.bytes": n * 4 + n * 8,  # x, then the (n, 1) int64 indices
+        "transfer.host_to_device.count": 2,
+    }
+    assert y.shape == (n,)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.pb"]  # no temp file left
 
 
@@ -380,5 +432,6 @@ def test_metrics_reset_clears_every_counter(metrics):
     assert metrics.counters() != {}
     metrics.reset()
     assert metrics.counters() == {}
-    assert metrics.counter("fallback.aten::add.out") == 0
+    assert metrics.counter("trace.op.count") == 0
+    assert metrics.counter("transfer.host_to_device.count") == 0
     assert metrics.report() == "torch_neuron metrics\n  (no counters yet)"

@@ -1,9 +1,12 @@
 """Tensor factories on neuron: deterministic ones equal their CPU counterparts,
-random ones follow the neuron generator (torch.manual_seed, get/set_rng_state),
-and printing shows the same numbers as on CPU."""
+random ones draw from the neuron generator (a Mersenne Twister seeded like the
+CPU one) exactly the numbers the CPU draws with the same seed, and printing shows
+the same numbers as on CPU."""
 
 import pytest
 import torch
+
+import torch_neuron
 
 # ------------------------------------------------------ deterministic factories
 
@@ -34,17 +37,39 @@ def test_deterministic_factory_equals_cpu(make):
     assert torch.equal(actual.cpu(), expected)
 
 
-def test_empty_has_requested_shape_dtype_and_device_without_a_kernel(metrics):
+def test_empty_has_requested_shape_dtype_and_device_and_is_only_traced(metrics):
     t = torch.empty(2, 3, dtype=torch.float64, device="neuron")
     assert (t.shape, t.dtype, t.device) == ((2, 3), torch.float64, torch.device("neuron:0"))
     assert t.is_contiguous() and t.stride() == (3, 1)
-    # empty is a neuron kernel, not a CPU fallback.
-    assert metrics.fallback_counts() == {}
+    # empty is traced like any op: no CPU fallback, no execution, no transfer yet.
+    assert {k: v for k, v in metrics.counters().items() if not k.endswith(".ns")} == {
+        "trace.op.count": 1
+    }
 
 
-def test_empty_strided_keeps_strides():
-    t = torch.empty_strided((2, 3), (1, 2), device="neuron")
-    assert t.stride() == (1, 2)
+def test_empty_strided_keeps_the_shape_but_reports_contiguous_strides():
+    # Neuron tensors have no storage: every one reports contiguous strides.
+    t = torch.empty_strided((2, 3), (1, 2), dtype=torch.float64, device="neuron")
+    assert (t.shape, t.dtype, t.device) == ((2, 3), torch.float64, torch.device("neuron:0"))
+    assert t.stride() == (3, 1) and t.is_contiguous()
+    values = torch.arange(6.0, dtype=torch.float64).reshape(3, 2).t()
+    t.copy_(values)
+    assert torch.equal(t.cpu(), values)
+
+
+@pytest.mark.xfail(
+    reason="the tracer caches Meta results keyed by the dtype of Python scalars, not their "
+    "value: after torch.arange(5.0, device='neuron'), torch.arange(7.0, device='neuron') gets "
+    "shape (5,) (IR f32[5]) and reading it raises RuntimeError 'neuron execution produced "
+    "output 0 with sizes [7], expected [5]'",
+    raises=AssertionError,
+    strict=True,
+)
+def test_arange_gets_the_shape_of_its_own_end():
+    # Only shapes first: a wrong-shaped graph would fail when it runs.
+    shapes = [tuple(torch.arange(end, device="neuron").shape) for end in (5.0, 7.0)]
+    assert shapes == [(5,), (7,)]
+    assert torch.equal(torch.arange(7.0, device="neuron").cpu(), torch.arange(7.0))
 
 
 @pytest.mark.parametrize(
@@ -72,65 +97,92 @@ def test_like_factories_on_neuron_one_stay_on_neuron_one(two_devices):
 # ------------------------------------------------------------- random factories
 
 RANDOM = {
-    "rand": lambda: torch.rand(64, device="neuron"),
-    "randn": lambda: torch.randn(64, device="neuron"),
-    "randint": lambda: torch.randint(0, 1000, (64,), device="neuron"),
-    "randperm": lambda: torch.randperm(64, device="neuron"),
-    "bernoulli": lambda: torch.bernoulli(torch.full((64,), 0.5, device="neuron")),
-    "dropout": lambda: torch.nn.functional.dropout(torch.ones(64, device="neuron"), 0.5),
-    "normal_": lambda: torch.empty(64, device="neuron").normal_(),
-    "uniform_": lambda: torch.empty(64, device="neuron").uniform_(-2, 2),
-    "normal": lambda: torch.normal(0.0, 1.0, (64,), device="neuron"),
-    "normal_tensor_mean": lambda: torch.normal(torch.arange(64.0, device="neuron"), 1.0),
+    "rand": lambda d: torch.rand(64, device=d),
+    "randn": lambda d: torch.randn(64, device=d),
+    "randint": lambda d: torch.randint(0, 1000, (64,), device=d),
+    "randperm": lambda d: torch.randperm(64, device=d),
+    "bernoulli": lambda d: torch.bernoulli(torch.full((64,), 0.5, device=d)),
+    "dropout": lambda d: torch.nn.functional.dropout(torch.ones(64, device=d), 0.5),
+    "normal_": lambda d: torch.empty(64, device=d).normal_(),
+    "uniform_": lambda d: torch.empty(64, device=d).uniform_(-2, 2),
+    "normal": lambda d: torch.normal(0.0, 1.0, (64,), device=d),
+    "normal_tensor_mean": lambda d: torch.normal(torch.arange(64.0).to(d), 1.0),
 }
 
 
 @pytest.mark.parametrize("make", RANDOM.values(), ids=RANDOM.keys())
-def test_random_op_same_seed_gives_same_values(make):
+def test_random_op_draws_the_cpu_numbers_from_the_neuron_generator(make):
     torch.manual_seed(3)
-    first = make()
+    expected = [make("cpu"), make("cpu")]
+    cpu_state_after = torch.get_rng_state()
     torch.manual_seed(3)
-    second = make()
-    assert first.device == torch.device("neuron:0")
-    assert torch.equal(first.cpu(), second.cpu())
+    cpu_state = torch.get_rng_state()
+    actual = [make("neuron"), make("neuron")]
+    torch_neuron.sync(actual)  # both draws in one graph (one at a time: see the xfail below)
+    for a, e in zip(actual, expected):
+        assert a.device == torch.device("neuron:0") and a.dtype == e.dtype
+        assert torch.equal(a.cpu(), e)
+    # The neuron generator moved exactly as the CPU one would have; the CPU one did not move.
+    assert torch.equal(torch.neuron.get_rng_state(), cpu_state_after)
+    assert torch.equal(torch.get_rng_state(), cpu_state)
 
 
 @pytest.mark.parametrize("make", RANDOM.values(), ids=RANDOM.keys())
 def test_random_op_different_seeds_give_different_values(make):
     torch.manual_seed(3)
-    first = make()
+    first = make("neuron")
     torch.manual_seed(4)
-    second = make()
+    second = make("neuron")
     assert not torch.equal(first.cpu(), second.cpu())
 
 
-DROPOUT_IGNORES_NEURON_GENERATOR = pytest.mark.xfail(
-    reason="dropout runs aten::native_dropout, whose schema has no Generator argument, "
-    "through the CPU fallback: it draws from the CPU default generator, so the neuron "
-    "generator's state neither advances nor replays it",
+@pytest.mark.parametrize("make", RANDOM.values(), ids=RANDOM.keys())
+def test_set_rng_state_replays_random_op(make):
+    torch.manual_seed(9)
+    make("neuron")  # advance the generator so the state is not the freshly seeded one
+    state = torch.neuron.get_rng_state()
+    first = make("neuron")
+    later = make("neuron")
+    torch.neuron.set_rng_state(state)
+    replay = make("neuron")
+    assert torch.equal(first.cpu(), replay.cpu())
+    assert not torch.equal(first.cpu(), later.cpu())
+
+
+@pytest.mark.xfail(
+    reason="reading random results one at a time runs the earlier draw again: after "
+    "manual_seed(3), a1 = rand(4), a2 = rand(4) on neuron, a1.cpu() is the first CPU draw "
+    "but a2.cpu() is the third, [0.5944, 0.8879, 0.4510, 0.7995], not the second "
+    "[0.4716, 0.0601, 0.7719, 0.7437]: a2's graph keeps a1's uniform node (its ordering "
+    "operand) after a1 was materialized",
     raises=AssertionError,
     strict=True,
 )
+def test_random_results_read_one_at_a_time_are_the_cpu_draws():
+    torch.manual_seed(3)
+    expected = [torch.rand(4), torch.rand(4)]
+    torch.manual_seed(3)
+    first, second = torch.rand(4, device="neuron"), torch.rand(4, device="neuron")
+    assert torch.equal(first.cpu(), expected[0])
+    assert torch.equal(second.cpu(), expected[1])
 
-REPLAYABLE = [
-    pytest.param(
-        make, id=name, marks=[DROPOUT_IGNORES_NEURON_GENERATOR] if name == "dropout" else []
-    )
-    for name, make in RANDOM.items()
-]
 
-
-@pytest.mark.parametrize("make", REPLAYABLE)
-def test_set_rng_state_replays_random_op(make):
-    torch.manual_seed(9)
-    make()  # advance the generator so the state is not the freshly seeded one
-    state = torch.neuron.get_rng_state()
-    first = make()
-    later = make()
-    torch.neuron.set_rng_state(state)
-    replay = make()
-    assert torch.equal(first.cpu(), replay.cpu())
-    assert not torch.equal(first.cpu(), later.cpu())
+@pytest.mark.xfail(
+    reason="a random op whose result is freed before any sync is never executed, so it does "
+    "not advance the neuron generator: after manual_seed(0), rand(3) discarded, the next "
+    "rand(3) on neuron returns the first CPU draw [0.4963, 0.7682, 0.0885] instead of the "
+    "second [0.1320, 0.3074, 0.6341]",
+    raises=AssertionError,
+    strict=True,
+)
+def test_a_discarded_random_result_still_advances_the_generator_like_cpu():
+    torch.manual_seed(0)
+    torch.rand(3)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    torch.rand(3, device="neuron")  # result dropped at once, as on the CPU line above
+    actual = torch.rand(3, device="neuron")
+    assert torch.equal(actual.cpu(), expected)
 
 
 def test_random_values_have_the_requested_distribution_range():
@@ -145,23 +197,6 @@ def test_random_values_have_the_requested_distribution_range():
     assert torch.equal(d.unique(), torch.tensor([0.0, 1 / 0.75]))
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        pytest.param(RANDOM["rand"], id="rand"),
-        pytest.param(RANDOM["dropout"], id="dropout", marks=DROPOUT_IGNORES_NEURON_GENERATOR),
-    ],
-)
-def test_random_op_draws_from_the_neuron_generator_not_the_cpu_one(make):
-    torch.manual_seed(0)
-    cpu_state = torch.get_rng_state()
-    offset_before = torch.neuron.get_rng_state()[8:].tolist()
-    make()
-    assert offset_before == [0] * 8
-    assert torch.neuron.get_rng_state()[8:].tolist() == [1] + [0] * 7
-    assert torch.equal(torch.get_rng_state(), cpu_state)
-
-
 def test_random_op_with_explicit_neuron_generator_follows_that_generator():
     g = torch.Generator(device="neuron")
     assert g.device == torch.device("neuron:0")
@@ -171,8 +206,10 @@ def test_random_op_with_explicit_neuron_generator_follows_that_generator():
     second = torch.rand(8, generator=g, device="neuron")
     torch.manual_seed(5)  # the default generator with the same seed gives the same stream
     default = torch.rand(8, device="neuron")
-    assert torch.equal(first.cpu(), second.cpu())
-    assert torch.equal(first.cpu(), default.cpu())
+    cpu = torch.rand(8, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(first.cpu(), cpu)
+    assert torch.equal(second.cpu(), cpu)
+    assert torch.equal(default.cpu(), cpu)
 
 
 def test_random_op_on_neuron_rejects_a_cpu_generator():
@@ -182,9 +219,12 @@ def test_random_op_on_neuron_rejects_a_cpu_generator():
 
 def test_each_device_has_its_own_generator(two_devices):
     torch.manual_seed(0)
-    torch.rand(3, device="neuron:1")
-    assert torch.neuron.get_rng_state(0)[8:].tolist() == [0] * 8
-    assert torch.neuron.get_rng_state(1)[8:].tolist() == [1] + [0] * 7
+    seeded = torch.get_rng_state()
+    drawn = torch.rand(3, device="neuron:1")
+    expected = torch.rand(3)
+    assert torch.equal(torch.neuron.get_rng_state(0), seeded)
+    assert torch.equal(torch.neuron.get_rng_state(1), torch.get_rng_state())
+    assert torch.equal(drawn.cpu(), expected)
 
 
 def test_fork_rng_restores_the_neuron_generator():
@@ -228,6 +268,23 @@ def test_repr_of_a_long_tensor_has_the_same_numbers_as_cpu():
     assert text.endswith(",\n       device='neuron:0')")
     numbers = text[: -len(",\n       device='neuron:0')")]
     assert numbers == repr(cpu)[: -len(")")]
+
+
+@pytest.mark.parametrize(
+    "make, golden",
+    [
+        (lambda d: torch.ones(2, device=d).requires_grad_(),
+         "tensor([1., 1.]{}, requires_grad=True)"),
+        (lambda d: torch.ones(2, device=d).requires_grad_() * 2,
+         "tensor([2., 2.]{}, grad_fn=<MulBackward0>)"),
+        (lambda d: (torch.ones(2, device=d).requires_grad_() * 2).sum(),
+         "tensor(4.{}, grad_fn=<SumBackward0>)"),
+    ],
+    ids=["requires_grad", "grad_fn", "scalar_grad_fn"],
+)
+def test_repr_has_the_autograd_suffixes_of_cpu(make, golden):
+    assert repr(make("cpu")) == golden.format("")
+    assert repr(make("neuron")) == golden.format(", device='neuron:0'")
 
 
 def test_repr_names_neuron_one(two_devices):

@@ -1,12 +1,21 @@
 """The device memory of the emulated neuron devices: allocation accounting in
-512-byte blocks, peaks, the block cache, memory limits and out-of-memory errors."""
+512-byte blocks, peaks, the block cache, memory limits and out-of-memory errors.
+
+Only materialized data uses device memory: a buffer is allocated when data is
+uploaded (``.to("neuron")``, ``copy_`` from the CPU) or when a synced graph writes
+its outputs. A traced tensor that was never synced holds nothing. The tests
+materialize by upload where they check the allocator itself, and by
+``sync`` + ``wait_device_ops`` where they check graph outputs.
+"""
 
 import gc
 import json
+import time
 
 import pytest
 import torch
 
+import torch_neuron
 from child_process import run_python
 
 BLOCK = 512
@@ -14,10 +23,13 @@ BLOCK = 512
 
 @pytest.fixture
 def empty_device():
-    """Device 0 with no cached blocks, so the next allocation comes from the host."""
+    """Device 0 with no queued work and no cached blocks, so the next allocation
+    comes from the host."""
+    torch_neuron.wait_device_ops()
     gc.collect()
     torch.neuron.empty_cache()
     yield
+    torch_neuron.wait_device_ops()
     gc.collect()
     torch.neuron.empty_cache()
 
@@ -30,30 +42,75 @@ def stat_delta(before, after):
     return {k: after[k] - before[k] for k in after if after[k] != before[k]}
 
 
+def upload(nbytes: int, device: str = "neuron") -> torch.Tensor:
+    """A tensor of ``nbytes`` bytes, materialized on the device by the copy."""
+    return torch.zeros(nbytes, dtype=torch.uint8).to(device)
+
+
+def materialize(*tensors: torch.Tensor) -> None:
+    torch_neuron.sync(list(tensors))
+    torch_neuron.wait_device_ops()
+
+
+def allocated_once_released(expected: int, device: int = 0) -> int:
+    """memory_allocated(device), given up to 2 s to come back to ``expected``.
+
+    The device's queue thread drops its references to a graph's buffers just
+    after wait_device_ops() returns, so a buffer freed right after the wait may
+    still be counted for a moment (pinned by
+    test_lazy.py::test_a_graph_output_freed_right_after_the_wait_is_released_at_once).
+    A buffer that never comes back still fails the check.
+    """
+    deadline = time.monotonic() + 2.0
+    while torch.neuron.memory_allocated(device) != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return torch.neuron.memory_allocated(device)
+
+
 # ------------------------------------------------------------------ accounting
 
 @pytest.mark.parametrize("nbytes", [1, 400, 512, 513, 4000, 1 << 20])
-def test_memory_allocated_grows_by_the_rounded_size_and_returns_after_del(empty_device, nbytes):
+def test_uploaded_tensor_takes_the_rounded_size_at_once_and_returns_it_after_del(
+    empty_device, nbytes
+):
     base = torch.neuron.memory_allocated()
-    t = torch.empty(nbytes, dtype=torch.uint8, device="neuron")
+    t = upload(nbytes)
     assert torch.neuron.memory_allocated() - base == rounded(nbytes)
     assert torch.neuron.memory_stats()["active.all.current"] >= 1
     del t
     assert torch.neuron.memory_allocated() == base
 
 
+@pytest.mark.parametrize("nbytes", [1, 513, 4000, 1 << 20])
+def test_graph_output_takes_memory_only_once_synced_and_returns_it_after_del(
+    empty_device, nbytes
+):
+    before = torch.neuron.memory_stats()
+    base = before["allocated_bytes.all.current"]
+    t = torch.empty(nbytes, dtype=torch.uint8, device="neuron")
+    u = torch.ones(nbytes, dtype=torch.uint8, device="neuron") * 3
+    assert torch.neuron.memory_stats() == before  # traced, not materialized
+    materialize(t, u)
+    assert torch.neuron.memory_allocated() - base == 2 * rounded(nbytes)
+    assert torch.equal(u.cpu(), torch.full((nbytes,), 3, dtype=torch.uint8))
+    del t, u
+    assert allocated_once_released(base) == base
+
+
 def test_empty_tensor_allocates_nothing(empty_device):
     before = torch.neuron.memory_stats()
     t = torch.empty(0, device="neuron")
-    assert t.numel() == 0
+    u = torch.empty(0, 3).to("neuron")
+    materialize(t, u + 1)
+    assert t.numel() == 0 and u.numel() == 0
     assert torch.neuron.memory_stats() == before
 
 
 def test_memory_stats_count_allocs_and_frees_exactly(empty_device):
     torch.neuron.reset_peak_memory_stats()
     before = torch.neuron.memory_stats()
-    a = torch.empty(100, device="neuron")  # 400 bytes -> one 512-byte block
-    b = torch.empty(1000, device="neuron")  # 4000 bytes -> 4096
+    a = upload(400)  # one 512-byte block
+    b = upload(4000)  # 4096
     mid = torch.neuron.memory_stats()
     del a, b
     after = torch.neuron.memory_stats()
@@ -76,7 +133,7 @@ def test_memory_stats_count_allocs_and_frees_exactly(empty_device):
 
 def test_memory_stats_of_each_device_are_separate(empty_device, two_devices):
     base0, base1 = torch.neuron.memory_allocated(0), torch.neuron.memory_allocated(1)
-    t = torch.empty(256, device="neuron:1")
+    t = upload(1000, "neuron:1")
     assert torch.neuron.memory_allocated(1) - base1 == 1024
     assert torch.neuron.memory_allocated("neuron:1") - base1 == 1024
     assert torch.neuron.memory_allocated(0) == base0
@@ -84,33 +141,32 @@ def test_memory_stats_of_each_device_are_separate(empty_device, two_devices):
     assert torch.neuron.memory_allocated(1) == base1
 
 
-def test_fallback_ops_free_their_temporaries(empty_device):
+def test_graph_intermediates_and_fallback_temporaries_hold_no_memory(empty_device):
     x = torch.randn(100, 100).neuron()
     base = torch.neuron.memory_allocated()
     active = torch.neuron.memory_stats()["active.all.current"]
-    y = (x @ x).relu().sum()
-    z = x[x > 0]
-    # Only the two results hold blocks; the intermediates went back to the cache.
+    y = (x @ x).relu().sum()  # traced: x @ x and relu are never materialized
+    z = x[x > 0]  # CPU fallback: the mask is materialized, read back and freed
+    materialize(y, z)
+    # Only the two results hold blocks.
     assert torch.neuron.memory_stats()["active.all.current"] == active + 2
+    assert torch.neuron.memory_allocated() - base == BLOCK + rounded(z.numel() * 4)
+    assert torch.equal(z.cpu(), x.cpu()[x.cpu() > 0])
     del y, z
-    assert torch.neuron.memory_allocated() == base
+    assert allocated_once_released(base) == base
     assert torch.neuron.memory_stats()["active.all.current"] == active
 
 
-@pytest.mark.xfail(
-    reason="resize_ of a neuron:1 tensor allocates from the current device's arena: "
-    "torch.arange(1000., device='neuron:1') is counted on neuron:0",
-    raises=AssertionError,
-    strict=True,
-)
-def test_arange_on_neuron_one_is_counted_on_neuron_one(empty_device, two_devices):
+def test_graph_output_on_neuron_one_is_counted_on_neuron_one(empty_device, two_devices):
     base0, base1 = torch.neuron.memory_allocated(0), torch.neuron.memory_allocated(1)
-    t = torch.arange(1000.0, device="neuron:1")
+    t = torch.full((1000,), 2.0, device="neuron:1")
+    materialize(t)
     assert (torch.neuron.memory_allocated(0) - base0, torch.neuron.memory_allocated(1) - base1) == (
         0,
         4096,
     )
     del t
+    assert allocated_once_released(base1, device=1) == base1
 
 
 # ----------------------------------------------------------------------- peaks
@@ -119,7 +175,7 @@ def test_peak_tracks_the_maximum_until_reset(empty_device):
     torch.neuron.reset_peak_memory_stats()
     base, reserved = torch.neuron.memory_allocated(), torch.neuron.memory_reserved()
     assert torch.neuron.max_memory_allocated() == base
-    big = torch.empty(1 << 20, device="neuron")
+    big = upload(4 << 20)
     del big
     assert torch.neuron.memory_allocated() == base
     assert torch.neuron.max_memory_allocated() - base == 4 << 20
@@ -134,7 +190,7 @@ def test_peak_tracks_the_maximum_until_reset(empty_device):
 
 def test_freed_blocks_stay_reserved_until_empty_cache(empty_device):
     reserved = torch.neuron.memory_reserved()
-    t = torch.empty(1000, device="neuron")
+    t = upload(4000)
     del t
     assert torch.neuron.memory_reserved() - reserved == 4096
     assert torch.neuron.memory_stats()["inactive_split.all.current"] == 1
@@ -144,12 +200,10 @@ def test_freed_blocks_stay_reserved_until_empty_cache(empty_device):
 
 
 def test_a_freed_block_is_reused_for_the_same_size(empty_device):
-    t = torch.empty(1000, device="neuron")
-    ptr = t.data_ptr()
+    t = upload(4000)
     del t
     before = torch.neuron.memory_stats()
-    u = torch.empty(1000, device="neuron")
-    assert u.data_ptr() == ptr
+    u = upload(4000)
     assert stat_delta(before, torch.neuron.memory_stats()) == {
         "active.all.current": 1,
         "inactive_split.all.current": -1,
@@ -157,23 +211,40 @@ def test_a_freed_block_is_reused_for_the_same_size(empty_device):
         "num_allocs": 1,
         "num_cache_hits": 1,
     }
+    del u
+
+
+def test_a_graph_output_reuses_a_cached_block(empty_device):
+    t = upload(4000)
+    del t
+    before = torch.neuron.memory_stats()
+    u = torch.ones(1000, device="neuron")  # 4000 bytes, written by the graph
+    materialize(u)
+    assert stat_delta(before, torch.neuron.memory_stats()) == {
+        "active.all.current": 1,
+        "inactive_split.all.current": -1,
+        "allocated_bytes.all.current": 4096,
+        "num_allocs": 1,
+        "num_cache_hits": 1,
+    }
+    assert torch.equal(u.cpu(), torch.ones(1000))
 
 
 @pytest.mark.parametrize("cached, requested, reused", [(1024, 512, True), (2048, 512, False)])
 def test_a_cached_block_is_reused_only_up_to_twice_the_request(
     empty_device, cached, requested, reused
 ):
-    t = torch.empty(cached, dtype=torch.uint8, device="neuron")
-    ptr = t.data_ptr()
+    t = upload(cached)
     del t
     before = torch.neuron.memory_stats()
-    u = torch.empty(requested, dtype=torch.uint8, device="neuron")
+    u = upload(requested)
     delta = stat_delta(before, torch.neuron.memory_stats())
-    assert (u.data_ptr() == ptr) is reused
     assert delta.get("num_cache_hits", 0) == int(reused)
     assert delta.get("num_host_allocs", 0) == int(not reused)
+    assert delta.get("inactive_split.all.current", 0) == -int(reused)
     # A reused block counts whole: the request is not split off it.
     assert delta["allocated_bytes.all.current"] == (cached if reused else requested)
+    del u
 
 
 # ------------------------------------------------------------ limits and OOM
@@ -201,31 +272,56 @@ def test_negative_memory_limit_is_rejected():
         torch.neuron.set_memory_limit(-1)
 
 
-def test_allocation_past_the_limit_raises_oom_with_sizes_and_device_stays_usable(empty_device):
+OOM_2MIB = (
+    "neuron:0 out of memory: tried to allocate 2.00 MiB; 0 bytes already allocated by tensors, "
+    "0 bytes reserved in total, device limit 1.00 MiB (TORCH_NEURON_MEMORY_LIMIT_MB). "
+    "Free tensors you no longer need or raise the limit."
+)
+
+
+def test_upload_past_the_limit_raises_oom_at_once_and_device_stays_usable(empty_device):
     ooms = torch.neuron.memory_stats()["num_ooms"]
     base = torch.neuron.memory_allocated()
     with torch.neuron.memory_limit(1 << 20):
         with pytest.raises(torch.OutOfMemoryError) as info:
-            torch.empty(2 << 20, dtype=torch.uint8, device="neuron")
+            upload(2 << 20)
         assert torch.neuron.memory_stats()["num_ooms"] == ooms + 1
         assert torch.neuron.memory_allocated() == base
         small = torch.ones(1000, device="neuron")
         assert small.sum().item() == 1000.0
-    message = str(info.value)
-    assert "neuron:0 out of memory: tried to allocate 2.00 MiB" in message
-    assert "device limit 1.00 MiB" in message
-    assert "TORCH_NEURON_MEMORY_LIMIT_MB" in message
+    assert str(info.value) == OOM_2MIB
 
 
-def test_oom_inside_a_fallback_op_leaks_nothing(empty_device):
+def test_graph_output_past_the_limit_raises_oom_at_the_next_sync(empty_device):
+    ooms = torch.neuron.memory_stats()["num_ooms"]
+    base = torch.neuron.memory_allocated()
+    with torch.neuron.memory_limit(1 << 20):
+        t = torch.empty(2 << 20, dtype=torch.uint8, device="neuron")
+        torch_neuron.sync(t)  # queues the graph: nothing is raised here
+        with pytest.raises(torch.OutOfMemoryError) as info:
+            torch_neuron.wait_device_ops()
+        assert str(info.value) == OOM_2MIB
+        assert torch.neuron.memory_stats()["num_ooms"] == ooms + 1
+        assert torch.neuron.memory_allocated() == base
+        # The failed result stays failed; the device runs the next graph.
+        with pytest.raises(torch.OutOfMemoryError, match="tried to allocate 2.00 MiB"):
+            t.cpu()
+        assert torch.equal((torch.ones(1000, device="neuron") * 2).cpu(), torch.full((1000,), 2.0))
+
+
+def test_oom_inside_a_graph_leaks_nothing(empty_device):
     x = torch.ones(200_000, device="neuron")  # 800,000 bytes
+    materialize(x)
     base = torch.neuron.memory_allocated()
     ooms = torch.neuron.memory_stats()["num_ooms"]
     with torch.neuron.memory_limit(1 << 20):
         for _ in range(3):
+            y = x * 2
+            torch_neuron.sync(y)
             with pytest.raises(torch.OutOfMemoryError, match="tried to allocate 781.50 KiB"):
-                x * 2
-        assert torch.neuron.memory_allocated() == base
+                torch_neuron.wait_device_ops()
+            del y
+        assert allocated_once_released(base) == base
         assert torch.neuron.memory_stats()["num_ooms"] == ooms + 3
         assert torch.equal((x[:10] * 2).cpu(), torch.full((10,), 2.0))
 
@@ -233,10 +329,10 @@ def test_oom_inside_a_fallback_op_leaks_nothing(empty_device):
 def test_cached_blocks_are_released_before_declaring_oom(empty_device):
     reserved = torch.neuron.memory_reserved()
     with torch.neuron.memory_limit(reserved + (1 << 20)):
-        first = torch.empty(600 * 1024, dtype=torch.uint8, device="neuron")
+        first = upload(600 * 1024)
         del first  # 600 KiB cached: a 700 KiB request only fits once it is released
         before = torch.neuron.memory_stats()
-        second = torch.empty(700 * 1024, dtype=torch.uint8, device="neuron")
+        second = upload(700 * 1024)
         delta = stat_delta(before, torch.neuron.memory_stats())
         assert delta["num_host_frees"] == 1 and delta["num_host_allocs"] == 1
         assert "num_ooms" not in delta
@@ -252,7 +348,7 @@ result = {
     "config": torch_neuron.config.current()["memory_limit_bytes"],
 }
 try:
-    torch.empty(2 << 20, dtype=torch.uint8, device="neuron")
+    torch.zeros(2 << 20, dtype=torch.uint8).to("neuron")
     result["oom"] = None
 except torch.OutOfMemoryError as e:
     result["oom"] = str(e)
@@ -264,7 +360,6 @@ print(json.dumps(result))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["limit"] == result["config"] == 1 << 20
-    assert result["oom"].startswith("neuron:0 out of memory: tried to allocate 2.00 MiB")
-    assert "device limit 1.00 MiB" in result["oom"]
+    assert result["oom"] == OOM_2MIB
     assert result["small"] == 1000.0
     assert result["num_ooms"] == 1

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import torch_neuron
+from child_process import fresh_cache_dir
 from models import MLP, TinyDecoder, loss_fn, make_batches
 
 STEPS = 20
@@ -86,6 +87,7 @@ def test_changed_batch_size_compiles_once_more_and_debug_output_names_the_input(
     tests = os.path.dirname(os.path.abspath(__file__))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURON_")}
     env["TORCH_NEURON_DEBUG"] = "1"
+    env["TORCH_NEURON_CACHE_DIR"] = fresh_cache_dir()  # compiles, not disk hits of earlier runs
     result = subprocess.run([sys.executable, "-c", CHANGED_BATCH.format(tests=tests)],
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
