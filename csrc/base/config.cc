@@ -45,7 +45,11 @@ Config& MutableGlobal() {
 
 absl::StatusOr<Config> ConfigFromEnvironment(
     const std::function<std::string(const std::string&)>& lookup) {
-  Config c;
+  return ApplyEnvironment(Config(), lookup);
+}
+
+absl::StatusOr<Config> ApplyEnvironment(Config c,
+                                        const std::function<std::string(const std::string&)>& lookup) {
   if (std::string v = lookup("TORCH_NEURON_MODE"); !v.empty()) {
     std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
     if (m == "lazy") {

@@ -42,6 +42,11 @@ inline constexpr int kMaxDevices = 64;
 absl::StatusOr<Config> ConfigFromEnvironment(
     const std::function<std::string(const std::string&)>& lookup);
 
+// `base` with the variables that `lookup` returns non-empty applied on top
+// (scoped overrides: what they do not name keeps its value).
+absl::StatusOr<Config> ApplyEnvironment(Config base,
+                                        const std::function<std::string(const std::string&)>& lookup);
+
 // Same, from a fixed map (tests).
 absl::StatusOr<Config> ConfigFromMap(const std::map<std::string, std::string>& env);
 

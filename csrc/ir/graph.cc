@@ -7,16 +7,24 @@
 
 namespace torch_neuron::ir {
 
-CanonicalGraph Canonicalize(const std::vector<Value>& roots) {
+CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::vector<Value>& ordered) {
   CanonicalGraph g;
+  std::vector<Value> roots;
+  roots.reserve(given_roots.size() + ordered.size());
+  for (const Value& v : given_roots) roots.push_back(Resolve(v));
+  for (const Value& v : ordered) roots.push_back(Resolve(v));
 
-  // Canonical root order: by structural hash, stable for ties.
-  std::vector<size_t> order(roots.size());
+  // Canonical root order: the ordered roots as given, then the others by
+  // structural hash, stable for ties.
+  std::vector<size_t> order(given_roots.size());
   std::iota(order.begin(), order.end(), 0);
-  std::vector<hash_t> root_hashes(roots.size());
-  for (size_t i = 0; i < roots.size(); ++i) root_hashes[i] = roots[i].hash();
+  std::vector<hash_t> root_hashes(given_roots.size());
+  for (size_t i = 0; i < given_roots.size(); ++i) root_hashes[i] = roots[i].hash();
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return root_hashes[a] < root_hashes[b]; });
+  std::vector<size_t> walk;
+  for (size_t j = 0; j < ordered.size(); ++j) walk.push_back(given_roots.size() + j);
+  walk.insert(walk.end(), order.begin(), order.end());
 
   // Iterative post-order DFS (graphs of 10,000+ nodes must not recurse).
   absl::flat_hash_map<const Node*, int32_t> position;
@@ -32,7 +40,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& roots) {
       Frame& top = stack.back();
       const auto& ops = top.node->operands();
       if (top.next_operand < ops.size()) {
-        const Node* child = ops[top.next_operand++].node.get();
+        const Node* child = Resolve(ops[top.next_operand++]).node.get();
         if (!position.contains(child)) stack.push_back({child, 0});
         continue;
       }
@@ -43,7 +51,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& roots) {
       g.nodes.push_back(done);
     }
   };
-  for (size_t i : order) visit(roots[i].node.get());
+  for (size_t i : walk) visit(roots[i].node.get());
 
   hash_t h = Hash(static_cast<uint64_t>(g.nodes.size()));
   g.operands.resize(g.nodes.size());
@@ -51,7 +59,8 @@ CanonicalGraph Canonicalize(const std::vector<Value>& roots) {
     const Node* n = g.nodes[i];
     if (n->is_parameter()) g.parameters.push_back(static_cast<int32_t>(i));
     h = HashCombine(h, n->local_hash());
-    for (const Value& v : n->operands()) {
+    for (const Value& operand : n->operands()) {
+      const Value v = Resolve(operand);
       const int32_t p = position.at(v.node.get());
       g.operands[i].emplace_back(p, v.index);
       h = HashCombine(h, MHash(p, v.index));
@@ -60,7 +69,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& roots) {
 
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> output_index;
   g.root_to_output.assign(roots.size(), -1);
-  for (size_t i : order) {
+  for (size_t i : walk) {
     std::pair<int32_t, int32_t> out(position.at(roots[i].node.get()), roots[i].index);
     auto [it, inserted] = output_index.try_emplace(out, static_cast<int32_t>(g.outputs.size()));
     if (inserted) {

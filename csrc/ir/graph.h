@@ -1,9 +1,12 @@
 // The canonical form of the graph behind a set of root values, and its hash.
 //
 // Canonicalize walks the DAG below the roots in post-order (operands before
-// users). Roots are first ordered by their structural hash (ties keep the given
-// order), so the same computation gives the same graph however the user's
-// program interleaved its ops; parameters are numbered by first use. The graph
+// users). `ordered` roots (random draws, in the order they were traced) are
+// walked first, in their order, so draws run in trace order; the other roots are
+// ordered by their structural hash (ties keep the given order), so the same
+// computation gives the same graph however the user's program interleaved its
+// ops. Random ops that already ran are read through their materialized leaves
+// (Resolve). Parameters are numbered by first use. The graph
 // hash is XXH3-128 over each node's local hash and its operands' canonical
 // positions, then the outputs: it is identical across processes and changes with
 // any op, attribute, shape, dtype or wiring.
@@ -26,13 +29,15 @@ struct CanonicalGraph {
   std::vector<int32_t> parameters;
   // The distinct outputs as (position in `nodes`, output index), canonical order.
   std::vector<std::pair<int32_t, int32_t>> outputs;
-  // For each root given to Canonicalize, the index of its entry in `outputs`.
+  // For each root given to Canonicalize (`roots`, then `ordered`), the index of
+  // its entry in `outputs`.
   std::vector<int32_t> root_to_output;
   hash_t hash = 0;
 
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
 };
 
-CanonicalGraph Canonicalize(const std::vector<Value>& roots);
+CanonicalGraph Canonicalize(const std::vector<Value>& roots,
+                            const std::vector<Value>& ordered = {});
 
 }  // namespace torch_neuron::ir

@@ -46,6 +46,12 @@ const char* NodeKindName(NodeKind kind) {
   return "?";
 }
 
+Value Resolve(const Value& v) {
+  const auto& leaves = v.node->materialized();
+  if (leaves.empty()) return v;
+  return Value{leaves.at(v.index), 0};
+}
+
 const Shape& Value::shape() const { return node->shape(index); }
 
 hash_t Value::hash() const { return HashCombine(node->hash(), Hash(index)); }

@@ -115,6 +115,12 @@ class Node {
   const std::string& source() const { return source_; }
   void set_source(std::string source) const { source_ = std::move(source); }
 
+  // A random op that has run: per output, the device-data leaf that stands for
+  // its result from then on, so graphs built later read the draw instead of
+  // drawing again. Metadata like source(): set once, on the tracing thread.
+  const std::vector<NodePtr>& materialized() const { return materialized_; }
+  void set_materialized(std::vector<NodePtr> leaves) const { materialized_ = std::move(leaves); }
+
   // Frees operand chains iteratively: a graph of 100,000 chained nodes released
   // recursively would overflow the stack.
   ~Node();
@@ -134,10 +140,14 @@ class Node {
   hash_t hash_ = 0;
   // Metadata only: set once right after construction by the tracer.
   mutable std::string source_;
+  mutable std::vector<NodePtr> materialized_;
 };
 
 // "2.5", "3", "true": a scalar in IR text.
 std::string ScalarToString(const c10::Scalar& s);
+
+// `v`, or the leaf standing for it when its node is a random op that has run.
+Value Resolve(const Value& v);
 
 // Hash of an attribute value. Returns false (and leaves *out alone) for a value
 // the IR cannot hash (objects, tensors), which the tracer must not put in a node.

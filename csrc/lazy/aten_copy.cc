@@ -14,15 +14,19 @@
 #include "lazy/tracer.h"
 #include "runtime/device_registry.h"
 #include "runtime/dtypes.h"
+#include "runtime/execution_queue.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
 namespace {
 
-// Runs the pending graph of `t` (if any) and downloads its value.
+// Runs the pending graph of `t` (if any) and downloads its value. An execution
+// error reaches the user here, once: the queue forgets it.
 at::Tensor Materialize(const LazyTensorPtr& t) {
   GraphExecutor::Get().Sync({t});
-  return runtime::ValueOrThrow(t->data()->ToHost());
+  absl::StatusOr<at::Tensor> host = t->data()->ToHost();
+  if (!host.ok()) runtime::ExecutionQueue::ForDevice(t->device()).TakeError();
+  return runtime::ValueOrThrow(std::move(host));
 }
 
 // Uploads `host`, converted to `dtype` and broadcast to `sizes`, to `device`.

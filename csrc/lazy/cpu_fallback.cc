@@ -7,6 +7,7 @@
 #include "lazy/bridge.h"
 #include "lazy/graph_executor.h"
 #include "lazy/tensor_impl.h"
+#include "runtime/execution_queue.h"
 #include "runtime/generator.h"
 #include "runtime/torch_status.h"
 
@@ -15,7 +16,9 @@ namespace {
 
 // Downloads a neuron tensor (after its graph ran) to a new CPU tensor.
 at::Tensor ToCpu(const LazyTensorPtr& lazy) {
-  return runtime::ValueOrThrow(lazy->data()->ToHost());
+  absl::StatusOr<at::Tensor> host = lazy->data()->ToHost();
+  if (!host.ok()) runtime::ExecutionQueue::ForDevice(lazy->device()).TakeError();  // raised here, once
+  return runtime::ValueOrThrow(std::move(host));
 }
 
 }  // namespace

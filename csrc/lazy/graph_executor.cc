@@ -338,6 +338,9 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
   }
   absl::StatusOr<std::vector<at::Tensor>> results = runtime::Execute(*program, params);
   if (!results.ok()) return fail_all(results.status());
+  // Counted before the outputs become readable, so a reader sees the count.
+  C().executions->Add(1);
+  C().executed_nodes->Add(program->num_nodes);
   // Donation: an input buffer that only this execution still holds (its tensor
   // took a new value, like a parameter updated in place) receives an output of
   // the same size instead of a new allocation.
@@ -361,8 +364,6 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
     absl::Status s = outputs[i]->Wait();
     if (!s.ok() && first_error.ok()) first_error = s;
   }
-  C().executions->Add(1);
-  C().executed_nodes->Add(program->num_nodes);
   C().execute_ns->Add(NanosSince(start));
   return first_error;
 }
@@ -378,7 +379,7 @@ GraphExecutor& GraphExecutor::Get() {
       const int count = runtime::DeviceRegistry::Global().device_count();
       if (device < 0 || device >= count) return;
       std::vector<LazyTensorPtr> pending = PendingTensors(device);
-      if (!pending.empty()) e->SyncDevice(device, pending);
+      if (!pending.empty() || HasPendingDraws(device)) e->SyncDevice(device, pending);
       e->WaitDevice(device);
     });
     return e;
@@ -400,7 +401,7 @@ void GraphExecutor::MarkStep(int device) {
   for (int d = 0; d < count; ++d) {
     if (device >= 0 && d != device) continue;
     std::vector<LazyTensorPtr> pending = PendingTensors(d);
-    if (!pending.empty()) {
+    if (!pending.empty() || HasPendingDraws(d)) {
       SyncDevice(d, pending);
     } else {
       runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(d).TakeError());
@@ -423,7 +424,15 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   std::vector<ir::Value> roots;
   roots.reserve(tensors.size());
   for (const LazyTensorPtr& t : tensors) roots.push_back(t->pending());
-  ir::CanonicalGraph g = ir::Canonicalize(roots);
+  // Draws not yet run come along, first and in trace order, as outputs: their
+  // results become the leaves later graphs read.
+  std::vector<ir::NodePtr> draws = TakePendingDraws(device);
+  std::vector<ir::Value> ordered;
+  for (const ir::NodePtr& draw : draws) {
+    if (!draw->materialized().empty()) continue;
+    for (int k = 0; k < draw->num_outputs(); ++k) ordered.push_back(ir::Value{draw, k});
+  }
+  ir::CanonicalGraph g = ir::Canonicalize(roots, ordered);
 
   std::shared_ptr<const runtime::Program> program = FindOrCompile(g);
 
@@ -450,6 +459,15 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     outputs.push_back(std::make_shared<runtime::DeviceData>(device, shape.dtype(), shape.sizes()));
   }
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i]->SetData(outputs[g.root_to_output[i]]);
+  for (size_t j = 0; j < ordered.size();) {
+    const ir::NodePtr& draw = ordered[j].node;
+    std::vector<ir::NodePtr> leaves;
+    for (int k = 0; k < draw->num_outputs(); ++k, ++j) {
+      const runtime::DeviceDataPtr& data = outputs[g.root_to_output[tensors.size() + j]];
+      leaves.push_back(ir::Node::MakeDeviceData(draw->shape(k), std::make_shared<DeviceDataLeaf>(data)));
+    }
+    draw->set_materialized(std::move(leaves));
+  }
   C().prepare_ns->Add(NanosSince(start));
 
   // The job owns the only references the graph keeps to its inputs; the IR

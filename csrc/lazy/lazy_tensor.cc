@@ -96,6 +96,38 @@ void LazyTensor::SetPending(ir::Value value) {
 
 std::vector<LazyTensorPtr> PendingTensors(int device) { return Registry().Pending(device); }
 
+namespace {
+
+struct PendingDraws {
+  absl::Mutex mu;
+  std::map<int, std::vector<ir::NodePtr>> by_device ABSL_GUARDED_BY(mu);
+};
+
+PendingDraws& Draws() {
+  static auto* draws = new PendingDraws();
+  return *draws;
+}
+
+}  // namespace
+
+void AddPendingDraw(int device, ir::NodePtr node) {
+  absl::MutexLock lock(&Draws().mu);
+  Draws().by_device[device].push_back(std::move(node));
+}
+
+std::vector<ir::NodePtr> TakePendingDraws(int device) {
+  absl::MutexLock lock(&Draws().mu);
+  std::vector<ir::NodePtr> out;
+  out.swap(Draws().by_device[device]);
+  return out;
+}
+
+bool HasPendingDraws(int device) {
+  absl::MutexLock lock(&Draws().mu);
+  auto it = Draws().by_device.find(device);
+  return it != Draws().by_device.end() && !it->second.empty();
+}
+
 int64_t LiveTensorCount() { return Registry().Count(); }
 
 }  // namespace torch_neuron::lazy

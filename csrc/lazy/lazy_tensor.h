@@ -74,4 +74,12 @@ std::vector<LazyTensorPtr> PendingTensors(int device);
 // Number of live LazyTensors (tests, leak checks).
 int64_t LiveTensorCount();
 
+// Random ops traced on `device` that have not run yet, in trace order. Each
+// sync of the device runs them all, first and in this order, whether or not
+// their results are used: the device generator advances as on the CPU, and a
+// draw never runs twice (its node is then read through materialized leaves).
+void AddPendingDraw(int device, ir::NodePtr node);
+std::vector<ir::NodePtr> TakePendingDraws(int device);
+bool HasPendingDraws(int device);
+
 }  // namespace torch_neuron::lazy

@@ -162,17 +162,6 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, torch::jit::S
   return result;
 }
 
-// The random ops traced last per generator, so the next one runs after it: the
-// device generator is consumed in trace order, as on the CPU.
-struct RandomChain {
-  absl::Mutex mu;
-  absl::flat_hash_map<const c10::GeneratorImpl*, std::weak_ptr<LazyTensor>> last ABSL_GUARDED_BY(mu);
-};
-RandomChain& Chain() {
-  static auto* chain = new RandomChain();
-  return *chain;
-}
-
 struct Counters {
   metrics::Counter* ops = metrics::GetCounter("trace.op.count");
   metrics::Counter* nanos = metrics::GetCounter("trace.ns");
@@ -198,16 +187,16 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (IsDataDependent(name)) return CpuFallback(op, stack, "its output shape depends on the data");
 
-  // Ops that return their input's value unchanged share it: values are
-  // immutable, so detach/clone/alias cost nothing and add no node (a model's
-  // parameters, detached when wrapped in nn.Parameter, stay device data).
+  // Ops that return their input's value unchanged share its LazyTensor: below
+  // functionalization values are not mutated, so detach/clone/alias cost
+  // nothing, add no node (a model's parameters, detached when wrapped in
+  // nn.Parameter, stay device data), and materializing either materializes both
+  // (printing a detached copy does not leave the original to run again).
   if (IsIdentityOp(name)) {
     const at::Tensor& input = (*stack)[base].toTensor();
     if (LazyTensorPtr lazy = TryGetLazy(input)) {
-      LazyTensorPtr same = lazy->is_pending() ? LazyTensor::FromValue(lazy->pending(), lazy->device())
-                                              : LazyTensor::FromData(lazy->data());
       torch::jit::drop(*stack, num_args);
-      stack->push_back(MakeTensor(same));
+      stack->push_back(MakeTensor(lazy));
       return;
     }
   }
@@ -245,7 +234,6 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::Stack meta_stack;
   ir::hash_t signature = ir::Hash(name);
   std::vector<const c10::GeneratorImpl*> generators;
-  std::vector<at::Generator> generator_objects;
 
   auto tensor_operand = [&](const at::Tensor& t) -> std::optional<int32_t> {
     // Returns the operand index, or nullopt for an undefined tensor.
@@ -258,9 +246,12 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       signature = ir::HashCombine(signature, ir::Hash(lazy->shape()));
     } else if (t.device().is_cpu() && t.dim() == 0) {
       const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
-      value = ir::Value{ir::Node::MakeScalar(t.item(), t.scalar_type(), wrapped), 0};
+      const c10::Scalar item = t.item();
+      value = ir::Value{ir::Node::MakeScalar(item, t.scalar_type(), wrapped), 0};
       meta = t;
-      signature = ir::HashCombine(signature, ir::MHash(t.scalar_type(), wrapped, "cpu-scalar"));
+      ir::hash_t value_hash = 0;
+      ir::HashIValue(c10::IValue(item), &value_hash);
+      signature = ir::HashCombine(signature, ir::MHash(t.scalar_type(), wrapped, "cpu-scalar", value_hash));
     } else if (t.device().is_cpu() && AllowsCpuTensors(name)) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
       value = LazyTensor::FromData(data)->GetValue();
@@ -277,7 +268,11 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   };
   auto scalar_operand = [&](const c10::Scalar& s) {
     operands.push_back(ir::Value{ir::Node::MakeScalar(s, ScalarDtype(s)), 0});
-    signature = ir::HashCombine(signature, ir::MHash("scalar", ScalarDtype(s)));
+    // The value is part of the Meta signature (arange(5) and arange(7) differ in
+    // shape) though not of the node's hash (a parameter).
+    ir::hash_t value_hash = 0;
+    ir::HashIValue(c10::IValue(s), &value_hash);
+    signature = ir::HashCombine(signature, ir::MHash("scalar", ScalarDtype(s), value_hash));
     return static_cast<int32_t>(operands.size() - 1);
   };
 
@@ -335,7 +330,6 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a neuron generator for ",
                   name, " on neuron:", device, ", got a generator for ", gen.device());
       generators.push_back(gen.unsafeGetGeneratorImpl());
-      generator_objects.push_back(gen);
       operands.push_back(ir::Value{ir::Node::MakeGenerator(std::make_shared<GeneratorLeaf>(gen)), 0});
       args.push_back(ir::Arg::Operand(static_cast<int32_t>(operands.size() - 1)));
       meta_stack.push_back(c10::IValue());
@@ -399,18 +393,6 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (!returned) return CpuFallback(op, stack, "it writes an argument it does not return");
   }
 
-  // Random ops run in trace order per generator.
-  if (!generators.empty()) {
-    absl::MutexLock lock(&Chain().mu);
-    for (const c10::GeneratorImpl* g : generators) {
-      auto it = Chain().last.find(g);
-      if (it == Chain().last.end()) continue;
-      if (LazyTensorPtr prev = it->second.lock(); prev && prev->is_pending()) {
-        operands.push_back(prev->pending());  // ordering only: no argument reads it
-      }
-    }
-  }
-
   static ir::NodeInterner* interner = new ir::NodeInterner();
   ir::NodePtr node =
       interner->Intern(ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes));
@@ -444,10 +426,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       stack->push_back(list);
     }
   }
-  if (!generators.empty() && !created.empty()) {
-    absl::MutexLock lock(&Chain().mu);
-    for (const c10::GeneratorImpl* g : generators) Chain().last[g] = created.front();
-  }
+  // Every draw runs exactly once, in trace order, even if its result is never
+  // read: the next sync of the device takes it along (graph_executor.cc).
+  if (!generators.empty()) AddPendingDraw(device, node);
   C().ops->Add(1);
   C().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (CurrentMode() == ExecutionMode::kEager) GraphExecutor::Get().Sync(created);
@@ -481,6 +462,26 @@ int RegisterTracerForCompositeOps() {
     return count;
   }();
   return registered;
+}
+
+// Quantized dtypes on neuron dispatch to QuantizedPrivateUse1: refuse them with
+// the same TypeError as every other unsupported dtype, naming it.
+void RejectQuantized(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  for (size_t i = stack->size() - num_args; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined() && c10::isQIntType(v.toTensor().scalar_type())) {
+      runtime::CheckSupportedDtype(v.toTensor().scalar_type());
+    }
+    if (op.schema().arguments()[i - (stack->size() - num_args)].name() == "dtype" && v.isInt()) {
+      runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
+    }
+  }
+  TORCH_CHECK_TYPE(false, "neuron devices do not support quantized tensors (in ", OpName(op), ")");
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectQuantized>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "base/config.h"
+#include "runtime/device_registry.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -34,7 +35,12 @@ py::dict ConfigToDict(const Config& c) {
 
 void BindConfig(py::module_& m) {
   // Reads the environment once; a malformed TORCH_NEURON_* value raises ValueError.
-  m.def("_init", [] { RaiseIfError(InitGlobalConfig()); });
+  // Reads the environment once and builds the devices from it, so settings
+  // consumed at start-up (device count, memory limits) keep their effect.
+  m.def("_init", [] {
+    RaiseIfError(InitGlobalConfig());
+    runtime::DeviceRegistry::Global();
+  });
   m.def("_config", [] { return ConfigToDict(GlobalConfig()); });
   // Validates an environment mapping without installing it (tests, CLIs).
   m.def("_parse_config", [](const std::map<std::string, std::string>& env) {
@@ -48,11 +54,11 @@ void BindConfig(py::module_& m) {
   // their values; see torch_neuron/config.py.
   py::class_<ScopedConfigOverride>(m, "_ConfigOverride")
       .def(py::init([](const std::map<std::string, std::string>& overrides) {
-        absl::StatusOr<Config> c = ConfigFromEnvironment([&](const std::string& name) {
+        // On top of the settings in force (outer overrides included); the
+        // environment is not read again.
+        absl::StatusOr<Config> c = ApplyEnvironment(GlobalConfig(), [&](const std::string& name) {
           auto it = overrides.find(name);
-          if (it != overrides.end()) return it->second;
-          const char* v = std::getenv(name.c_str());
-          return v == nullptr ? std::string() : std::string(v);
+          return it != overrides.end() ? it->second : std::string();
         });
         RaiseIfError(c.status());
         return std::make_unique<ScopedConfigOverride>(*std::move(c));

@@ -87,6 +87,7 @@ void ExecutionQueue::Loop() {
       running_ = true;
     }
     absl::Status status = work();
+    work = nullptr;  // release what the item held (buffers) before anyone sees the queue idle
     absl::MutexLock lock(&mu_);
     running_ = false;
     if (!status.ok() && error_.ok()) error_ = std::move(status);

@@ -9,13 +9,17 @@ Every test therefore ends by waiting for its queued graphs, so no execution (or
 its counters, or an execution error) spills into the next test.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("TORCH_NEURON_NUM_DEVICES", "2")
-# A compile cache of this test session only: compile counts must not depend on
-# what earlier runs left in ~/.cache/torch_neuron.
-os.environ.setdefault("TORCH_NEURON_CACHE_DIR", tempfile.mkdtemp(prefix="torch_neuron_test_cache_"))
+# A compile cache of this test session only (even if the caller set one):
+# compile counts must not depend on what earlier runs left on disk.
+_SESSION_CACHE = tempfile.mkdtemp(prefix="torch_neuron_test_cache_")
+os.environ["TORCH_NEURON_CACHE_DIR"] = _SESSION_CACHE
+atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

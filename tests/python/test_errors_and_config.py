@@ -13,13 +13,6 @@ from child_process import start_python
 # ------------------------------------------------------------ unsupported dtypes
 
 UNSUPPORTED = [torch.complex64, torch.complex128, torch.float8_e4m3fn, torch.float8_e5m2]
-QUANTIZED_IS_NOT_A_TYPE_ERROR = pytest.mark.xfail(
-    reason="quantized dtypes are not rejected by the dtype check: creating one raises "
-    "NotImplementedError \"Could not run 'aten::empty.memory_format' with arguments from the "
-    "'Quantizedneuron' backend\" (and .to() 'aten::empty_quantized'), which names no dtype",
-    raises=NotImplementedError,
-    strict=True,
-)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -35,7 +28,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 @pytest.mark.parametrize(
     "dtype",
-    UNSUPPORTED + [pytest.param(torch.qint8, marks=QUANTIZED_IS_NOT_A_TYPE_ERROR)],
+    UNSUPPORTED + [torch.qint8],
     ids=str,
 )
 def test_factory_of_unsupported_dtype_raises_type_error_naming_it(dtype):
@@ -54,7 +47,6 @@ def test_factory_of_unsupported_dtype_raises_type_error_naming_it(dtype):
                 torch.ones(2, dtype=torch.int8), 0.1, 0
             ),
             id="qint8",
-            marks=QUANTIZED_IS_NOT_A_TYPE_ERROR,
         ),
     ],
 )
@@ -232,13 +224,6 @@ def test_defaults_without_environment(children):
     assert result["untraceable_op"] == "ran"
 
 
-@pytest.mark.xfail(
-    reason="the device registry is built lazily from the config in force at first use: "
-    "first used inside override(TORCH_NEURON_NUM_DEVICES='4', ..MEMORY_LIMIT_MB='1') the "
-    "process keeps 4 devices and a 1 MiB limit for good, while config says 1 device",
-    raises=AssertionError,
-    strict=True,
-)
 def test_start_up_settings_keep_their_effect_under_an_override(children):
     assert children["first_use_under_override"] == {"inside": [1, 0], "outside": [1, 0]}
 
@@ -351,26 +336,12 @@ def test_override_with_a_malformed_value_raises_and_changes_nothing():
     assert torch_neuron.config.current() == before
 
 
-@pytest.mark.xfail(
-    reason="override() rebuilds the config from os.environ plus its own names, so an "
-    "inner override undoes the outer one: inside override(FALLBACK='0') an "
-    "override(MODE='eager') has allow_cpu_fallback=True",
-    raises=AssertionError,
-    strict=True,
-)
 def test_nested_overrides_keep_the_outer_settings():
     with torch_neuron.config.override(TORCH_NEURON_FALLBACK="0"):
         with torch_neuron.config.override(TORCH_NEURON_MODE="eager") as inner:
             assert (inner["allow_cpu_fallback"], inner["mode"]) == (False, "eager")
 
 
-@pytest.mark.xfail(
-    reason="override() re-reads os.environ for every setting it does not name, so an "
-    "environment change after import leaks into the config (settings are meant to be "
-    "read once at import)",
-    raises=AssertionError,
-    strict=True,
-)
 def test_override_does_not_reread_the_environment(monkeypatch):
     monkeypatch.setenv("TORCH_NEURON_FALLBACK", "0")
     with torch_neuron.config.override(TORCH_NEURON_MODE="eager") as inside:

@@ -57,14 +57,6 @@ def test_empty_strided_keeps_the_shape_but_reports_contiguous_strides():
     assert torch.equal(t.cpu(), values)
 
 
-@pytest.mark.xfail(
-    reason="the tracer caches Meta results keyed by the dtype of Python scalars, not their "
-    "value: after torch.arange(5.0, device='neuron'), torch.arange(7.0, device='neuron') gets "
-    "shape (5,) (IR f32[5]) and reading it raises RuntimeError 'neuron execution produced "
-    "output 0 with sizes [7], expected [5]'",
-    raises=AssertionError,
-    strict=True,
-)
 def test_arange_gets_the_shape_of_its_own_end():
     # Only shapes first: a wrong-shaped graph would fail when it runs.
     shapes = [tuple(torch.arange(end, device="neuron").shape) for end in (5.0, 7.0)]
@@ -118,7 +110,7 @@ def test_random_op_draws_the_cpu_numbers_from_the_neuron_generator(make):
     torch.manual_seed(3)
     cpu_state = torch.get_rng_state()
     actual = [make("neuron"), make("neuron")]
-    torch_neuron.sync(actual)  # both draws in one graph (one at a time: see the xfail below)
+    torch_neuron.sync(actual)  # both draws in one graph (one at a time: see the test below)
     for a, e in zip(actual, expected):
         assert a.device == torch.device("neuron:0") and a.dtype == e.dtype
         assert torch.equal(a.cpu(), e)
@@ -149,15 +141,6 @@ def test_set_rng_state_replays_random_op(make):
     assert not torch.equal(first.cpu(), later.cpu())
 
 
-@pytest.mark.xfail(
-    reason="reading random results one at a time runs the earlier draw again: after "
-    "manual_seed(3), a1 = rand(4), a2 = rand(4) on neuron, a1.cpu() is the first CPU draw "
-    "but a2.cpu() is the third, [0.5944, 0.8879, 0.4510, 0.7995], not the second "
-    "[0.4716, 0.0601, 0.7719, 0.7437]: a2's graph keeps a1's uniform node (its ordering "
-    "operand) after a1 was materialized",
-    raises=AssertionError,
-    strict=True,
-)
 def test_random_results_read_one_at_a_time_are_the_cpu_draws():
     torch.manual_seed(3)
     expected = [torch.rand(4), torch.rand(4)]
@@ -167,14 +150,6 @@ def test_random_results_read_one_at_a_time_are_the_cpu_draws():
     assert torch.equal(second.cpu(), expected[1])
 
 
-@pytest.mark.xfail(
-    reason="a random op whose result is freed before any sync is never executed, so it does "
-    "not advance the neuron generator: after manual_seed(0), rand(3) discarded, the next "
-    "rand(3) on neuron returns the first CPU draw [0.4963, 0.7682, 0.0885] instead of the "
-    "second [0.1320, 0.3074, 0.6341]",
-    raises=AssertionError,
-    strict=True,
-)
 def test_a_discarded_random_result_still_advances_the_generator_like_cpu():
     torch.manual_seed(0)
     torch.rand(3)

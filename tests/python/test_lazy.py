@@ -100,14 +100,6 @@ def test_reading_a_value_syncs_its_graph_once(quiet, name):
     assert quiet.counter("graph.execute.count") == 1
 
 
-@pytest.mark.xfail(
-    reason="printing reads the values through a detached alias (_tensor_support: "
-    "inp.detach().to('cpu')), which materializes the alias only: the printed tensor stays "
-    "pending, so its graph runs a second time when it is used next (repr(y) then y.cpu() "
-    "executes 2 graphs; .cpu()/.item()/.tolist()/bool() execute 1)",
-    raises=AssertionError,
-    strict=True,
-)
 def test_printing_a_pending_tensor_materializes_it(quiet):
     x = materialized(torch.tensor([3.0]))
     quiet.reset()
@@ -283,14 +275,6 @@ def test_an_error_in_a_queued_graph_surfaces_at_the_next_sync(quiet):
     assert torch.equal((x + 1).cpu(), torch.arange(6.0) + 1)
 
 
-@pytest.mark.xfail(
-    reason="an execution error raised by reading the failed result is kept on the device's "
-    "queue and raised again by the next, unrelated sync: after bad.cpu() raised 'index out of "
-    "range in self', sync(x + 1) or wait_device_ops() raises it a second time (an OOM read "
-    "from a failed graph's output repeats the same way)",
-    raises=RuntimeError,
-    strict=True,
-)
 def test_an_error_raised_by_reading_the_failed_result_is_not_raised_again():
     x = materialized(torch.arange(6.0))
     bad = torch.index_select(x, 0, materialized(torch.tensor([0, 7])))
@@ -302,13 +286,6 @@ def test_an_error_raised_by_reading_the_failed_result_is_not_raised_again():
     assert torch.equal(good.cpu(), torch.arange(6.0) + 1)
 
 
-@pytest.mark.xfail(
-    reason="the device's queue thread drops the finished graph's closure (which holds its "
-    "output buffers) only after wait_device_ops() has returned, so a result deleted right "
-    "after the wait is still counted by memory_allocated for a moment (about 1 in 200 tries)",
-    raises=AssertionError,
-    strict=True,
-)
 def test_a_graph_output_freed_right_after_the_wait_is_released_at_once():
     x = materialized(torch.ones(16))
     gc.collect()
