@@ -14,8 +14,8 @@ cmake -S . -B build-fuzz -G Ninja -DPython3_EXECUTABLE="$PWD/.venv/bin/python" \
       -DTN_OUTPUT_DIR="$PWD/build-fuzz/package" >/dev/null
 cmake --build build-fuzz --target neff_reader_fuzzer -j "$(nproc)"
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
-# Seed the corpus with real NEFFs when a cache has some.
-find "${TORCH_NEURON_CACHE_DIR:-$HOME/.cache/torch_neuron}" -name '*.neff' -size -1M 2>/dev/null | head -20 |
-  xargs -r cp -t build-fuzz/corpus/
+# Seed the corpus with real NEFFs: the demo's graphs, compiled by the normal build.
+TORCH_NEURON_CACHE_DIR="$PWD/build-fuzz/seed-cache" .venv/bin/python -m torch_neuron.demo --steps 2 --no-compare >/dev/null
+find build-fuzz/seed-cache -name '*.neff' -exec cp -t build-fuzz/corpus/ {} +
 ./build-fuzz/neff_reader_fuzzer -max_total_time="$SECONDS_TO_RUN" -artifact_prefix=build-fuzz/artifacts/ \
   build-fuzz/corpus
