@@ -82,8 +82,9 @@ class device:  # noqa: N801  (same name and behaviour as torch.cuda.device)
 
 
 def synchronize(device: _DeviceLike = None) -> None:
-    """Waits for all work queued on ``device`` to finish (pending, untraced-to-
-    graph work is not started: that is what ``torch_neuron.mark_step`` does)."""
+    """Waits for the graphs queued on ``device`` to finish and raises the first
+    execution error. Ops traced but not yet part of a graph are not started:
+    that is what ``torch_neuron.mark_step()`` does."""
     _C._wait_device(_index(device))
 
 
