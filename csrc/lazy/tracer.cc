@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -124,14 +125,17 @@ MetaCache& Metas() {
   return *cache;
 }
 
-// Runs the op's Meta kernel; nullopt when it has none or it refuses the inputs.
-std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, torch::jit::Stack meta_stack,
-                                    ir::hash_t key) {
+// Runs the op's Meta kernel on the stack `build_stack` makes (only on a cache
+// miss: making meta tensors is a good part of a traced op's cost); nullopt when
+// the op has no Meta kernel or it refuses the inputs.
+std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
+                                    const std::function<torch::jit::Stack()>& build_stack) {
   bool found = false;
   std::optional<MetaResult> cached = Metas().Get(key, &found);
   if (found) return cached;
   std::optional<MetaResult> result;
   try {
+    torch::jit::Stack meta_stack = build_stack();
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
     MetaResult r;
     bool ok = true;
@@ -231,7 +235,17 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::vector<ir::Value> operands;
   std::vector<ir::Arg> args;
+  // The Meta kernel's stack, with placeholders where meta tensors go; those are
+  // made (from `deferred`) only if the Meta result is not cached.
   torch::jit::Stack meta_stack;
+  struct DeferredMeta {
+    size_t position;  // in meta_stack
+    int element;      // in the list at `position`, or -1
+    ir::Shape shape;
+  };
+  std::vector<DeferredMeta> deferred;
+  size_t list_position = 0;
+  bool in_list = false;
   ir::hash_t signature = ir::Hash(name);
   std::vector<const c10::GeneratorImpl*> generators;
 
@@ -239,10 +253,14 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // Returns the operand index, or nullopt for an undefined tensor.
     if (!t.defined()) return std::nullopt;
     ir::Value value;
-    at::Tensor meta;
+    at::Tensor meta;  // undefined: made later from `deferred`
+    auto defer = [&](const ir::Shape& shape) {
+      deferred.push_back({in_list ? list_position : meta_stack.size(),
+                          in_list ? static_cast<int>(meta_stack.size()) : -1, shape});
+    };
     if (LazyTensorPtr lazy = TryGetLazy(t)) {
       value = lazy->GetValue();
-      meta = at::empty(lazy->shape().sizes(), at::TensorOptions().dtype(lazy->shape().dtype()).device(at::kMeta));
+      defer(lazy->shape());
       signature = ir::HashCombine(signature, ir::Hash(lazy->shape()));
     } else if (t.device().is_cpu() && t.dim() == 0) {
       const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
@@ -255,7 +273,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else if (t.device().is_cpu() && AllowsCpuTensors(name)) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
       value = LazyTensor::FromData(data)->GetValue();
-      meta = at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+      defer(value.shape());
       signature = ir::HashCombine(signature, ir::Hash(value.shape()));
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
@@ -291,6 +309,8 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       std::vector<int32_t> indices;
       torch::jit::Stack saved_meta;
       saved_meta.swap(meta_stack);
+      list_position = saved_meta.size();
+      in_list = true;
       for (const c10::IValue& e : v.toListRef()) {
         std::optional<int32_t> index = e.isTensor() ? tensor_operand(e.toTensor()) : std::nullopt;
         indices.push_back(index.value_or(-1));
@@ -302,6 +322,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (optional_list) {
         c10::List<std::optional<at::Tensor>> list;
         for (const c10::IValue& m : meta_stack) {
+          // A deferred slot holds an undefined tensor until it is made.
           list.push_back(m.isTensor() ? std::optional<at::Tensor>(m.toTensor()) : std::nullopt);
         }
         meta_list = list;
@@ -311,6 +332,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         meta_list = list;
       }
       meta_stack.swap(saved_meta);
+      in_list = false;
       meta_stack.push_back(meta_list);
       signature = ir::HashCombine(signature, ir::Hash(indices));
       args.push_back(ir::Arg::OperandList(std::move(indices)));
@@ -362,7 +384,20 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  std::optional<MetaResult> meta = InferMeta(op, std::move(meta_stack), signature);
+  std::optional<MetaResult> meta = InferMeta(op, signature, [&] {
+    for (const DeferredMeta& d : deferred) {
+      at::Tensor t = at::empty(d.shape.sizes(), at::TensorOptions().dtype(d.shape.dtype()).device(at::kMeta));
+      c10::IValue& slot = meta_stack[d.position];
+      if (d.element < 0) {
+        slot = t;
+      } else if (slot.isTensorList()) {
+        slot.toTensorList().set(d.element, t);
+      } else {
+        slot.toOptionalTensorList().set(d.element, t);
+      }
+    }
+    return std::move(meta_stack);
+  });
   if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
   for (const ir::Shape& s : meta->shapes) runtime::CheckSupportedDtype(s.dtype());
 
