@@ -482,7 +482,11 @@ int RegisterTracerForCompositeOps() {
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
       if (!composite || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
-      if (op->schema().is_mutable() || IsDataDependent(OpName(*op))) continue;
+      // In-place and out= ops too: functionalization keeps them from user code,
+      // but composite kernels and Python custom ops running below it mutate
+      // fresh neuron tensors, and the device-generic composite kernels of those
+      // ops would reach a storage-less tensor's (missing) memory.
+      if (IsDataDependent(OpName(*op))) continue;
       if (UsesDefaultGeneratorImplicitly(*op)) continue;
       bool tensor_returns = true;
       for (const c10::Argument& ret : op->schema().returns()) {

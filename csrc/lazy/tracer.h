@@ -17,8 +17,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // (add.Tensor, view_copy...) a CompositeExplicitAutogradNonFunctional one that
 // decomposes them into empty + out= calls, others (clone, zeros, full...) a
 // CompositeExplicitAutograd one that fills fresh tensors in place. Registers
-// TraceOp for every functional aten op with such a kernel on PrivateUse1, so
-// they trace as themselves. Idempotent; returns the number of ops registered.
+// TraceOp for every aten op with such a kernel on PrivateUse1 (in-place and
+// out= ops included, for code running below functionalization), so they trace
+// as themselves. Idempotent; returns the number of ops registered.
 int RegisterTracerForCompositeOps();
 
 }  // namespace torch_neuron::lazy
