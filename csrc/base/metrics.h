@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,6 +40,12 @@ proto::MetricsSnapshot Snapshot();
 
 // Zeroes every counter.
 void Reset();
+
+// Nanoseconds since `start` on the steady clock, for the ".ns" counters.
+inline int64_t NanosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 // Prefix of the per-op CPU-fallback counters ("fallback.aten::add.Tensor").
 inline constexpr std::string_view kFallbackPrefix = "fallback.";

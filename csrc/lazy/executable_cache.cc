@@ -27,9 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t NanosSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
+using metrics::NanosSince;
 
 struct Counters {
   metrics::Counter* compiles = metrics::GetCounter("graph.compile.count");

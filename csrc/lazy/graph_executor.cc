@@ -25,9 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t NanosSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
+using metrics::NanosSince;
 
 struct Counters {
   metrics::Counter* mark_steps = metrics::GetCounter("mark_step.count");
