@@ -3,24 +3,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/op_lookup.h"
+#include "runtime/schema_types.h"
 
 namespace torch_neuron::compiler {
 namespace {
 
-bool IsTensorType(const c10::TypePtr& type) {
-  if (auto opt = type->cast<c10::OptionalType>()) return IsTensorType(opt->getElementType());
-  return type->kind() == c10::TypeKind::TensorType;
-}
-
-bool IsGeneratorType(const c10::TypePtr& type) {
-  if (auto opt = type->cast<c10::OptionalType>()) return IsGeneratorType(opt->getElementType());
-  return type->kind() == c10::TypeKind::GeneratorType;
-}
+using runtime::IsGeneratorType;
+using runtime::IsTensorType;
 
 bool IsScalarListType(const c10::TypePtr& type) {
-  if (auto opt = type->cast<c10::OptionalType>()) return IsScalarListType(opt->getElementType());
-  auto list = type->cast<c10::ListType>();
-  return list && list->getElementType()->kind() == c10::TypeKind::NumberType;
+  return runtime::IsListOf(type, c10::TypeKind::NumberType);
 }
 
 bool ReturnsTensorList(const c10::FunctionSchema& schema) {

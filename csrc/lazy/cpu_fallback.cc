@@ -9,6 +9,7 @@
 #include "lazy/tensor_impl.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
+#include "runtime/schema_types.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -102,9 +103,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
         }
       }
       v = list;
-    } else if (v.isGenerator() || (v.isNone() && arg.type()->kind() == c10::TypeKind::OptionalType &&
-                                   arg.type()->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-                                       c10::TypeKind::GeneratorType)) {
+    } else if (runtime::IsGeneratorType(arg.type())) {
       // Random ops draw from the neuron generator's stream, after everything
       // already queued on the device has drawn.
       GraphExecutor::Get().WaitDevice(device);

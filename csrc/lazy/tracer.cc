@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -23,6 +24,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/dtypes.h"
 #include "runtime/generator.h"
+#include "runtime/schema_types.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -30,30 +32,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-c10::TypePtr Unwrapped(const c10::TypePtr& type) {
-  if (auto opt = type->cast<c10::OptionalType>()) return opt->getElementType();
-  return type;
-}
-bool IsTensorType(const c10::TypePtr& t) {
-  return Unwrapped(t)->kind() == c10::TypeKind::TensorType;
-}
-bool IsGeneratorType(const c10::TypePtr& t) {
-  return Unwrapped(t)->kind() == c10::TypeKind::GeneratorType;
-}
-bool IsNumberType(const c10::TypePtr& t) {
-  return Unwrapped(t)->kind() == c10::TypeKind::NumberType;
-}
-bool IsListOf(const c10::TypePtr& t, c10::TypeKind element) {
-  auto list = Unwrapped(t)->cast<c10::ListType>();
-  return list && Unwrapped(list->getElementType())->kind() == element;
-}
+using runtime::IsGeneratorType;
+using runtime::IsListOf;
+using runtime::IsNumberType;
+using runtime::IsTensorType;
+using runtime::Unwrapped;
 
 // Ops whose output shape depends on the data: never traced.
 bool IsDataDependent(const std::string& name) {
   static const char* const kOps[] = {"aten::nonzero",        "aten::masked_select",
                                      "aten::unique",         "aten::_unique",
                                      "aten::repeat_interleave.Tensor", "aten::bincount",
-                                     "aten::nonzero_numpy",  "aten::argwhere"};
+                                     "aten::argwhere"};
+  if (absl::StartsWith(name, "aten::nonzero_static")) return false;  // its size is an argument
   for (const char* op : kOps) {
     if (absl::StartsWith(name, op)) return true;
   }
@@ -86,6 +77,36 @@ bool IsIdentityOp(const std::string& name) {
 // Ops that may take CPU index tensors beside neuron tensors (uploaded).
 bool AllowsCpuTensors(const std::string& name) {
   return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_");
+}
+
+// What the tracer needs to know of an operator, worked out once per operator
+// and thread (tracing is the hot path: no string building or matching per op).
+struct TraceInfo {
+  std::string name;                       // "aten::add.Tensor"
+  ir::hash_t name_hash = 0;
+  const char* never_traced = nullptr;     // why it always takes the CPU fallback
+  bool identity = false;
+  bool allows_cpu_tensors = false;
+};
+
+const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
+  thread_local absl::flat_hash_map<const c10::FunctionSchema*, std::unique_ptr<TraceInfo>> infos;
+  const c10::FunctionSchema& schema = op.schema();
+  std::unique_ptr<TraceInfo>& slot = infos[&schema];
+  if (slot == nullptr) {
+    slot = std::make_unique<TraceInfo>();
+    slot->name = OpName(op);
+    slot->name_hash = ir::Hash(slot->name);
+    for (const c10::Argument& ret : schema.returns()) {
+      if (!IsTensorType(ret.type()) && !IsListOf(ret.type(), c10::TypeKind::TensorType)) {
+        slot->never_traced = "it returns a value that is not a tensor";
+      }
+    }
+    if (IsDataDependent(slot->name)) slot->never_traced = "its output shape depends on the data";
+    slot->identity = IsIdentityOp(slot->name);
+    slot->allows_cpu_tensors = AllowsCpuTensors(slot->name);
+  }
+  return *slot;
 }
 
 c10::ScalarType ScalarDtype(const c10::Scalar& s) {
@@ -180,23 +201,19 @@ const Counters& C() {
 void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto start = Clock::now();
   const c10::FunctionSchema& schema = op.schema();
-  const std::string name = OpName(op);
+  const TraceInfo& info = InfoFor(op);
+  const std::string& name = info.name;
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
 
-  for (const c10::Argument& ret : schema.returns()) {
-    if (!IsTensorType(ret.type()) && !IsListOf(ret.type(), c10::TypeKind::TensorType)) {
-      return CpuFallback(op, stack, "it returns a value that is not a tensor");
-    }
-  }
-  if (IsDataDependent(name)) return CpuFallback(op, stack, "its output shape depends on the data");
+  if (info.never_traced != nullptr) return CpuFallback(op, stack, info.never_traced);
 
   // Ops that return their input's value unchanged share its LazyTensor: below
   // functionalization values are not mutated, so detach/clone/alias cost
   // nothing, add no node (a model's parameters, detached when wrapped in
   // nn.Parameter, stay device data), and materializing either materializes both
   // (printing a detached copy does not leave the original to run again).
-  if (IsIdentityOp(name)) {
+  if (info.identity) {
     const at::Tensor& input = (*stack)[base].toTensor();
     if (LazyTensorPtr lazy = TryGetLazy(input)) {
       torch::jit::drop(*stack, num_args);
@@ -246,7 +263,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<DeferredMeta> deferred;
   size_t list_position = 0;
   bool in_list = false;
-  ir::hash_t signature = ir::Hash(name);
+  ir::hash_t signature = info.name_hash;
   std::vector<const c10::GeneratorImpl*> generators;
 
   auto tensor_operand = [&](const at::Tensor& t) -> std::optional<int32_t> {
@@ -270,7 +287,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       ir::hash_t value_hash = 0;
       ir::HashIValue(c10::IValue(item), &value_hash);
       signature = ir::HashCombine(signature, ir::MHash(t.scalar_type(), wrapped, "cpu-scalar", value_hash));
-    } else if (t.device().is_cpu() && AllowsCpuTensors(name)) {
+    } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
       value = LazyTensor::FromData(data)->GetValue();
       defer(value.shape());
