@@ -34,8 +34,17 @@ std::string FingerprintText(const proto::CompilerFingerprint& f) {
                       f.target_isa(), ", tier ", f.tier(), ", ", f.options());
 }
 
-ir::hash_t CacheKey(ir::hash_t graph_hash, const proto::CompilerFingerprint& fingerprint) {
-  return ir::HashCombine(graph_hash, ir::Hash(fingerprint.SerializeAsString()));
+const proto::CompilerFingerprint& DefaultFingerprint() {
+  static const auto* fingerprint = new proto::CompilerFingerprint(MakeFingerprint(CompileOptions()));
+  return *fingerprint;
+}
+
+ir::hash_t HashFingerprint(const proto::CompilerFingerprint& fingerprint) {
+  return ir::Hash(fingerprint.SerializeAsString());
+}
+
+ir::hash_t CacheKey(ir::hash_t graph_hash, ir::hash_t fingerprint_hash) {
+  return ir::HashCombine(graph_hash, fingerprint_hash);
 }
 
 }  // namespace torch_neuron::compiler

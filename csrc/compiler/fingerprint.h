@@ -14,7 +14,17 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options);
 // Canonical text of a fingerprint (logs, `python -m torch_neuron.cache info`).
 std::string FingerprintText(const proto::CompilerFingerprint& fingerprint);
 
-// The cache key of a graph: XXH3-128 over its canonical hash and the fingerprint.
-ir::hash_t CacheKey(ir::hash_t graph_hash, const proto::CompilerFingerprint& fingerprint);
+// The fingerprint of the default compile options, built once.
+const proto::CompilerFingerprint& DefaultFingerprint();
+
+// XXH3-128 of a fingerprint's serialized form (computed once by callers that
+// key many graphs with one fingerprint).
+ir::hash_t HashFingerprint(const proto::CompilerFingerprint& fingerprint);
+
+// The cache key of a graph: XXH3-128 over its canonical hash and the fingerprint's hash.
+ir::hash_t CacheKey(ir::hash_t graph_hash, ir::hash_t fingerprint_hash);
+inline ir::hash_t CacheKey(ir::hash_t graph_hash, const proto::CompilerFingerprint& fingerprint) {
+  return CacheKey(graph_hash, HashFingerprint(fingerprint));
+}
 
 }  // namespace torch_neuron::compiler

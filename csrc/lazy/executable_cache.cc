@@ -47,12 +47,6 @@ cache::LruCache<ir::hash_t, runtime::Program>& ProgramCache() {
   return *cache;
 }
 
-const proto::CompilerFingerprint& Fingerprint() {
-  static const auto* fingerprint =
-      new proto::CompilerFingerprint(compiler::MakeFingerprint(compiler::CompileOptions()));
-  return *fingerprint;
-}
-
 // L2: the disk cache of the config (nullptr when TORCH_NEURON_CACHE=0).
 cache::DiskCache* DiskCacheOrNull() {
   static cache::DiskCache* disk = []() -> cache::DiskCache* {
@@ -81,7 +75,7 @@ std::shared_ptr<const runtime::Program> LoadFromDisk(cache::DiskCache& disk, con
   auto start = Clock::now();
   std::shared_ptr<const runtime::Program> program;
   disk.Load(key, [&](std::string_view bytes) -> absl::Status {
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, &Fingerprint());
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, &compiler::DefaultFingerprint());
     if (!loaded.ok()) return loaded.status();
     program = loaded->program;
     return absl::OkStatus();
@@ -236,7 +230,7 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
   runtime::ThrowIfError(result.status());
   size_t neff_bytes = 0;
   absl::StatusOr<std::string> neff = neff::WriteNeff(
-      {result->program.get(), Fingerprint(), g.hash, SignatureFor(g)});
+      {result->program.get(), compiler::DefaultFingerprint(), g.hash, SignatureFor(g)});
   if (neff.ok()) {
     neff_bytes = neff->size();
     if (disk != nullptr && !disk->read_only()) {
@@ -273,7 +267,9 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
 }  // namespace
 
 std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g) {
-  const ir::hash_t key = compiler::CacheKey(g.hash, Fingerprint());
+  // The fingerprint is serialized and hashed once, not on every sync.
+  static const ir::hash_t fingerprint_hash = compiler::HashFingerprint(compiler::DefaultFingerprint());
+  const ir::hash_t key = compiler::CacheKey(g.hash, fingerprint_hash);
   if (auto program = ProgramCache().Get(key)) {
     C().cache_hits->Add(1);
     CC().memory_hits->Add(1);

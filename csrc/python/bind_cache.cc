@@ -13,11 +13,6 @@ namespace py = pybind11;
 namespace torch_neuron::python {
 namespace {
 
-const proto::CompilerFingerprint& CurrentFingerprint() {
-  static const auto* f = new proto::CompilerFingerprint(compiler::MakeFingerprint(compiler::CompileOptions()));
-  return *f;
-}
-
 py::dict Inspect(const std::string& bytes) {
   absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, nullptr);
   RaiseIfError(loaded.status());
@@ -25,7 +20,7 @@ py::dict Inspect(const std::string& bytes) {
   py::dict d;
   d["fingerprint"] = compiler::FingerprintText(p.fingerprint());
   d["current_fingerprint"] =
-      p.fingerprint().SerializeAsString() == CurrentFingerprint().SerializeAsString();
+      p.fingerprint().SerializeAsString() == compiler::DefaultFingerprint().SerializeAsString();
   d["instructions"] = loaded->program->instructions.size();
   d["nodes"] = loaded->program->num_nodes;
   d["inputs"] = p.signature().inputs_size();
@@ -38,7 +33,7 @@ py::dict Inspect(const std::string& bytes) {
 
 void BindCache(py::module_& m) {
   m.def("_cache_default_dir", [] { return cache::DefaultCacheDir(); });
-  m.def("_current_fingerprint", [] { return compiler::FingerprintText(CurrentFingerprint()); });
+  m.def("_current_fingerprint", [] { return compiler::FingerprintText(compiler::DefaultFingerprint()); });
   // Entries of the cache at `dir`, oldest first: (key, path, bytes, mtime).
   m.def("_cache_list", [](const std::string& dir) {
     std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> out;
@@ -49,7 +44,7 @@ void BindCache(py::module_& m) {
   });
   // Validates one NEFF as the runtime would (fingerprint included); "" if valid.
   m.def("_neff_check", [](const py::bytes& data) {
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(std::string(data), &CurrentFingerprint());
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(std::string(data), &compiler::DefaultFingerprint());
     return loaded.ok() ? std::string() : std::string(loaded.status().message());
   });
   m.def("_neff_inspect", [](const py::bytes& data) { return Inspect(std::string(data)); });

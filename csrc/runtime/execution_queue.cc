@@ -2,8 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
+
+#include <c10/util/Exception.h>
 
 #include "runtime/device_registry.h"
 
@@ -24,16 +27,18 @@ ExecutionQueue::~ExecutionQueue() {
 ExecutionQueue& ExecutionQueue::ForDevice(int device) {
   // Never destroyed: the Python interpreter may still queue work at exit; the
   // atexit hook drains the queues instead.
-  static std::vector<std::unique_ptr<ExecutionQueue>>* queues = [] {
-    auto* q = new std::vector<std::unique_ptr<ExecutionQueue>>();
-    q->resize(DeviceRegistry::Global().device_count());
-    return q;
-  }();
+  // Every sync and read asks for its queue: the lookup takes no lock once the
+  // queue exists; the first use creates it (and its thread) under a lock.
+  static auto* queues = new std::atomic<ExecutionQueue*>[kMaxDevices]();
+  TORCH_INTERNAL_ASSERT(device >= 0 && device < DeviceRegistry::Global().device_count(),
+                        "no execution queue for device ", device);
+  if (ExecutionQueue* queue = queues[device].load(std::memory_order_acquire)) return *queue;
   static absl::Mutex create_mu;
   absl::MutexLock lock(&create_mu);
-  auto& slot = queues->at(device);
-  if (slot == nullptr) slot = std::make_unique<ExecutionQueue>(device);
-  return *slot;
+  if (queues[device].load(std::memory_order_relaxed) == nullptr) {
+    queues[device].store(new ExecutionQueue(device), std::memory_order_release);
+  }
+  return *queues[device].load(std::memory_order_relaxed);
 }
 
 void ExecutionQueue::Enqueue(Work work) {

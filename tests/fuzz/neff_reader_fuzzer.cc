@@ -9,10 +9,8 @@
 #include "neff/neff_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const auto* fingerprint = new torch_neuron::proto::CompilerFingerprint(
-      torch_neuron::compiler::MakeFingerprint(torch_neuron::compiler::CompileOptions()));
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   (void)torch_neuron::neff::ReadNeff(bytes, nullptr);
-  (void)torch_neuron::neff::ReadNeff(bytes, fingerprint);
+  (void)torch_neuron::neff::ReadNeff(bytes, &torch_neuron::compiler::DefaultFingerprint());
   return 0;
 }
