@@ -54,7 +54,10 @@ def last_recompile_reason() -> str:
 
 def user_frame() -> str:
     """"file:line" of the innermost frame outside torch and torch_neuron."""
-    frame = sys._getframe(1)
+    try:
+        frame = sys._getframe(1)
+    except ValueError:  # called from C++ on a thread with no Python frame (autograd)
+        return ""
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not filename.startswith(_SKIP_DIRS):

@@ -157,8 +157,6 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
   ir::CanonicalGraph g = ir::Canonicalize(roots, ordered);
 
-  std::shared_ptr<const runtime::Program> program = FindOrCompile(g);
-
   std::vector<c10::IValue> params(g.parameters.size());
   std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
   for (size_t i = 0; i < g.parameters.size(); ++i) {
@@ -190,6 +188,18 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
       leaves.push_back(ir::Node::MakeDeviceData(draw->shape(k), std::make_shared<DeviceDataLeaf>(data)));
     }
     draw->set_materialized(std::move(leaves));
+  }
+
+  std::shared_ptr<const runtime::Program> program;
+  try {
+    program = FindOrCompile(g);
+  } catch (const std::exception& e) {
+    // The graph cannot run: its tensors (and draws) take the error as their
+    // value, so reading one raises it again and later syncs (a reseed syncs all
+    // pending tensors) do not retry a graph that cannot compile.
+    const absl::Status status = absl::InternalError(e.what());
+    for (const runtime::DeviceDataPtr& out : outputs) out->Fail(status);
+    throw;
   }
   C().prepare_ns->Add(NanosSince(start));
 

@@ -79,6 +79,62 @@ bool AllowsCpuTensors(const std::string& name) {
   return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_");
 }
 
+// Output metadata of one traced call: the shapes of every returned tensor, and
+// for each return how many tensors it holds (-1: a single tensor).
+struct MetaResult {
+  std::vector<ir::Shape> shapes;
+  std::vector<int> counts;
+};
+
+// Corrects a Meta kernel's shapes where the CPU kernel returns others; the
+// device must return exactly what the CPU would. Gets the op's arguments.
+using MetaFixup = void (*)(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
+                           MetaResult* result);
+
+// Normalization ops' saved statistics (mean, invstd/rstd: outputs 1 and 2). The
+// CPU kernels keep them in the input's dtype unless a parameter is float32 beside
+// a reduced-precision input (mixed precision); the Meta kernels always say
+// float32. Without batch statistics (eval) batch norm's CPU kernel returns them
+// empty, where Meta gives the channel count.
+void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
+                  MetaResult* result) {
+  if (result->shapes.size() < 3) return;
+  auto arg = [&](const char* name) -> const c10::IValue* {
+    std::optional<int> index = schema.argumentIndexWithName(name);
+    return index && static_cast<size_t>(*index) < args.size() ? &args[*index] : nullptr;
+  };
+  const bool batch_norm = schema.name().find("batch_norm") != std::string::npos;
+  const c10::IValue* training = arg("training");
+  const bool eval = batch_norm && (training == nullptr || (training->isBool() && !training->toBool()));
+  const c10::ScalarType input = result->shapes[0].dtype();
+  c10::ScalarType dtype = input;
+  for (const char* param : {"weight", "bias", "running_mean", "running_var"}) {
+    const c10::IValue* v = arg(param);
+    if (v != nullptr && v->isTensor() && v->toTensor().scalar_type() == c10::kFloat &&
+        (input == c10::kBFloat16 || input == c10::kHalf)) {
+      dtype = c10::kFloat;
+    }
+  }
+  for (size_t i = 1; i < 3; ++i) {
+    result->shapes[i] = eval ? ir::Shape(dtype, {0}) : ir::Shape(dtype, result->shapes[i].sizes());
+  }
+  // The functional batch norm's updated running statistics keep their dtype.
+  const c10::IValue* running = arg("running_mean");
+  for (size_t i = 3; i < result->shapes.size() && running != nullptr && running->isTensor(); ++i) {
+    result->shapes[i] = ir::Shape(running->toTensor().scalar_type(), result->shapes[i].sizes());
+  }
+}
+
+MetaFixup MetaFixupFor(const std::string& name) {
+  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit" ||
+      name == "aten::_native_batch_norm_legit.no_stats" ||
+      name == "aten::_native_batch_norm_legit_no_training" ||
+      name == "aten::_native_batch_norm_legit_functional" || name == "aten::native_layer_norm") {
+    return CpuNormStats;
+  }
+  return nullptr;
+}
+
 // What the tracer needs to know of an operator, worked out once per operator
 // and thread (tracing is the hot path: no string building or matching per op).
 struct TraceInfo {
@@ -87,6 +143,7 @@ struct TraceInfo {
   const char* never_traced = nullptr;     // why it always takes the CPU fallback
   bool identity = false;
   bool allows_cpu_tensors = false;
+  MetaFixup meta_fixup = nullptr;
 };
 
 const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
@@ -96,6 +153,9 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
   if (slot == nullptr) {
     slot = std::make_unique<TraceInfo>();
     slot->name = OpName(op);
+    // Autograd's efficient zero tensors are plain zeros here (same arguments):
+    // the CPU kernel makes a storage-less ZeroTensor nothing downstream can read.
+    if (slot->name == "aten::_efficientzerotensor") slot->name = "aten::zeros";
     slot->name_hash = ir::Hash(slot->name);
     for (const c10::Argument& ret : schema.returns()) {
       if (!IsTensorType(ret.type()) && !IsListOf(ret.type(), c10::TypeKind::TensorType)) {
@@ -105,6 +165,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     if (IsDataDependent(slot->name)) slot->never_traced = "its output shape depends on the data";
     slot->identity = IsIdentityOp(slot->name);
     slot->allows_cpu_tensors = AllowsCpuTensors(slot->name);
+    slot->meta_fixup = MetaFixupFor(slot->name);
   }
   return *slot;
 }
@@ -114,13 +175,6 @@ c10::ScalarType ScalarDtype(const c10::Scalar& s) {
   if (s.isIntegral(false)) return c10::ScalarType::Long;
   return c10::ScalarType::Double;
 }
-
-// Output metadata of one traced call: the shapes of every returned tensor, and
-// for each return how many tensors it holds (-1: a single tensor).
-struct MetaResult {
-  std::vector<ir::Shape> shapes;
-  std::vector<int> counts;
-};
 
 class MetaCache {
  public:
@@ -150,6 +204,7 @@ MetaCache& Metas() {
 // miss: making meta tensors is a good part of a traced op's cost); nullopt when
 // the op has no Meta kernel or it refuses the inputs.
 std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
+                                    MetaFixup fixup,
                                     const std::function<torch::jit::Stack()>& build_stack) {
   bool found = false;
   std::optional<MetaResult> cached = Metas().Get(key, &found);
@@ -157,11 +212,18 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
   std::optional<MetaResult> result;
   try {
     torch::jit::Stack meta_stack = build_stack();
+    torch::jit::Stack args;
+    if (fixup != nullptr) args = meta_stack;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
     MetaResult r;
     bool ok = true;
     for (const c10::IValue& v : meta_stack) {
-      if (v.isTensor()) {
+      if (v.isTensor() && !v.toTensor().defined()) {
+        // A backward op's output it was asked not to compute (output_mask):
+        // an Undefined shape, returned as an undefined tensor.
+        r.shapes.emplace_back(c10::ScalarType::Undefined, std::vector<int64_t>{});
+        r.counts.push_back(-1);
+      } else if (v.isTensor()) {
         const at::Tensor& t = v.toTensor();
         ok &= t.is_meta();
         r.shapes.emplace_back(t.scalar_type(), t.sizes().vec());
@@ -177,6 +239,7 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
         ok = false;
       }
     }
+    if (ok && fixup != nullptr) fixup(op.schema(), args, &r);
     if (ok) result = std::move(r);
   } catch (const std::exception&) {
     // No Meta kernel, a data-dependent one (Python meta registrations raise
@@ -401,7 +464,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  std::optional<MetaResult> meta = InferMeta(op, signature, [&] {
+  std::optional<MetaResult> meta = InferMeta(op, signature, info.meta_fixup, [&] {
     for (const DeferredMeta& d : deferred) {
       at::Tensor t = at::empty(d.shape.sizes(), at::TensorOptions().dtype(d.shape.dtype()).device(at::kMeta));
       c10::IValue& slot = meta_stack[d.position];
@@ -416,7 +479,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return std::move(meta_stack);
   });
   if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
-  for (const ir::Shape& s : meta->shapes) runtime::CheckSupportedDtype(s.dtype());
+  for (const ir::Shape& s : meta->shapes) {
+    if (s.dtype() != c10::ScalarType::Undefined) runtime::CheckSupportedDtype(s.dtype());
+  }
 
   // In-place and out= ops: each written argument must come back as a result.
   std::vector<at::Tensor> originals;
@@ -457,7 +522,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const int count = meta->counts[r];
     if (count < 0) {
       ir::Value value{node, output++};
-      if (written_by_return[r] >= 0) {
+      if (node->shape(value.index).dtype() == c10::ScalarType::Undefined) {
+        stack->push_back(at::Tensor());
+      } else if (written_by_return[r] >= 0) {
         const at::Tensor& target = originals[written_by_return[r]];
         GetLazy(target)->SetPending(value);
         GetImpl(target)->RefreshSizes();

@@ -67,10 +67,19 @@ void BindLazy(py::module_& m) {
       throw py::value_error("mode must be 'lazy' or 'eager', got '" + mode + "'");
     }
   });
-  // The getter runs with the GIL held: it is only called while tracing or
-  // compiling on the Python thread.
+  // The getter runs while tracing or compiling, also on autograd's worker
+  // threads (backward ops), where there is no Python frame: pybind11's wrapper
+  // takes the GIL, and a Python error there must not escape into the tracer.
   m.def("_set_source_location_getter", [](std::function<std::string()> getter) {
-    lazy::SetSourceLocationGetter(std::move(getter));
+    lazy::SetSourceLocationGetter([getter = std::move(getter)]() -> std::string {
+      try {
+        return getter();
+      } catch (py::error_already_set& e) {
+        py::gil_scoped_acquire gil;
+        e.discard_as_unraisable("torch_neuron source location getter");
+        return std::string();
+      }
+    });
   });
   m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
   m.def("_clear_compile_cache", [] { lazy::GraphExecutor::Get().ClearCache(); });

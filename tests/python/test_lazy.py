@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torch_neuron
+from child_process import run_python
 
 EMPTY_GRAPH = "graph {\n  return ()\n}\n"
 
@@ -300,3 +301,26 @@ def test_a_graph_output_freed_right_after_the_wait_is_released_at_once():
             stale += 1
             break
     assert stale == 0
+
+
+IR_DEBUG_BACKWARD = r"""
+import torch, torch_neuron
+x = torch.randn(3, 4, requires_grad=True)
+xn = x.detach().neuron().requires_grad_()
+y = (xn.tanh() * 2).sum()
+(g,) = torch.autograd.grad(y, xn)  # backward ops are traced on autograd's thread
+(expected,) = torch.autograd.grad((x.tanh() * 2).sum(), x)
+print("grad_equal", torch.allclose(g.cpu(), expected, rtol=1e-6, atol=1e-6))
+print(torch_neuron.debug.ir_text([y]))
+"""
+
+
+def test_ir_debug_records_user_lines_and_survives_backward_on_autograds_thread():
+    # The source-location getter is also called while autograd's worker thread
+    # traces backward ops: there is no Python frame there, and that must give
+    # "no location", not an exception escaping into the tracer (which aborted).
+    result = run_python(IR_DEBUG_BACKWARD, {"TORCH_NEURON_IR_DEBUG": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "grad_equal True" in result.stdout
+    assert "aten::tanh(%0) : f32[3,4]  # <string>:5" in result.stdout
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
