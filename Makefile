@@ -4,7 +4,8 @@
 PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
-.PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench clean
+.PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench clean \
+	conformance conformance-report
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +39,16 @@ wheel-check: setup
 FUZZ_SECONDS ?= 60
 fuzz: setup
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The full OpInfo conformance sweep (every op of op_db; a few minutes on 2 cores):
+# rewrites tests/conformance/results.json and docs/CONFORMANCE.md. The default
+# test command runs a fixed slice of it against the committed results.
+conformance: setup
+	@$(PY) tests/conformance/sweep.py
+
+# docs/CONFORMANCE.md from the committed results (after editing known_failures.py).
+conformance-report: setup
+	@$(PY) tests/conformance/sweep.py --report-only
 
 # The benchmark scripts (JSON in benchmarks/results/).
 bench: setup
