@@ -311,3 +311,33 @@ def test_op_on_neuron_one_runs_there_while_current_device_is_zero(two_devices):
     result = a * b + 1
     assert result.device == torch.device("neuron:1")
     assert torch.equal(result.cpu(), A * B + 1)
+
+
+def test_data_dependent_ops_in_a_loop_match_cpu_and_counters_say_what_ran(metrics):
+    # Boolean indexing, masked_select, nonzero and unique run on the CPU (their
+    # output shape depends on the data) and return to the device; the lazy ops
+    # after them compile once per distinct output size and hit the cache after.
+    steps = [torch.tensor([1., -2, 3, -4, 5, -6]), torch.tensor([1., 2, 3, 4, 5, -6]),
+             torch.tensor([-1., 2, -3, 4, 5, -6])]
+
+    def step(y):
+        return (y[y > 0] * 2 + 1, torch.masked_select(y, y < 0).sum(),
+                torch.nonzero(y > 2).squeeze(1) + 10, torch.unique(y.abs().round()))
+
+    compiles, hits = [], []
+    for x in steps:
+        results = step(x.neuron())
+        torch_neuron.mark_step()
+        for got, want in zip(results, step(x)):
+            assert got.device == torch.device("neuron:0")
+            assert torch.equal(got.cpu(), want)
+        compiles.append(metrics.counter("graph.compile.count"))
+        hits.append(metrics.counter("graph.cache_hit.count"))
+    # Step 1: each fallback first runs the graph of its input (4 graphs), then
+    # mark_step compiles the rest (selected sizes 3 and 2). Step 2: the 4 input
+    # graphs hit the cache; the new sizes (5 and 3) compile once. Step 3: sizes
+    # 3 and 2 again: everything hits.
+    assert compiles == [5, 6, 6]
+    assert hits == [0, 4, 9]
+    assert metrics.fallback_counts() == {"aten::index.Tensor": 3, "aten::masked_select": 3,
+                                         "aten::nonzero": 3, "aten::_unique2": 3}
