@@ -22,7 +22,9 @@
 #include "lazy/graph_executor.h"
 #include "lazy/tensor_impl.h"
 #include "runtime/device_registry.h"
+#include "runtime/device_data.h"
 #include "runtime/dtypes.h"
+#include "runtime/execution_queue.h"
 #include "runtime/generator.h"
 #include "runtime/schema_types.h"
 #include "runtime/torch_status.h"
@@ -77,6 +79,35 @@ bool IsIdentityOp(const std::string& name) {
 // Ops that may take CPU index tensors beside neuron tensors (uploaded).
 bool AllowsCpuTensors(const std::string& name) {
   return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_");
+}
+
+// Factories of constant tensors (zeros, ones, full and their _like/new_ forms)
+// are not graph nodes: each call becomes a buffer of its own that the device
+// queue fills, a graph input like any device data. A step that creates a
+// buffer (an optimizer's first step initialising its moments with zeros) thus
+// traces the same graph as the steps that read the buffer back, and one
+// compile serves both. Which argument holds the fill value (-1: none).
+struct FillFactory {
+  bool is_factory = false;
+  double constant = 0;   // the value when there is no argument
+  int value_arg = -1;
+};
+
+FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const std::string& name) {
+  FillFactory f;
+  for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"}) {
+    if (name == op) f.is_factory = true;
+  }
+  for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"}) {
+    if (name == op) f.is_factory = true, f.constant = 1;
+  }
+  for (const char* op : {"aten::full", "aten::full_like", "aten::new_full"}) {
+    if (name == op) {
+      std::optional<int> index = schema.argumentIndexWithName("fill_value");
+      if (index) f.is_factory = true, f.value_arg = *index;
+    }
+  }
+  return f;
 }
 
 // Output metadata of one traced call: the shapes of every returned tensor, and
@@ -144,6 +175,7 @@ struct TraceInfo {
   bool identity = false;
   bool allows_cpu_tensors = false;
   MetaFixup meta_fixup = nullptr;
+  FillFactory fill;
 };
 
 const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
@@ -166,6 +198,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     slot->identity = IsIdentityOp(slot->name);
     slot->allows_cpu_tensors = AllowsCpuTensors(slot->name);
     slot->meta_fixup = MetaFixupFor(slot->name);
+    slot->fill = FillFactoryFor(schema, slot->name);
   }
   return *slot;
 }
@@ -481,6 +514,23 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
   for (const ir::Shape& s : meta->shapes) {
     if (s.dtype() != c10::ScalarType::Undefined) runtime::CheckSupportedDtype(s.dtype());
+  }
+
+  if (info.fill.is_factory && meta->shapes.size() == 1) {
+    const ir::Shape& shape = meta->shapes[0];
+    const c10::Scalar value = info.fill.value_arg >= 0
+                                  ? (*stack)[base + info.fill.value_arg].toScalar()
+                                  : c10::Scalar(info.fill.constant);
+    auto data = std::make_shared<runtime::DeviceData>(device, shape.dtype(), shape.sizes());
+    runtime::ExecutionQueue::ForDevice(device).Enqueue([data, value]() {
+      data->FulfillWithValue(value);
+      return data->Wait();
+    });
+    torch::jit::drop(*stack, num_args);
+    LazyTensorPtr t = LazyTensor::FromData(std::move(data));
+    stack->push_back(MakeTensor(t));
+    C().ops->Add(1);
+    return;
   }
 
   // In-place and out= ops: each written argument must come back as a result.

@@ -95,6 +95,17 @@ void DeviceData::FulfillInto(c10::DataPtr donated, const at::Tensor& result) {
   ready_ = true;
 }
 
+void DeviceData::FulfillWithValue(const c10::Scalar& value) {
+  absl::MutexLock lock(&mu_);
+  if (ready_) return;
+  status_ = AllocateLocked();
+  if (status_.ok() && nbytes() > 0) {
+    at::from_blob(buffer_.get(), sizes_, at::TensorOptions().dtype(dtype_).device(at::kCPU))
+        .fill_(value);
+  }
+  ready_ = true;
+}
+
 c10::DataPtr DeviceData::TakeBuffer() {
   absl::MutexLock lock(&mu_);
   return std::move(buffer_);

@@ -46,6 +46,8 @@ class DeviceData {
   void FulfillInto(c10::DataPtr donated, const at::Tensor& result);
   // Gives up this ready buffer for donation. Only for data nobody else holds.
   c10::DataPtr TakeBuffer();
+  // Allocates the buffer and sets every element to `value` (a factory's fill).
+  void FulfillWithValue(const c10::Scalar& value);
   void Fail(absl::Status status);
 
   bool ready() const;

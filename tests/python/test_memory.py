@@ -88,12 +88,25 @@ def test_graph_output_takes_memory_only_once_synced_and_returns_it_after_del(
     before = torch.neuron.memory_stats()
     base = before["allocated_bytes.all.current"]
     t = torch.empty(nbytes, dtype=torch.uint8, device="neuron")
-    u = torch.ones(nbytes, dtype=torch.uint8, device="neuron") * 3
+    u = torch.arange(nbytes, device="neuron").to(torch.uint8) * 3
     assert torch.neuron.memory_stats() == before  # traced, not materialized
     materialize(t, u)
     assert torch.neuron.memory_allocated() - base == 2 * rounded(nbytes)
-    assert torch.equal(u.cpu(), torch.full((nbytes,), 3, dtype=torch.uint8))
+    assert torch.equal(u.cpu(), torch.arange(nbytes).to(torch.uint8) * 3)
     del t, u
+    assert allocated_once_released(base) == base
+
+
+@pytest.mark.parametrize("nbytes", [1, 4000])
+def test_constant_factory_is_a_device_fill_that_takes_memory_until_del(empty_device, nbytes):
+    # zeros/ones/full are not graph nodes: the device queue fills a buffer of
+    # their own (so an optimizer's zero-initialised state is already device data).
+    base = torch.neuron.memory_allocated()
+    u = torch.full((nbytes,), 7, dtype=torch.uint8, device="neuron")
+    torch_neuron.wait_device_ops()
+    assert torch.neuron.memory_allocated() - base == rounded(nbytes)
+    assert torch.equal(u.cpu(), torch.full((nbytes,), 7, dtype=torch.uint8))
+    del u
     assert allocated_once_released(base) == base
 
 

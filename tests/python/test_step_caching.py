@@ -126,7 +126,9 @@ def test_adam_steps_match_cpu_and_reuse_one_graph(optimizer, foreach, metrics):
         ref_loss.backward()
         ref_opt.step()
         assert abs(loss.item() - ref_loss.item()) <= 1e-5 * abs(ref_loss.item())
-    # Step 1 creates the moment buffers; from step 2 on one graph serves.
-    assert compiles == [1, 2, 2, 2, 2, 2]
+    # Step 1 creates the moment buffers with zeros_like: factories are device
+    # buffers, not graph nodes, so step 1 traces the same graph as every later
+    # step and one compile serves all.
+    assert compiles == [1, 1, 1, 1, 1, 1]
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
