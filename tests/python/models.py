@@ -1,6 +1,6 @@
 """Small models shared by the training tests: an MLP and a decoder-only
-transformer, both with dropout, built from a seed so CPU and neuron copies start
-identical."""
+transformer, both with dropout, and a CNN with batch norm, built from a seed so
+CPU and neuron copies start identical."""
 
 import math
 
@@ -51,6 +51,27 @@ class TinyDecoder(nn.Module):
         return self.ln_f(x) @ self.embed.weight.t()  # tied output head
 
 
+class SmallCNN(nn.Module):
+    """Two conv / batch-norm / ReLU stages (max pool, then average pool) and a
+    linear head, for 1x12x12 images in 4 classes. The convolutions have no bias,
+    as usual before batch norm: its gradient would be zero up to rounding, which
+    Adam scales up to full steps, so CPU and neuron would drift apart on noise."""
+
+    def __init__(self, channels=(8, 16), classes=4):
+        super().__init__()
+        c1, c2 = channels
+        self.features = nn.Sequential(
+            nn.Conv2d(1, c1, 3, padding=1, bias=False), nn.BatchNorm2d(c1), nn.ReLU(),
+            nn.MaxPool2d(2),  # 12x12 -> 6x6
+            nn.Conv2d(c1, c2, 3, padding=1, bias=False), nn.BatchNorm2d(c2), nn.ReLU(),
+            nn.AvgPool2d(2),  # 6x6 -> 3x3
+        )
+        self.head = nn.Linear(c2 * 3 * 3, classes)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
 def make_batches(kind, steps, batch, seed=0):
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -58,6 +79,10 @@ def make_batches(kind, steps, batch, seed=0):
         if kind == "mlp":
             x = torch.randn(batch, 16, generator=g)
             y = torch.randint(0, 4, (batch,), generator=g)
+        elif kind == "cnn":
+            # The class is the brightest quadrant, so the CNN has something to learn.
+            x = torch.randn(batch, 1, 12, 12, generator=g)
+            y = x.reshape(batch, 2, 6, 2, 6).mean(dim=(2, 4)).reshape(batch, 4).argmax(dim=1)
         else:
             x = torch.randint(0, 32, (batch, 16), generator=g)
             y = torch.roll(x, -1, dims=1)
@@ -67,6 +92,6 @@ def make_batches(kind, steps, batch, seed=0):
 
 def loss_fn(kind, model, x, y):
     logits = model(x)
-    if kind == "mlp":
+    if kind in ("mlp", "cnn"):
         return F.cross_entropy(logits, y)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
