@@ -23,6 +23,7 @@ namespace {
 // Runs the pending graph of `t` (if any) and downloads its value. An execution
 // error reaches the user here, once: the queue forgets it.
 at::Tensor Materialize(const LazyTensorPtr& t) {
+  t->CheckNoLostWrite();
   GraphExecutor::Get().Sync({t});
   absl::StatusOr<at::Tensor> host = t->data()->ToHost();
   if (!host.ok()) runtime::ExecutionQueue::ForDevice(t->device()).TakeError();
@@ -43,7 +44,17 @@ void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
   LazyTensorPtr dst = GetLazy(self);
   LazyTensorPtr from = TryGetLazy(src);
-  if (from != nullptr && from->device() == dst->device()) return TraceOp(op, stack);
+  if (from != nullptr && from->device() == dst->device()) {
+    // Same shape and dtype: the copy's value is the source's, shared like an
+    // identity op's. No node: loading a state_dict into a model (param.copy_)
+    // leaves the parameters device data, and the next step's graph is unchanged.
+    if (from->shape() == dst->shape()) {
+      torch::jit::drop(*stack, 3);
+      stack->push_back(MakeTensor(from));
+      return;
+    }
+    return TraceOp(op, stack);
+  }
   TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(),
               " to ", self.device(), ": neuron tensors copy to and from CPU tensors only");
   at::Tensor host = from != nullptr ? Materialize(from) : src;

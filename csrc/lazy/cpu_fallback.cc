@@ -146,6 +146,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       }
       if (target != nullptr) {
         v = target->original;  // in-place or out=: the input, updated above
+      } else if (!cpu.defined()) {
+        // An output the op was asked not to compute (a backward's output_mask).
       } else {
         v = MakeTensor(LazyTensor::FromData(upload(cpu)));
       }

@@ -13,12 +13,8 @@ losses and the final parameters against the CPU, the exact number of new graphs
 after every step and eval (see expected_compile_log), and that nothing fell back
 to the CPU.
 
-A known bug is pinned so that its fix shows up as a failure to update here:
-loading a state_dict into a fresh model on neuron traces param.copy_(loaded) as
-aten::copy nodes, so the first step after the checkpoint round trip is a new
-graph (LOAD_STATE_DICT_ADDS_A_GRAPH; the strict xfail
-test_load_state_dict_into_a_fresh_model_reuses_the_step_graph says what it
-should be).
+After warm-up nothing compiles: not the checkpoint round trip either, since
+load_state_dict's param.copy_(loaded) takes the loaded buffer without a node.
 
 The whole matrix runs by default: about 20 s on two cores.
 """
@@ -50,11 +46,6 @@ OPTIMIZERS = {
     "adamw": lambda params, foreach: torch.optim.AdamW(params, lr=3e-3, weight_decay=0.05,
                                                        foreach=foreach),
 }
-
-# True while load_state_dict into a fresh neuron model leaves aten::copy nodes
-# that make the next step a new graph (see the xfail test at the end).
-LOAD_STATE_DICT_ADDS_A_GRAPH = True
-
 
 def workload_params():
     params = []
@@ -96,9 +87,7 @@ def new_graphs(metrics):
 FIRST_STEP_HAS_ITS_OWN_GRAPH = {"sgd_momentum": True, "adam": False, "adamw": False}
 
 
-def expected_compile_log(optimizer, steps=STEPS, eval_every=EVAL_EVERY,
-                         checkpoint_after=CHECKPOINT_AFTER,
-                         load_adds_a_graph=LOAD_STATE_DICT_ADDS_A_GRAPH):
+def expected_compile_log(optimizer, steps=STEPS, eval_every=EVAL_EVERY):
     """New graphs so far after each optimizer step's mark_step and after each
     eval, as (event, count) pairs.
 
@@ -106,13 +95,12 @@ def expected_compile_log(optimizer, steps=STEPS, eval_every=EVAL_EVERY,
     first step has its own graph (FIRST_STEP_HAS_ITS_OWN_GRAPH). The first eval
     is the eval graph. Nothing else is new: not the changing learning rate or
     Adam bias corrections (scalar graph inputs), not later evals, not training
-    again after an eval, and, once load_adds_a_graph is fixed, not the fresh
-    model and optimizer after the checkpoint round trip.
+    again after an eval, not the fresh model and optimizer after the checkpoint
+    round trip.
     """
     log, count = [], 0
     for step in range(1, steps + 1):
-        if (step == 1 or (step == 2 and FIRST_STEP_HAS_ITS_OWN_GRAPH[optimizer])
-                or (load_adds_a_graph and step == checkpoint_after + 1)):
+        if step == 1 or (step == 2 and FIRST_STEP_HAS_ITS_OWN_GRAPH[optimizer]):
             count += 1
         log.append((f"step {step}", count))
         if step % eval_every == 0:
@@ -248,8 +236,6 @@ def test_workload_matches_cpu_and_compiles_only_while_warming_up(kind, optimizer
     assert torch_neuron.metrics.fallback_counts() == {}
 
 
-@pytest.mark.xfail(strict=True, reason="load_state_dict traces param.copy_(loaded) as aten::copy "
-                                       "nodes, so the next step is a new graph")
 def test_load_state_dict_into_a_fresh_model_reuses_the_step_graph(new_graphs):
     torch.manual_seed(0)
     x = torch.randn(8, 4).neuron()
