@@ -66,6 +66,25 @@ LazyTensorPtr LazyTensor::FromData(runtime::DeviceDataPtr data) {
   return t;
 }
 
+void LazyTensor::set_view_base(const std::shared_ptr<LazyTensor>& base) {
+  view_base_ = base;
+  lost_write_ = base->lost_write_;
+}
+
+void LazyTensor::RecordWriteIntoView(const std::string& op) {
+  for (std::shared_ptr<LazyTensor> base = view_base_.lock(); base != nullptr;
+       base = base->view_base_.lock()) {
+    if (base->lost_write_.empty()) base->lost_write_ = op;
+  }
+}
+
+void LazyTensor::CheckNoLostWrite() const {
+  TORCH_CHECK(lost_write_.empty(), "this neuron tensor misses a write: ", lost_write_,
+              " wrote into a view of it below functionalization (inside a composite or custom "
+              "op's kernel, such as a torch.library.custom_op), where views are copies on a lazy "
+              "device; write through the tensor itself or return the view instead");
+}
+
 ir::Value LazyTensor::GetValue() {
   if (pending_) return pending_;
   if (!data_leaf_) {

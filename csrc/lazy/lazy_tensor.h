@@ -55,6 +55,21 @@ class LazyTensor {
   // Replaced by a new pending value (in-place updates on the device).
   void SetPending(ir::Value value);
 
+  // Views below functionalization (inside a composite or custom op's kernel)
+  // are copies of the viewed values, not aliases: a write into one does not
+  // reach the viewed tensor (its base). Code that writes into a view and reads
+  // the view back is fine; a base that missed such a write is stale, views of
+  // it inherit that, an out= write over a stale tensor makes it whole again,
+  // and any other read of a stale tensor raises instead of computing with
+  // values that miss the write. Tracing thread only.
+  void set_view_base(const std::shared_ptr<LazyTensor>& base);
+  // Called when `op` wrote into this tensor: marks every base up the view chain.
+  void RecordWriteIntoView(const std::string& op);
+  // `op` overwrote the whole tensor (out=).
+  void ClearStale() { lost_write_.clear(); }
+  // Raises if a write into one of this tensor's views was lost.
+  void CheckNoLostWrite() const;
+
  private:
   LazyTensor(int device, ir::Shape shape);
 
@@ -64,6 +79,8 @@ class LazyTensor {
   ir::Value pending_;
   runtime::DeviceDataPtr data_;
   ir::Value data_leaf_;  // cached leaf for data_
+  std::weak_ptr<LazyTensor> view_base_;
+  std::string lost_write_;  // the op that wrote into a view of this tensor
 };
 
 using LazyTensorPtr = std::shared_ptr<LazyTensor>;

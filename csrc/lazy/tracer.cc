@@ -176,6 +176,9 @@ struct TraceInfo {
   bool allows_cpu_tensors = false;
   MetaFixup meta_fixup = nullptr;
   FillFactory fill;
+  // A view op (a return aliases an argument without writing it). Functionalization
+  // turns views into *_copy ops, so a view reaching the tracer runs below it.
+  bool view = false;
 };
 
 const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
@@ -199,6 +202,9 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     slot->allows_cpu_tensors = AllowsCpuTensors(slot->name);
     slot->meta_fixup = MetaFixupFor(slot->name);
     slot->fill = FillFactoryFor(schema, slot->name);
+    for (const c10::Argument& ret : schema.returns()) {
+      if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) slot->view = true;
+    }
   }
   return *slot;
 }
@@ -362,6 +368,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   ir::hash_t signature = info.name_hash;
   std::vector<const c10::GeneratorImpl*> generators;
 
+  // A view's base and an out= argument may be stale (see LazyTensor): the
+  // view inherits it, the out= write replaces the values.
+  bool exempt_from_stale_check = false;
   auto tensor_operand = [&](const at::Tensor& t) -> std::optional<int32_t> {
     // Returns the operand index, or nullopt for an undefined tensor.
     if (!t.defined()) return std::nullopt;
@@ -372,6 +381,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                           in_list ? static_cast<int>(meta_stack.size()) : -1, shape});
     };
     if (LazyTensorPtr lazy = TryGetLazy(t)) {
+      if (!exempt_from_stale_check) lazy->CheckNoLostWrite();
       value = lazy->GetValue();
       defer(lazy->shape());
       signature = ir::HashCombine(signature, ir::Hash(lazy->shape()));
@@ -410,6 +420,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
     const c10::TypePtr& type = schema.arguments()[i].type();
+    exempt_from_stale_check = (info.view && i == 0) || schema.arguments()[i].is_out();
     if (v.isTensor()) {
       std::optional<int32_t> index = tensor_operand(v.toTensor());
       if (index) {
@@ -539,6 +550,14 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const c10::IValue& v = (*stack)[base + i];
     originals.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
   }
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::AliasInfo* in = schema.arguments()[i].alias_info();
+    if (in != nullptr && in->isWrite() && originals[i].defined() && IsNeuron(originals[i])) {
+      LazyTensorPtr target = GetLazy(originals[i]);
+      if (schema.arguments()[i].is_out()) target->ClearStale();
+      target->RecordWriteIntoView(name);
+    }
+  }
   std::vector<int> written_by_return(schema.returns().size(), -1);
   for (size_t r = 0; r < schema.returns().size(); ++r) {
     const c10::AliasInfo* alias = schema.returns()[r].alias_info();
@@ -565,6 +584,11 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       interner->Intern(ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes));
   if (GlobalConfig().ir_debug && node->source().empty()) node->set_source(CurrentSourceLocation());
 
+  // A view's base: its first tensor argument.
+  LazyTensorPtr view_base;
+  if (info.view && num_args > 0 && originals[0].defined() && IsNeuron(originals[0])) {
+    view_base = GetLazy(originals[0]);
+  }
   torch::jit::drop(*stack, num_args);
   std::vector<LazyTensorPtr> created;
   int output = 0;
@@ -582,6 +606,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         stack->push_back(target);
       } else {
         LazyTensorPtr t = LazyTensor::FromValue(value, device);
+        if (info.view && view_base != nullptr) t->set_view_base(view_base);
         created.push_back(t);
         stack->push_back(MakeTensor(t));
       }

@@ -324,3 +324,33 @@ def test_ir_debug_records_user_lines_and_survives_backward_on_autograds_thread()
     assert "grad_equal True" in result.stdout
     assert "aten::tanh(%0) : f32[3,4]  # <string>:5" in result.stdout
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+
+
+# Python custom ops run below functionalization, where a view of a neuron tensor
+# is a copy of its values: writes into a view never reach the viewed tensor.
+@torch.library.custom_op("tn_test::fill_halves", mutates_args=())
+def _fill_halves(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n = x.shape[0] // 2
+    out.narrow(0, 0, n).copy_(x.narrow(0, 0, n) * 2)
+    out.narrow(0, n, x.shape[0] - n).copy_(x.narrow(0, n, x.shape[0] - n) + 1)
+    return out
+
+
+@torch.library.custom_op("tn_test::scaled_view", mutates_args=())
+def _scaled_view(x: torch.Tensor) -> torch.Tensor:
+    buf = torch.empty(2 * x.shape[0], dtype=x.dtype, device=x.device)
+    view = buf.narrow(0, 0, x.shape[0])
+    torch.mul(x, 3, out=view)
+    return view.clone()
+
+
+def test_custom_op_reading_back_the_view_it_wrote_matches_cpu():
+    x = torch.arange(6.0)
+    assert torch.equal(_scaled_view(x.neuron()).cpu(), _scaled_view(x))
+
+
+def test_custom_op_reading_a_tensor_that_missed_a_write_into_its_view_raises():
+    # Silently returning the values without the write would be wrong results.
+    with pytest.raises(RuntimeError, match="misses a write: aten::copy_ wrote into a view"):
+        _fill_halves(torch.arange(6.0).neuron()).cpu()
