@@ -33,14 +33,24 @@ std::string OpName(const c10::OperatorHandle& op) {
 void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                  const std::string& reason) {
   const std::string name = OpName(op);
-  TORCH_CHECK_NOT_IMPLEMENTED(GlobalConfig().allow_cpu_fallback, "operator ", name,
-                              " cannot run on the neuron device (", reason,
-                              ") and the CPU fallback is off (TORCH_NEURON_FALLBACK=0)");
-  metrics::Increment(std::string(metrics::kFallbackPrefix) + name);
-
   const c10::FunctionSchema& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
+
+  // An explicit CPU device argument (zeros_like(x, device="cpu")) asks for CPU
+  // results: the CPU kernel is the op itself, not a fallback, and its results
+  // stay on the CPU.
+  bool cpu_results = false;
+  for (size_t i = base; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::CPU) cpu_results = true;
+  }
+  if (!cpu_results) {
+    TORCH_CHECK_NOT_IMPLEMENTED(GlobalConfig().allow_cpu_fallback, "operator ", name,
+                                " cannot run on the neuron device (", reason,
+                                ") and the CPU fallback is off (TORCH_NEURON_FALLBACK=0)");
+    metrics::Increment(std::string(metrics::kFallbackPrefix) + name);
+  }
 
   // Every neuron input, materialized in one graph.
   std::vector<LazyTensorPtr> lazies;
@@ -146,8 +156,9 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       }
       if (target != nullptr) {
         v = target->original;  // in-place or out=: the input, updated above
-      } else if (!cpu.defined()) {
-        // An output the op was asked not to compute (a backward's output_mask).
+      } else if (!cpu.defined() || cpu_results) {
+        // An output the op was asked not to compute (a backward's output_mask),
+        // or one asked for on the CPU.
       } else {
         v = MakeTensor(LazyTensor::FromData(upload(cpu)));
       }

@@ -161,6 +161,24 @@ def _samples(op, dtype, requires_grad):
                             MAX_SAMPLES)
 
 
+def _is_cpu_device(value) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cpu"
+    return isinstance(value, str) and value.split(":")[0] == "cpu"
+
+
+def _names_the_cpu(sample) -> bool:
+    """The sample asks for a CPU result (a device argument such as device="cpu")."""
+    return any(_is_cpu_device(v)
+               for v in [sample.input, *sample.args, *sample.kwargs.values()])
+
+
+def assert_on_device(actual, sample):
+    want = "cpu" if _names_the_cpu(sample) else DEVICE
+    devices = {t.device.type for t in tree_tensors(actual)}
+    assert devices <= {want}, f"results on {sorted(devices)}, expected {want}"
+
+
 def _run_forward(op, dtype, view=lambda t: t):
     """view maps each device tensor of a sample to the tensor the op gets."""
     n = 0
@@ -171,6 +189,7 @@ def _run_forward(op, dtype, view=lambda t: t):
         except Exception:
             continue  # the CPU rejects this sample: nothing to compare against
         actual = _call(op, *unpack(sample, view))
+        assert_on_device(actual, sample)
         assert_same(actual, expected, dtype, uninit)
         n += 1
     return n

@@ -80,6 +80,26 @@ def test_like_factories_keep_device_and_dtype(like, expected):
     assert torch.equal(out.cpu(), expected)
 
 
+@pytest.mark.parametrize(
+    "make, initialized",
+    [(lambda t: torch.zeros_like(t, device="cpu"), True),
+     (lambda t: torch.full_like(t, 2.0, device="cpu"), True),
+     (lambda t: t.new_ones(4, device="cpu"), True),
+     (lambda t: torch.empty_like(t, device="cpu"), False)],
+    ids=["zeros_like", "full_like", "new_ones", "empty_like"],
+)
+def test_like_factories_asked_for_the_cpu_return_cpu_tensors_without_fallback(
+        make, initialized, metrics):
+    src = torch.rand(2, 3, device="neuron")
+    out = make(src)
+    expected = make(src.cpu())
+    assert out.device == torch.device("cpu")
+    assert out.shape == expected.shape and out.dtype == expected.dtype
+    if initialized:
+        assert torch.equal(out, expected)
+    assert metrics.fallback_counts() == {}
+
+
 def test_like_factories_on_neuron_one_stay_on_neuron_one(two_devices):
     src = torch.ones(2, device="neuron:1")
     assert torch.zeros_like(src).device == torch.device("neuron:1")
