@@ -68,6 +68,7 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t base = stack->size() - 7;
   const at::Tensor source = (*stack)[base].toTensor();
   const std::optional<c10::ScalarType> dtype = (*stack)[base + 1].toOptional<c10::ScalarType>();
+  const std::optional<c10::Layout> layout = (*stack)[base + 2].toOptional<c10::Layout>();
   const std::optional<c10::Device> device = (*stack)[base + 3].toOptional<c10::Device>();
   const std::optional<c10::MemoryFormat> memory_format =
       (*stack)[base + 6].toOptional<c10::MemoryFormat>();
@@ -100,10 +101,18 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       result = MakeTensor(Upload(host, target_dtype, host.sizes(), target));
     }
     // _to_copy's functionalization kernel hands our result straight to the user
-    // for devices other than XLA and Lazy, so it must already be wrapped.
+    // for devices other than XLA and Lazy, so it must already be wrapped. The
+    // one other caller below functionalization, FunctionalTensorWrapper::replace_
+    // (an in-place op whose functional form returns another dtype, like
+    // float.eq_), wants it unwrapped; it is the caller that passes a layout but
+    // neither a device nor a memory format (Tensor.to passes no layout, or a
+    // device with it).
+    const bool from_replace = layout.has_value() && !device &&
+                              !memory_format;
     LazyTensorPtr lazy = GetLazy(result);
-    stack->push_back(at::functionalization::impl::isFunctionalTensor(result) ? result
-                                                                             : MakeWrappedTensor(lazy));
+    stack->push_back(at::functionalization::impl::isFunctionalTensor(result) || from_replace
+                         ? result
+                         : MakeWrappedTensor(lazy));
     return;
   }
   TORCH_CHECK(device->is_cpu(), "cannot copy a neuron tensor to ", *device,

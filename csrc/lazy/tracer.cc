@@ -136,7 +136,9 @@ void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& ar
   };
   const bool batch_norm = schema.name().find("batch_norm") != std::string::npos;
   const c10::IValue* training = arg("training");
-  const bool eval = batch_norm && (training == nullptr || (training->isBool() && !training->toBool()));
+  const bool eval =
+      batch_norm && (training != nullptr ? training->isBool() && !training->toBool()
+                                         : schema.name().find("no_training") != std::string::npos);
   const c10::ScalarType input = result->shapes[0].dtype();
   c10::ScalarType dtype = input;
   for (const char* param : {"weight", "bias", "running_mean", "running_var"}) {
@@ -149,9 +151,11 @@ void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& ar
   for (size_t i = 1; i < 3; ++i) {
     result->shapes[i] = eval ? ir::Shape(dtype, {0}) : ir::Shape(dtype, result->shapes[i].sizes());
   }
-  // The functional batch norm's updated running statistics keep their dtype.
+  // The functional batch norms' updated running statistics keep their dtype
+  // (the reserve buffer of _batch_norm_with_update is uint8 and stays so).
   const c10::IValue* running = arg("running_mean");
   for (size_t i = 3; i < result->shapes.size() && running != nullptr && running->isTensor(); ++i) {
+    if (!c10::isFloatingType(result->shapes[i].dtype())) continue;
     result->shapes[i] = ir::Shape(running->toTensor().scalar_type(), result->shapes[i].sizes());
   }
 }
@@ -160,7 +164,9 @@ MetaFixup MetaFixupFor(const std::string& name) {
   if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit" ||
       name == "aten::_native_batch_norm_legit.no_stats" ||
       name == "aten::_native_batch_norm_legit_no_training" ||
-      name == "aten::_native_batch_norm_legit_functional" || name == "aten::native_layer_norm") {
+      name == "aten::_native_batch_norm_legit_functional" || name == "aten::native_layer_norm" ||
+      name == "aten::_batch_norm_with_update" ||
+      name == "aten::_batch_norm_with_update_functional") {
     return CpuNormStats;
   }
   return nullptr;

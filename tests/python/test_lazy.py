@@ -354,3 +354,18 @@ def test_custom_op_reading_a_tensor_that_missed_a_write_into_its_view_raises():
     # Silently returning the values without the write would be wrong results.
     with pytest.raises(RuntimeError, match="misses a write: aten::copy_ wrote into a view"):
         _fill_halves(torch.arange(6.0).neuron()).cpu()
+
+
+@pytest.mark.parametrize("op", ["eq_", "lt_", "logical_and_", "logical_not_"])
+def test_in_place_op_whose_functional_form_returns_another_dtype_matches_cpu(op):
+    # float.eq_(other) keeps float: functionalization casts the bool result back
+    # through _to_copy, which must hand it back unwrapped there.
+    x = torch.tensor([1.0, 2.0, 0.0, -1.0])
+    y = torch.tensor([1.0, 3.0, 0.0, 2.0])
+    args = () if op == "logical_not_" else (y,)
+    xn, view = x.neuron(), None
+    view = xn[1:3]
+    getattr(xn, op)(*[a.neuron() for a in args])
+    getattr(x, op)(*args)
+    assert xn.dtype == torch.float32
+    assert torch.equal(xn.cpu(), x) and torch.equal(view.cpu(), x[1:3])
