@@ -5,7 +5,9 @@
   memory-hit step   a later step in the same process (L1 hit)
   NEFF load time    reading and validating one NEFF from disk
 
-    python benchmarks/bench_cache.py [--quick]
+    python benchmarks/bench_cache.py [--quick] [--out DIR]
+
+  torch.compile     inductor's cold first step in a new process (not in --quick)
 
 Each sample is its own process; cold and warm runs alternate (A B A B ...).
 Writes benchmarks/results/cache.json and prints a table.
@@ -13,7 +15,6 @@ Writes benchmarks/results/cache.json and prints a table.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -23,7 +24,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import interleaved, print_table, summary, write_results  # noqa: E402
+from common import (bench_parser, fmt, interleaved, print_table, ratios, summary, table,  # noqa: E402
+                    write_results)
 
 TESTS = os.path.join(os.path.dirname(HERE), "tests", "python")
 
@@ -49,6 +51,38 @@ print(json.dumps({{"times": times, "disk_hits": c.get("cache.disk_hit.count", 0)
 """
 
 
+INDUCTOR_SCRIPT = r"""
+import json, os, sys, time, torch
+sys.path.insert(0, {tests!r})
+from models import MLP, TinyDecoder, loss_fn, make_batches
+kind = {kind!r}
+torch.manual_seed(0)
+model = MLP() if kind == "mlp" else TinyDecoder()
+compiled = torch.compile(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+times = []
+for x, y in make_batches(kind, 3, batch=8):
+    start = time.perf_counter()
+    loss = loss_fn(kind, compiled, x, y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    loss.item()
+    times.append(time.perf_counter() - start)
+print(json.dumps({{"times": times}}))
+"""
+
+
+def run_inductor(kind: str) -> dict:
+    """torch.compile's cold start: a new process with an empty inductor cache."""
+    cache = tempfile.mkdtemp(prefix="tn_bench_inductor_")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
+    try:
+        out = subprocess.run([sys.executable, "-c", INDUCTOR_SCRIPT.format(tests=TESTS, kind=kind)],
+                             env=env, capture_output=True, text=True, check=True, timeout=900)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run_steps(kind: str, cache_dir: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURON_")}
     env["TORCH_NEURON_CACHE_DIR"] = cache_dir
@@ -57,7 +91,7 @@ def run_steps(kind: str, cache_dir: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(kind: str, repeats: int) -> dict:
+def measure(kind: str, repeats: int, inductor: bool) -> dict:
     warm_dir = tempfile.mkdtemp(prefix="tn_bench_warm_")
     run_steps(kind, warm_dir)  # populate
     loads, hits = [], []
@@ -78,32 +112,65 @@ def measure(kind: str, repeats: int) -> dict:
         loads.append(r["load_ns"] / r["disk_hits"] / 1e6)
         return r["times"][0] * 1e3
 
-    samples = interleaved({"cold_first_step_ms": cold, "warm_first_step_ms": warm}, repeats=repeats, warmup=0)
+    peers = {"cold_first_step_ms": cold, "warm_first_step_ms": warm}
+    if inductor:
+        peers["inductor_cold_first_step_ms"] = lambda: run_inductor(kind)["times"][0] * 1e3
+    samples = interleaved(peers, repeats=repeats, warmup=0)
     shutil.rmtree(warm_dir, ignore_errors=True)
     result = {k: summary(v) for k, v in samples.items()}
     result["memory_hit_step_ms"] = summary([t * 1e3 for t in hits])
     result["neff_load_ms"] = summary(loads)
-    result["cold_over_warm_ratio"] = summary(
-        [c / w for c, w in zip(samples["cold_first_step_ms"], samples["warm_first_step_ms"])])
+    result["cold_over_warm_ratio"] = ratios(samples["cold_first_step_ms"], samples["warm_first_step_ms"])
+    if inductor:
+        result["inductor_over_cold_ratio"] = ratios(samples["inductor_cold_first_step_ms"],
+                                                    samples["cold_first_step_ms"])
     return result
 
 
+FIGURES = ["cold_first_step_ms", "warm_first_step_ms", "inductor_cold_first_step_ms", "memory_hit_step_ms",
+           "neff_load_ms", "cold_over_warm_ratio", "inductor_over_cold_ratio"]
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="one sample of each, MLP only")
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__).parse_args(argv)
     kinds = ["mlp"] if args.quick else ["mlp", "transformer"]
     repeats = 1 if args.quick else 5
     results = {}
     for kind in kinds:
-        print(f"  {kind}: {repeats} cold and {repeats} warm processes ...", flush=True)
-        results[kind] = measure(kind, repeats)
-    path = write_results("cache", {"quick": args.quick, "models": results})
-    rows = []
+        print(f"  {kind}: {repeats} cold, warm{'' if args.quick else ' and torch.compile'} processes ...",
+              flush=True)
+        results[kind] = measure(kind, repeats, inductor=not args.quick)
+    rows = [[kind, name, fmt(r[name]["median"]), fmt(r[name]["min"]), fmt(r[name]["max"])]
+            for kind, r in results.items() for name in FIGURES if name in r]
+    headline = {}
     for kind, r in results.items():
-        for name in ("cold_first_step_ms", "warm_first_step_ms", "memory_hit_step_ms", "neff_load_ms",
-                     "cold_over_warm_ratio"):
-            rows.append([kind, name, f"{r[name]['median']:.3f}", f"{r[name]['min']:.3f}", f"{r[name]['max']:.3f}"])
+        line = (f"cold {fmt(r['cold_first_step_ms']['median'])} ms, warm disk cache "
+                f"{fmt(r['warm_first_step_ms']['median'])} ms, cached step {fmt(r['memory_hit_step_ms']['median'])} ms")
+        if "inductor_cold_first_step_ms" in r:
+            line += (f"; torch.compile cold {fmt(r['inductor_cold_first_step_ms']['median'])} ms "
+                     f"({fmt(r['inductor_over_cold_ratio']['median'])}x neuron's cold first step)")
+        headline[f"first step, {kind}"] = line
+    plot_names = [n for n in ("cold_first_step_ms", "warm_first_step_ms", "inductor_cold_first_step_ms")
+                  if all(n in r for r in results.values())]
+    path = write_results("cache", {
+        "quick": args.quick, "models": results,
+        "command": "python benchmarks/bench_cache.py",
+        "title": "Time to first step and the compile cache",
+        "description": (
+            "Each sample is a new process running SGD steps of the model. Cold: empty "
+            "compile cache (trace, compile, run). Warm: the disk cache holds the NEFFs "
+            "(trace, load, run). torch.compile: inductor's cold start with an empty "
+            "inductor cache, on the CPU. Peers alternate (A B C A B C ...). Also the "
+            "in-memory cache-hit step and the time to read and validate one NEFF."),
+        "tables": [table("First step and cache figures (ms; ratios unitless)",
+                         ["model", "figure", "median", "min", "max"], rows)],
+        "plots": [{
+            "name": "first_step", "title": "Time to first step (ms)", "kind": "bar",
+            "xlabel": "model", "ylabel": "ms", "logx": False, "logy": True, "x": list(results),
+            "series": {n.replace("_ms", ""): [r[n]["median"] for r in results.values()] for n in plot_names},
+        }],
+        "headline": headline,
+    }, args.out)
     print_table("Compile cache (median, min, max)", ["model", "figure", "median", "min", "max"], rows)
     print(f"\nresults: {path}")
     return 0

@@ -1,7 +1,7 @@
 """Tracing cost per op, beside PyTorch CPU eager's per-op cost on the same ops,
 and the cost of a cached mark_step for graphs of 10 to 10,000 nodes.
 
-    python benchmarks/bench_tracing.py [--quick]
+    python benchmarks/bench_tracing.py [--quick] [--out DIR]
 
 Per-op figures are medians over repeats of a loop of small elementwise ops
 (16 floats, so the CPU's compute is negligible and both columns show dispatch
@@ -13,7 +13,6 @@ Writes benchmarks/results/tracing.json and prints a table.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -22,7 +21,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_neuron  # noqa: E402
-from common import interleaved, print_table, summary, write_results  # noqa: E402
+from common import (bench_parser, fmt, interleaved, print_table, ratios, summary, table,  # noqa: E402
+                    write_results)
 
 
 def per_op_trace(ops: int) -> float:
@@ -73,9 +73,7 @@ def cached_mark_step(nodes: int, repeats: int):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer ops and repeats")
-    args = parser.parse_args(argv)
+    args = bench_parser(__doc__).parse_args(argv)
     ops = 200 if args.quick else 2000
     repeats = 3 if args.quick else 9
     sizes = [10, 100, 1000] if args.quick else [10, 100, 1000, 10000]
@@ -83,8 +81,7 @@ def main(argv=None) -> int:
     samples = interleaved({"neuron_trace_us": lambda: per_op_trace(ops),
                            "cpu_eager_us": lambda: per_op_cpu(ops)}, repeats=repeats)
     per_op = {k: summary(v) for k, v in samples.items()}
-    ratios = [n / c for n, c in zip(samples["neuron_trace_us"], samples["cpu_eager_us"])]
-    per_op["trace_over_cpu_ratio"] = summary(ratios)
+    per_op["trace_over_cpu_ratio"] = ratios(samples["neuron_trace_us"], samples["cpu_eager_us"])
 
     mark_step = {}
     for n in sizes:
@@ -92,12 +89,42 @@ def main(argv=None) -> int:
         step, execute = cached_mark_step(n, repeats=3 if args.quick or n >= 10000 else repeats)
         mark_step[str(n)] = {"mark_step_ms": step, "execute_ms": execute}
 
-    path = write_results("tracing", {"quick": args.quick, "per_op": per_op, "cached_mark_step": mark_step})
-    print_table("Per-op cost (median of repeats, microseconds)", ["what", "median", "min", "max"],
-                [[k, f"{v['median']:.2f}", f"{v['min']:.2f}", f"{v['max']:.2f}"] for k, v in per_op.items()])
+    per_op_rows = [[k, fmt(v["median"]), fmt(v["min"]), fmt(v["max"])] for k, v in per_op.items()]
+    step_rows = [[int(n), fmt(v["mark_step_ms"]["median"]), fmt(v["mark_step_ms"]["median"] * 1e3 / int(n)),
+                  fmt(v["execute_ms"]["median"])] for n, v in mark_step.items()]
+    ratio = per_op["trace_over_cpu_ratio"]
+    path = write_results("tracing", {
+        "quick": args.quick, "per_op": per_op, "cached_mark_step": mark_step,
+        "command": "python benchmarks/bench_tracing.py",
+        "title": "Tracing and mark_step cost",
+        "description": (
+            "Per-op cost of tracing a small elementwise op (16 floats, so compute is "
+            "negligible) beside PyTorch CPU eager running the same op, interleaved, "
+            "ratio taken pair by pair; and the host cost of `mark_step` on a graph "
+            "already in the cache (canonicalize, hash, look up, queue) for 10 to "
+            "10,000 nodes, with the graph's execution on the device queue beside it."),
+        "tables": [
+            table("Per-op cost (microseconds)", ["what", "median", "min", "max"], per_op_rows),
+            table("Cached mark_step (ms)", ["nodes", "mark_step", "per node (us)", "execute"], step_rows),
+        ],
+        "plots": [{
+            "name": "mark_step_scaling", "title": "Cached mark_step against graph size",
+            "kind": "line", "xlabel": "graph nodes", "ylabel": "ms", "logx": True, "logy": True,
+            "x": [int(n) for n in mark_step],
+            "series": {"mark_step (host)": [v["mark_step_ms"]["median"] for v in mark_step.values()],
+                       "execute (device queue)": [v["execute_ms"]["median"] for v in mark_step.values()]},
+        }],
+        "headline": {
+            "tracing per op": (f"{fmt(per_op['neuron_trace_us']['median'])} us per traced op vs "
+                               f"{fmt(per_op['cpu_eager_us']['median'])} us per CPU eager op "
+                               f"(ratio {fmt(ratio['median'])}, {fmt(ratio['min'])}-{fmt(ratio['max'])})"),
+            "cached mark_step": ", ".join(f"{n} nodes {fmt(v['mark_step_ms']['median'])} ms"
+                                          for n, v in mark_step.items()),
+        },
+    }, args.out)
+    print_table("Per-op cost (median of repeats, microseconds)", ["what", "median", "min", "max"], per_op_rows)
     print_table("Cached mark_step (ms)", ["nodes", "mark_step median", "per node (us)", "execute median"],
-                [[n, f"{v['mark_step_ms']['median']:.3f}", f"{v['mark_step_ms']['median'] * 1e3 / int(n):.2f}",
-                  f"{v['execute_ms']['median']:.3f}"] for n, v in mark_step.items()])
+                step_rows)
     print(f"\nresults: {path}")
     return 0
 

@@ -78,3 +78,33 @@ def print_table(title: str, header: List[str], rows: List[List[str]]) -> None:
     print("  " + "  ".join("-" * w for w in widths))
     for r in rows:
         print("  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+
+
+# ----------------------------------------------------- the suite's JSON schema
+#
+# Every bench_*.py accepts --quick and --out DIR and writes one JSON with, besides
+# the keys above: command, title, description (markdown), tables (title, header,
+# rows), plots (name, title, kind bar|line, xlabel, ylabel, logx, logy, x,
+# series label -> values) and headline (short key -> sentence). benchmarks/
+# report.py turns a directory of them into docs/PERFORMANCE.md.
+
+def bench_parser(doc: str):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer sizes and repeats")
+    parser.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
+    return parser
+
+
+def ratios(numerators: List[float], denominators: List[float]) -> Dict[str, float]:
+    """Pairwise ratios of two interleaved peers' samples, summarized."""
+    return summary([a / b for a, b in zip(numerators, denominators)])
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
+
+
+def table(title: str, header: List[str], rows: List[list]) -> dict:
+    return {"title": title, "header": header, "rows": rows}

@@ -1,0 +1,191 @@
+"""Steady-state training step time of the MLP, the CNN and the small transformer
+(tests/python/models.py), four peers side by side in one process:
+
+  neuron lazy    the step traced, one mark_step, waited for (the whole step)
+  neuron eager   TORCH_NEURON_MODE=eager: every op runs as it is traced
+  cpu eager      PyTorch on the CPU
+  torch.compile  inductor on the CPU (model compiled; not in --quick)
+
+and the peak memory of one step: the neuron device's peak allocated bytes above
+what the step starts with, against the CPU eager step's peak bytes of tensors
+the step creates (a dispatch mode counting storages from the op that makes them
+until their last tensor dies; an approximation: a storage whose first tensor
+dies before a view of it is released early).
+
+    python benchmarks/bench_training.py [--quick] [--out DIR]
+
+Each peer has its own copy of the model and SGD with momentum; warm-up steps
+(compiles) are discarded, then the peers alternate step by step (A B C D A B C
+D ...), and ratios are taken pair by pair.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
+import torch_neuron  # noqa: E402
+from common import (bench_parser, fmt, interleaved, print_table, ratios, summary, table,  # noqa: E402
+                    write_results)
+from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches  # noqa: E402
+
+MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}
+BATCH = {"mlp": 64, "cnn": 32, "transformer": 16}
+
+
+class Peer:
+    """One model + optimizer on one device, stepping through a fixed batch."""
+
+    def __init__(self, kind: str, device: str, compiled: bool = False, eager: bool = False):
+        torch.manual_seed(0)
+        self.kind, self.device, self.eager = kind, device, eager
+        self.model = MODELS[kind]().to(device)
+        self.forward = torch.compile(self.model) if compiled else self.model
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        x, y = make_batches(kind, 1, batch=BATCH[kind])[0]
+        self.x, self.y = x.to(device), y.to(device)
+        if device == "neuron":
+            torch_neuron.mark_step()
+            torch_neuron.wait_device_ops()
+
+    def step(self) -> float:
+        if self.eager:
+            torch_neuron.set_mode("eager")
+        start = time.perf_counter()
+        loss = loss_fn(self.kind, self.forward, self.x, self.y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        if self.device == "neuron":
+            torch_neuron.mark_step()
+            torch_neuron.wait_device_ops()
+        elapsed = time.perf_counter() - start
+        if self.eager:
+            torch_neuron.set_mode("lazy")
+        return elapsed * 1e3
+
+
+def neuron_step_peak(peer: Peer) -> int:
+    torch_neuron.wait_device_ops()
+    base = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    peer.step()
+    return torch.neuron.max_memory_allocated() - base
+
+
+class _LiveTensorBytes(TorchDispatchMode):
+    """Counts the bytes of tensor storages the ops under it create, live at once:
+    a storage counts from the op that made it until its last tensor is freed."""
+
+    def __init__(self):
+        super().__init__()
+        self.current = self.peak = 0
+        self.live = set()
+
+    def _free(self, key, nbytes):
+        self.live.discard(key)
+        self.current -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                storage = t.untyped_storage()
+                key, nbytes = storage.data_ptr(), storage.nbytes()
+                if nbytes and key not in self.live:
+                    self.live.add(key)
+                    self.current += nbytes
+                    self.peak = max(self.peak, self.current)
+                    weakref.finalize(t, self._free, key, nbytes)
+        return out
+
+
+def cpu_step_peak(peer: Peer) -> int:
+    with _LiveTensorBytes() as tracker:
+        peer.step()
+    return tracker.peak
+
+
+def measure(kind: str, repeats: int, inductor: bool) -> dict:
+    peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_eager": Peer(kind, "neuron", eager=True),
+             "cpu_eager": Peer(kind, "cpu")}
+    if inductor:
+        peers["inductor"] = Peer(kind, "cpu", compiled=True)
+    for p in peers.values():  # warm-up: compiles, optimizer state, allocator pools
+        for _ in range(3):
+            p.step()
+    samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1)
+    result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}}
+    for other in samples:
+        if other != "neuron_lazy":
+            result["ratios"][f"{other}/neuron_lazy"] = ratios(samples[other], samples["neuron_lazy"])
+    result["peak_bytes"] = {"neuron_lazy": neuron_step_peak(peers["neuron_lazy"]),
+                            "cpu_eager": cpu_step_peak(peers["cpu_eager"])}
+    return result
+
+
+def main(argv=None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    kinds = ["mlp"] if args.quick else list(MODELS)
+    repeats = 3 if args.quick else 15
+    results = {}
+    for kind in kinds:
+        print(f"  {kind}: {repeats} interleaved steps per peer ...", flush=True)
+        results[kind] = measure(kind, repeats, inductor=not args.quick)
+
+    peers = [p for p in ("neuron_lazy", "neuron_eager", "cpu_eager", "inductor")
+             if all(p in r["step_ms"] for r in results.values())]
+    step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) for p in peers] for kind, r in results.items()]
+    ratio_names = [f"{p}/neuron_lazy" for p in peers if p != "neuron_lazy"]
+    ratio_rows = [[kind] + [f"{fmt(r['ratios'][n]['median'])} ({fmt(r['ratios'][n]['min'])}-"
+                            f"{fmt(r['ratios'][n]['max'])})" for n in ratio_names]
+                  for kind, r in results.items()]
+    mem_rows = [[kind, r["peak_bytes"]["neuron_lazy"], r["peak_bytes"]["cpu_eager"],
+                 fmt(r["peak_bytes"]["neuron_lazy"] / max(r["peak_bytes"]["cpu_eager"], 1))]
+                for kind, r in results.items()]
+    headline = {}
+    for kind, r in results.items():
+        parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names]
+        headline[f"training step, {kind}"] = (
+            f"neuron lazy {fmt(r['step_ms']['neuron_lazy']['median'])} ms; peer time / neuron lazy "
+            f"time: {', '.join(parts)} (above 1: neuron lazy is faster)")
+        headline[f"peak step memory, {kind}"] = (
+            f"neuron {r['peak_bytes']['neuron_lazy']} B vs CPU eager {r['peak_bytes']['cpu_eager']} B")
+    path = write_results("training", {
+        "quick": args.quick, "models": results,
+        "command": "python benchmarks/bench_training.py",
+        "title": "Training step time and peak memory",
+        "description": __doc__.split("\n\n")[0].replace("\n", " ") + " " +
+        __doc__.split("\n\n")[2].replace("\n", " "),
+        "tables": [
+            table("Step time (ms, median)", ["model"] + peers, step_rows),
+            table("Peer step time / neuron lazy step time (median, min-max)", ["model"] + ratio_names,
+                  ratio_rows),
+            table("Peak memory of one step above its starting state (bytes)",
+                  ["model", "neuron device", "cpu eager", "neuron / cpu"], mem_rows),
+        ],
+        "plots": [{
+            "name": "training_step", "title": "Training step time (ms)", "kind": "bar",
+            "xlabel": "model", "ylabel": "ms", "logx": False, "logy": True, "x": list(results),
+            "series": {p: [r["step_ms"][p]["median"] for r in results.values()] for p in peers},
+        }],
+        "headline": headline,
+    }, args.out)
+    print_table("Step time (ms, median)", ["model"] + peers, step_rows)
+    print_table("Ratios", ["model"] + ratio_names, ratio_rows)
+    print_table("Peak step memory (bytes)", ["model", "neuron", "cpu", "ratio"], mem_rows)
+    print(f"\nresults: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
