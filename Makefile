@@ -4,7 +4,7 @@
 PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
-.PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench clean \
+.PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench bench-quick clean \
 	conformance conformance-report
 
 setup:
@@ -50,10 +50,14 @@ conformance: setup
 conformance-report: setup
 	@$(PY) tests/conformance/sweep.py --report-only
 
-# The benchmark scripts (JSON in benchmarks/results/).
+# Every benchmarks/bench_*.py, each in its own process (JSON in benchmarks/results/),
+# then docs/PERFORMANCE.md and its plots in docs/performance/ from the results.
 bench: setup
-	@$(PY) benchmarks/bench_tracing.py
-	@$(PY) benchmarks/bench_cache.py
+	@$(PY) benchmarks/run_all.py
+
+# A smoke run of every benchmark (--quick): results only, docs/ untouched.
+bench-quick: setup
+	@$(PY) benchmarks/run_all.py --quick
 
 clean:
 	rm -rf build build-fuzz dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info
