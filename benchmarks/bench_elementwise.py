@@ -1,6 +1,6 @@
 """Throughput of an elementwise chain over a 64 MB float32 tensor (8 MB with
---quick) against the
-machine's memory bandwidth, measured in the same run by a plain copy.
+--quick) against the machine's memory bandwidth, measured in the same run by a
+plain copy.
 
   copy          dst.copy_(src) on the CPU: reads and writes 64 MB (the limit)
   neuron        y = sigmoid(relu(x * 2 + 1) * x) traced, mark_step, waited for
