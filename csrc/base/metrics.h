@@ -19,6 +19,12 @@ namespace torch_neuron::metrics {
 class Counter {
  public:
   void Add(int64_t delta) { value_.fetch_add(delta, std::memory_order_relaxed); }
+  // Raises the value to `v` if it is larger (high-water marks).
+  void Max(int64_t v) {
+    int64_t seen = value_.load(std::memory_order_relaxed);
+    while (v > seen && !value_.compare_exchange_weak(seen, v, std::memory_order_relaxed)) {
+    }
+  }
   int64_t Value() const { return value_.load(std::memory_order_relaxed); }
   void Reset() { value_.store(0, std::memory_order_relaxed); }
 

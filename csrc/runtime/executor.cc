@@ -5,7 +5,12 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/metrics.h"
 #include "runtime/generator.h"
 
 namespace torch_neuron::runtime {
@@ -53,6 +58,53 @@ c10::IValue ArgValue(const ProgramArg& arg, const std::vector<c10::IValue>& regs
   return {};
 }
 
+// The bytes of the intermediate tensors an execution holds at once: storages
+// made by its instructions (not the parameters'), from the instruction that
+// makes them until the last register holding them is released. On the
+// emulated device they live in host memory beside the arena, so the arena's
+// statistics do not see them; graph.execute.peak_bytes reports them.
+class IntermediateBytes {
+ public:
+  explicit IntermediateBytes(const std::vector<c10::IValue>& parameters) {
+    for (const c10::IValue& p : parameters) {
+      if (p.isTensor() && p.toTensor().has_storage()) {
+        parameters_.insert(p.toTensor().storage().unsafeGetStorageImpl());
+      }
+    }
+  }
+  void Hold(const c10::IValue& v) {
+    c10::StorageImpl* s = StorageOf(v);
+    if (s == nullptr || parameters_.contains(s)) return;
+    auto [it, fresh] = live_.try_emplace(s, 0);
+    if (fresh) {
+      current_ += static_cast<int64_t>(s->nbytes());
+      peak_ = std::max(peak_, current_);
+    }
+    ++it->second;
+  }
+  void Drop(const c10::IValue& v) {
+    c10::StorageImpl* s = StorageOf(v);
+    auto it = s == nullptr ? live_.end() : live_.find(s);
+    if (it == live_.end()) return;
+    if (--it->second == 0) {
+      current_ -= static_cast<int64_t>(s->nbytes());
+      live_.erase(it);
+    }
+  }
+  int64_t peak() const { return peak_; }
+
+ private:
+  static c10::StorageImpl* StorageOf(const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().has_storage()
+               ? v.toTensor().storage().unsafeGetStorageImpl()
+               : nullptr;
+  }
+  absl::flat_hash_set<const c10::StorageImpl*> parameters_;
+  absl::flat_hash_map<c10::StorageImpl*, int> live_;
+  int64_t current_ = 0;
+  int64_t peak_ = 0;
+};
+
 }  // namespace
 
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
@@ -68,6 +120,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   for (size_t i = 0; i < parameters.size(); ++i) regs[program.parameter_registers[i]] = parameters[i];
   for (const auto& [reg, value] : program.constants) regs[reg] = value;
 
+  IntermediateBytes intermediates(parameters);
   torch::jit::Stack stack;
   for (const Instruction& inst : program.instructions) {
     stack.clear();
@@ -94,8 +147,16 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
         if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = std::move(stack[k]);
       }
     }
-    for (int32_t r : inst.release) regs[r] = c10::IValue();
+    for (int32_t r : inst.outputs) {
+      if (r >= 0) intermediates.Hold(regs[r]);
+    }
+    for (int32_t r : inst.release) {
+      intermediates.Drop(regs[r]);
+      regs[r] = c10::IValue();
+    }
   }
+  static metrics::Counter* peak = metrics::GetCounter("graph.execute.peak_bytes");
+  peak->Max(intermediates.peak());
 
   std::vector<at::Tensor> outputs;
   outputs.reserve(program.outputs.size());

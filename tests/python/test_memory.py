@@ -376,3 +376,18 @@ print(json.dumps(result))
     assert result["oom"] == OOM_2MIB
     assert result["small"] == 1000.0
     assert result["num_ooms"] == 1
+
+
+def test_graph_intermediates_peak_counts_the_live_temporaries_of_an_execution(metrics):
+    # x*2 -> +1 -> relu -> *x -> sigmoid over 1000 floats: each op's input
+    # temporary is released only after the op made its output, so two values of
+    # 4000 bytes are live at once, never three (x is a parameter: not counted).
+    x = torch.randn(1000, device="neuron")
+    torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()
+    metrics.reset()
+    y = torch.sigmoid(torch.relu(x * 2 + 1) * x)
+    torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()
+    assert metrics.counter("graph.execute.peak_bytes") == 2 * 4000
+    assert torch.allclose(y.cpu(), torch.sigmoid(torch.relu(x.cpu() * 2 + 1) * x.cpu()))
