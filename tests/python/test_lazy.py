@@ -30,12 +30,13 @@ def quiet(metrics):
 
 def counts(metrics):
     """The counters of tracing, graphs, steps, transfers and fallbacks, without
-    timings and node totals (the compile cache's own cache.* counters aside)."""
+    timings, node totals and memory high-water marks (the compile cache's own
+    cache.* counters aside)."""
     events = ("fallback.", "graph.", "mark_step.", "trace.", "transfer.")
     return {
         k: v
         for k, v in metrics.counters().items()
-        if k.startswith(events) and not k.endswith((".ns", ".nodes"))
+        if k.startswith(events) and not k.endswith((".ns", ".nodes", ".peak_bytes"))
     }
 
 
