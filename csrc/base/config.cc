@@ -101,6 +101,10 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   if (std::string v = lookup("TORCH_NEURON_SHAPE_REGISTRY"); !v.empty()) {
     c.shape_registry = v;
   }
+  if (std::string v = lookup("TORCH_NEURON_OPT_LEVEL"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(int64_t level, ParseInt("TORCH_NEURON_OPT_LEVEL", v, 0, 1));
+    c.opt_level = static_cast<int>(level);
+  }
   return c;
 }
 

@@ -31,6 +31,9 @@ struct Config {
   bool debug = false;            // TORCH_NEURON_DEBUG
   std::string debug_dir;         // TORCH_NEURON_DEBUG_DIR
   std::string shape_registry;    // TORCH_NEURON_SHAPE_REGISTRY
+  // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
+  // ATen call per op), 1 = elementwise fusion into generated kernels.
+  int opt_level = 1;
 };
 
 // Largest number of emulated devices; c10 device indices are int8.

@@ -1,12 +1,47 @@
 #include "compiler/compiler.h"
 
+#include "absl/strings/str_cat.h"
 #include "compiler/constant_folding.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
+#include "compiler/elementwise_fusion.h"
 #include "compiler/lowering.h"
+#include "compiler/native_build.h"
 #include "compiler/pass_pipeline.h"
+#include "ir/hash.h"
+#include "runtime/native_library.h"
 
 namespace torch_neuron::compiler {
+namespace {
+
+// Builds the fused kernels of `g` into one shared object, registers it with the
+// runtime and names it in each kernel node. The object's name and bytes.
+absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g,
+                                                                 std::string* sources) {
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (const CompileNode& n : g.nodes) {
+    if (n.dead || !n.kernel) continue;
+    kernels.emplace_back(n.kernel->name, KernelSource(*n.kernel));
+    absl::StrAppend(sources, kernels.back().second, "\n");
+  }
+  if (kernels.empty()) return std::pair<std::string, std::string>();
+  absl::StatusOr<std::string> bytes = BuildSharedObject(kernels, Toolchain::Host());
+  if (!bytes.ok()) return bytes.status();
+  const std::string name = absl::StrCat("tn_", ir::HashToHex(ir::Hash(*bytes)));
+  runtime::RegisterNativeLibrary(name, *bytes);
+  for (CompileNode& n : g.nodes) {
+    if (n.dead || !n.kernel) continue;
+    std::vector<ir::Shape> inputs, outputs;
+    for (const ValueRef& v : n.operands) inputs.push_back(g.nodes[v.node].ir->shape(v.index));
+    for (int k = 0; k < n.ir->num_outputs(); ++k) outputs.push_back(n.ir->shape(k));
+    ir::NodePtr named = MakeFusedKernelNode(*n.kernel, name, inputs, outputs);
+    g.owned_ir.push_back(named);
+    n.ir = named.get();
+  }
+  return std::make_pair(name, *std::move(bytes));
+}
+
+}  // namespace
 
 absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
                                       const CompileOptions& options) {
@@ -15,11 +50,28 @@ absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
   if (options.cse) pipeline.AddPass<CommonSubexpressionElimination>();
   if (options.fold_constants) pipeline.AddPass<ConstantFolding>(options.max_fold_elements);
   pipeline.AddPass<DeadCodeElimination>();
+  if (options.opt_level >= 1) pipeline.AddPass<ElementwiseFusion>();
   absl::StatusOr<bool> changed = pipeline.Run(g);
   if (!changed.ok()) return changed.status();
+  CompileResult result;
+  std::pair<std::string, std::string> library;
+  if (options.opt_level >= 1) {
+    absl::StatusOr<std::pair<std::string, std::string>> built = BuildKernels(g, &result.kernel_sources);
+    if (!built.ok()) {
+      CompileOptions tier0 = options;
+      tier0.opt_level = 0;
+      absl::StatusOr<CompileResult> fallback = Compile(graph, tier0);
+      if (fallback.ok()) {
+        fallback->kernel_sources = std::move(result.kernel_sources);
+        fallback->tier1_error = std::string(built.status().message());
+      }
+      return fallback;
+    }
+    library = *std::move(built);
+  }
   absl::StatusOr<runtime::Program> program = LowerToProgram(g);
   if (!program.ok()) return program.status();
-  CompileResult result;
+  if (!library.first.empty()) program->native_objects.push_back(std::move(library));
   result.program = std::make_shared<const runtime::Program>(*std::move(program));
   result.optimized_text = g.ToText();
   return result;

@@ -1,6 +1,10 @@
 // The compiler's entry point: a canonical graph in, an executable Program out.
-// Tier 0: the pass pipeline (DCE, CSE, constant folding, each verified), then
-// lowering to one ATen call per op over planned registers.
+// The pass pipeline (CSE, constant folding, DCE, and at opt level 1 elementwise
+// fusion; each verified), then, at tier 1, the fused kernels' C++ built into
+// one shared object the program carries, then lowering to one call per node
+// (ATen ops, and neuron::fused_kernel for the kernels) over planned registers.
+// A kernel build failure falls back to tier 0 for the graph (CompileResult
+// says why); tier 0 runs every graph tier 1 fuses.
 #pragma once
 
 #include <memory>
@@ -13,6 +17,9 @@
 namespace torch_neuron::compiler {
 
 struct CompileOptions {
+  // 0: tier 0 only (one ATen call per op); 1: elementwise fusion into
+  // generated kernels (TORCH_NEURON_OPT_LEVEL).
+  int opt_level = 1;
   bool cse = true;
   bool fold_constants = true;
   // Largest value (in elements) constant folding will compute at compile time.
@@ -23,6 +30,11 @@ struct CompileResult {
   std::shared_ptr<const runtime::Program> program;
   // The graph after the passes, as text (debug dumps).
   std::string optimized_text;
+  // The generated kernels' C++ sources, one after another (debug dumps).
+  std::string kernel_sources;
+  // Set when the kernels did not build and the graph was compiled at tier 0:
+  // why (the kernel and the compiler's first error lines).
+  std::string tier1_error;
 };
 
 absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,

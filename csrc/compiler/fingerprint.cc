@@ -1,6 +1,9 @@
 #include "compiler/fingerprint.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "compiler/native_build.h"
 
 #ifndef TN_VERSION
 #error "TN_VERSION (torch_neuron's version) must be defined by the build"
@@ -22,10 +25,14 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
 #else
   f.set_target_isa("unknown-host-aten");
 #endif
-  f.set_tier(0);
-  f.set_options(absl::StrCat("cse=", options.cse ? 1 : 0, ";fold_constants=",
-                             options.fold_constants ? 1 : 0,
-                             ";max_fold_elements=", options.max_fold_elements));
+  f.set_tier(options.opt_level >= 1 ? 1 : 0);
+  std::string text = absl::StrCat("cse=", options.cse ? 1 : 0, ";fold_constants=",
+                                  options.fold_constants ? 1 : 0,
+                                  ";max_fold_elements=", options.max_fold_elements);
+  if (options.opt_level >= 1) {
+    absl::StrAppend(&text, ";opt_level=", options.opt_level, ";toolchain=", Toolchain::Host().Describe());
+  }
+  f.set_options(text);
   return f;
 }
 
@@ -34,9 +41,17 @@ std::string FingerprintText(const proto::CompilerFingerprint& f) {
                       f.target_isa(), ", tier ", f.tier(), ", ", f.options());
 }
 
-const proto::CompilerFingerprint& DefaultFingerprint() {
-  static const auto* fingerprint = new proto::CompilerFingerprint(MakeFingerprint(CompileOptions()));
-  return *fingerprint;
+const proto::CompilerFingerprint& FingerprintFor(int opt_level) {
+  static const auto* fingerprints = [] {
+    auto* f = new std::vector<proto::CompilerFingerprint>();
+    for (int level = 0; level <= 1; ++level) {
+      CompileOptions options;
+      options.opt_level = level;
+      f->push_back(MakeFingerprint(options));
+    }
+    return f;
+  }();
+  return (*fingerprints)[opt_level >= 1 ? 1 : 0];
 }
 
 ir::hash_t HashFingerprint(const proto::CompilerFingerprint& fingerprint) {

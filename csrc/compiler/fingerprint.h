@@ -14,8 +14,9 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options);
 // Canonical text of a fingerprint (logs, `python -m torch_neuron.cache info`).
 std::string FingerprintText(const proto::CompilerFingerprint& fingerprint);
 
-// The fingerprint of the default compile options, built once.
-const proto::CompilerFingerprint& DefaultFingerprint();
+// The fingerprint of the default compile options at `opt_level`, built once
+// per level (tier 1's includes the host toolchain, probed once).
+const proto::CompilerFingerprint& FingerprintFor(int opt_level);
 
 // XXH3-128 of a fingerprint's serialized form (computed once by callers that
 // key many graphs with one fingerprint).

@@ -68,7 +68,13 @@ std::string CompileGraph::ToText() const {
       }
       call = absl::StrCat(n.ir->op(), "(", absl::StrJoin(args, ", "), ")");
     }
-    absl::StrAppend(&out, "  %", i, " = ", call, " : ", n.ir->shape(0).ToString(), "\n");
+    std::string shapes = n.ir->shape(0).ToString();
+    for (int k = 1; k < n.ir->num_outputs() && !n.folded; ++k) {
+      absl::StrAppend(&shapes, ", ", n.ir->shape(k).ToString());
+    }
+    if (!n.folded && n.ir->num_outputs() > 1) shapes = absl::StrCat("(", shapes, ")");
+    absl::StrAppend(&out, "  %", i, " = ", call, " : ", shapes, "\n");
+    if (n.kernel) absl::StrAppend(&out, "      # ", KernelSummary(*n.kernel), "\n");
   }
   std::vector<std::string> outs;
   for (ValueRef v : outputs) outs.push_back(name(v));

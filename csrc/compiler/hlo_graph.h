@@ -7,10 +7,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "compiler/kernel_codegen.h"
 #include "ir/graph.h"
 
 namespace torch_neuron::compiler {
@@ -27,6 +29,9 @@ struct CompileNode {
   bool dead = false;
   // Set by constant folding: the node's (single) output, computed at compile time.
   std::optional<at::Tensor> folded;
+  // Set by elementwise fusion: the node is a call of this generated kernel
+  // (neuron::fused_kernel), its IR a synthetic node owned by the graph.
+  std::shared_ptr<const FusedKernel> kernel;
 
   bool is_constant() const {
     return folded.has_value() || ir->kind() == ir::NodeKind::kConstant;
@@ -38,6 +43,8 @@ struct CompileGraph {
   std::vector<ValueRef> outputs;
   // Positions of the parameters, in binding order (never removed by passes).
   std::vector<int32_t> parameters;
+  // IR nodes made by passes (fused kernels), kept alive with the graph.
+  std::vector<ir::NodePtr> owned_ir;
 
   static CompileGraph FromCanonical(const ir::CanonicalGraph& graph);
 

@@ -34,6 +34,7 @@ struct Counters {
   metrics::Counter* compile_ns = metrics::GetCounter("graph.compile.ns");
   metrics::Counter* compiled_nodes = metrics::GetCounter("graph.compile.nodes");
   metrics::Counter* cache_hits = metrics::GetCounter("graph.cache_hit.count");
+  metrics::Counter* tier1_fallbacks = metrics::GetCounter("compile.tier1_fallback.count");
 };
 
 const Counters& C() {
@@ -75,7 +76,7 @@ std::shared_ptr<const runtime::Program> LoadFromDisk(cache::DiskCache& disk, con
   auto start = Clock::now();
   std::shared_ptr<const runtime::Program> program;
   disk.Load(key, [&](std::string_view bytes) -> absl::Status {
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, &compiler::DefaultFingerprint());
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, &CurrentFingerprint());
     if (!loaded.ok()) return loaded.status();
     program = loaded->program;
     return absl::OkStatus();
@@ -211,13 +212,17 @@ RecompileLog& Log() {
   return *log;
 }
 
-void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::string& optimized) {
+void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::string& optimized,
+               const std::string& kernel_sources) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = absl::StrCat(dir, "/graph-", ir::HashToHex(g.hash), ".txt");
   std::ofstream out(path);
   out << "# torch_neuron graph " << ir::HashToHex(g.hash) << " (" << g.size() << " nodes)\n"
       << ir::ToText(g) << "# after the compiler's passes\n" << optimized;
+  if (!kernel_sources.empty()) {
+    std::ofstream(absl::StrCat(dir, "/graph-", ir::HashToHex(g.hash), ".kernels.cc")) << kernel_sources;
+  }
 }
 
 // Compiles `g`; with a writable disk cache, also stores its NEFF under `key`.
@@ -226,11 +231,22 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
     const ir::CanonicalGraph& g, cache::DiskCache* disk, const std::string& key) {
   const Config& config = GlobalConfig();
   auto start = Clock::now();
-  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, compiler::CompileOptions());
+  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, CurrentCompileOptions());
   runtime::ThrowIfError(result.status());
+  if (!result->tier1_error.empty()) {
+    // Tier 0 runs every graph tier 1 fuses: the graph runs, slower; say so once.
+    C().tier1_fallbacks->Add(1);
+    static bool warned = false;
+    if (!warned) {
+      warned = true;
+      std::fprintf(stderr, "torch_neuron: warning: tier-1 kernels did not build, running graphs "
+                   "at tier 0 (counted in compile.tier1_fallback.count): %s\n",
+                   result->tier1_error.c_str());
+    }
+  }
   size_t neff_bytes = 0;
   absl::StatusOr<std::string> neff = neff::WriteNeff(
-      {result->program.get(), compiler::DefaultFingerprint(), g.hash, SignatureFor(g)});
+      {result->program.get(), CurrentFingerprint(), g.hash, SignatureFor(g)});
   if (neff.ok()) {
     neff_bytes = neff->size();
     if (disk != nullptr && !disk->read_only()) {
@@ -258,7 +274,9 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
                    static_cast<long long>(g.size()), place.c_str(), reason.c_str());
     }
   }
-  if (!config.debug_dir.empty()) DumpGraph(config.debug_dir, g, result->optimized_text);
+  if (!config.debug_dir.empty()) {
+    DumpGraph(config.debug_dir, g, result->optimized_text, result->kernel_sources);
+  }
   return {result->program, neff_bytes};
 }
 
@@ -266,10 +284,23 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
 // compiles a graph and the others load its NEFF).
 }  // namespace
 
+compiler::CompileOptions CurrentCompileOptions() {
+  compiler::CompileOptions options;
+  options.opt_level = GlobalConfig().opt_level;
+  return options;
+}
+
+const proto::CompilerFingerprint& CurrentFingerprint() {
+  return compiler::FingerprintFor(GlobalConfig().opt_level);
+}
+
 std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g) {
-  // The fingerprint is serialized and hashed once, not on every sync.
-  static const ir::hash_t fingerprint_hash = compiler::HashFingerprint(compiler::DefaultFingerprint());
-  const ir::hash_t key = compiler::CacheKey(g.hash, fingerprint_hash);
+  // Each level's fingerprint is serialized and hashed once, not on every sync.
+  static const ir::hash_t fingerprint_hashes[2] = {
+      compiler::HashFingerprint(compiler::FingerprintFor(0)),
+      compiler::HashFingerprint(compiler::FingerprintFor(1))};
+  const ir::hash_t key =
+      compiler::CacheKey(g.hash, fingerprint_hashes[GlobalConfig().opt_level >= 1 ? 1 : 0]);
   if (auto program = ProgramCache().Get(key)) {
     C().cache_hits->Add(1);
     CC().memory_hits->Add(1);

@@ -8,10 +8,17 @@
 #include <memory>
 #include <string>
 
+#include "compiler/compiler.h"
 #include "ir/graph.h"
+#include "proto/neff.pb.h"
 #include "runtime/program.h"
 
 namespace torch_neuron::lazy {
+
+// The compile options of the settings in force (TORCH_NEURON_OPT_LEVEL), and
+// their compiler fingerprint.
+compiler::CompileOptions CurrentCompileOptions();
+const proto::CompilerFingerprint& CurrentFingerprint();
 
 // The program computing `g`: L1, then L2, then a compile (stored in both).
 std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g);

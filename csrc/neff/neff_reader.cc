@@ -6,8 +6,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ir/hash.h"
 #include "neff/constant_codec.h"
 #include "neff/neff_format.h"
+#include "runtime/native_library.h"
 #include "runtime/op_lookup.h"
 
 namespace torch_neuron::neff {
@@ -194,7 +196,20 @@ absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::Compile
     }
     program->instructions[entry.instruction()].source = entry.location();
   }
+  // Native objects are named by the hash of their bytes: a name that does not
+  // match is a damaged file, never code to load. Registering stores the bytes;
+  // they are loaded when a kernel is first called.
+  for (const proto::NativeObject& object : loaded.payload.native_objects()) {
+    if (object.name() != absl::StrCat("tn_", ir::HashToHex(ir::Hash(object.code())))) {
+      return Malformed(absl::StrCat("native object ", object.name(), " does not match its bytes"));
+    }
+  }
+  for (const proto::NativeObject& object : loaded.payload.native_objects()) {
+    runtime::RegisterNativeLibrary(object.name(), object.code());
+    program->native_objects.emplace_back(object.name(), object.code());
+  }
   loaded.payload.clear_program();
+  loaded.payload.clear_native_objects();
   loaded.program = std::make_shared<const runtime::Program>(*std::move(program));
   return loaded;
 }

@@ -38,6 +38,11 @@ absl::StatusOr<std::string> WriteNeff(const NeffContents& contents) {
   payload.set_graph_hash(reinterpret_cast<const char*>(hash_words), sizeof(hash_words));
   *payload.mutable_signature() = contents.signature;
 
+  for (const auto& [name, code] : program.native_objects) {
+    proto::NativeObject* object = payload.add_native_objects();
+    object->set_name(name);
+    object->set_code(code);
+  }
   proto::Program* p = payload.mutable_program();
   p->set_num_registers(program.num_registers);
   p->set_num_nodes(program.num_nodes);

@@ -5,6 +5,7 @@
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
 #include "ir/hash.h"
+#include "lazy/executable_cache.h"
 #include "neff/neff_reader.h"
 #include "python/bindings.h"
 
@@ -20,7 +21,7 @@ py::dict Inspect(const std::string& bytes) {
   py::dict d;
   d["fingerprint"] = compiler::FingerprintText(p.fingerprint());
   d["current_fingerprint"] =
-      p.fingerprint().SerializeAsString() == compiler::DefaultFingerprint().SerializeAsString();
+      p.fingerprint().SerializeAsString() == lazy::CurrentFingerprint().SerializeAsString();
   d["instructions"] = loaded->program->instructions.size();
   d["nodes"] = loaded->program->num_nodes;
   d["inputs"] = p.signature().inputs_size();
@@ -33,7 +34,7 @@ py::dict Inspect(const std::string& bytes) {
 
 void BindCache(py::module_& m) {
   m.def("_cache_default_dir", [] { return cache::DefaultCacheDir(); });
-  m.def("_current_fingerprint", [] { return compiler::FingerprintText(compiler::DefaultFingerprint()); });
+  m.def("_current_fingerprint", [] { return compiler::FingerprintText(lazy::CurrentFingerprint()); });
   // Entries of the cache at `dir`, oldest first: (key, path, bytes, mtime).
   m.def("_cache_list", [](const std::string& dir) {
     std::vector<std::tuple<std::string, std::string, int64_t, int64_t>> out;
@@ -44,7 +45,7 @@ void BindCache(py::module_& m) {
   });
   // Validates one NEFF as the runtime would (fingerprint included); "" if valid.
   m.def("_neff_check", [](const py::bytes& data) {
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(std::string(data), &compiler::DefaultFingerprint());
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(std::string(data), &lazy::CurrentFingerprint());
     return loaded.ok() ? std::string() : std::string(loaded.status().message());
   });
   m.def("_neff_inspect", [](const py::bytes& data) { return Inspect(std::string(data)); });

@@ -28,6 +28,7 @@ py::dict ConfigToDict(const Config& c) {
   d["debug"] = c.debug;
   d["debug_dir"] = c.debug_dir;
   d["shape_registry"] = c.shape_registry;
+  d["opt_level"] = c.opt_level;
   return d;
 }
 

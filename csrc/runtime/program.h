@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch_neuron::runtime {
@@ -61,6 +62,10 @@ struct Program {
   std::vector<c10::ScalarType> output_dtypes;
   std::vector<std::vector<int64_t>> output_sizes;
   int64_t num_nodes = 0;
+  // Tier 1: the shared objects holding the generated kernels its
+  // neuron::fused_kernel calls name, as (name, bytes); registered with the
+  // native library registry when the program is built or read.
+  std::vector<std::pair<std::string, std::string>> native_objects;
 };
 
 }  // namespace torch_neuron::runtime

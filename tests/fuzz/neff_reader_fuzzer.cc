@@ -11,6 +11,6 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   (void)torch_neuron::neff::ReadNeff(bytes, nullptr);
-  (void)torch_neuron::neff::ReadNeff(bytes, &torch_neuron::compiler::DefaultFingerprint());
+  (void)torch_neuron::neff::ReadNeff(bytes, &torch_neuron::compiler::FingerprintFor(0));
   return 0;
 }

@@ -90,9 +90,13 @@ def test_report_is_generated_from_the_committed_sweep():
         assert f.read() == report.render(report.load()), "run `make conformance-report`"
 
 
+@pytest.mark.parametrize("opt_level", ["0", "1"], ids=["O0", "O1"])
 @pytest.mark.parametrize("name", SLICE)
-def test_op_matches_committed_conformance(name):
-    for result in harness.run_op(OPS[name]):
+def test_op_matches_committed_conformance(name, opt_level):
+    # Both compiler tiers must end every check as the committed sweep did.
+    with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL=opt_level):
+        results = harness.run_op(OPS[name])
+    for result in results:
         got = result.__dict__
         want = COMMITTED[result.key()]
         assert (got["status"], report.outcome(got)) == (want["status"], report.outcome(want)), (

@@ -378,16 +378,21 @@ print(json.dumps(result))
     assert result["num_ooms"] == 1
 
 
-def test_graph_intermediates_peak_counts_the_live_temporaries_of_an_execution(metrics):
-    # x*2 -> +1 -> relu -> *x -> sigmoid over 1000 floats: each op's input
-    # temporary is released only after the op made its output, so two values of
-    # 4000 bytes are live at once, never three (x is a parameter: not counted).
-    x = torch.randn(1000, device="neuron")
-    torch_neuron.mark_step()
-    torch_neuron.wait_device_ops()
-    metrics.reset()
-    y = torch.sigmoid(torch.relu(x * 2 + 1) * x)
-    torch_neuron.mark_step()
-    torch_neuron.wait_device_ops()
-    assert metrics.counter("graph.execute.peak_bytes") == 2 * 4000
-    assert torch.allclose(y.cpu(), torch.sigmoid(torch.relu(x.cpu() * 2 + 1) * x.cpu()))
+@pytest.mark.parametrize("opt_level, peak", [("0", 2 * 4000), ("1", 4000)], ids=["O0", "O1"])
+def test_graph_intermediates_peak_counts_the_live_temporaries_of_an_execution(
+        opt_level, peak, metrics):
+    # x*2 -> +1 -> relu -> *x -> sigmoid over 1000 floats. Tier 0: each op's
+    # input temporary is released only after the op made its output, so two
+    # values of 4000 bytes are live at once, never three (x is a parameter: not
+    # counted). Tier 1: one fused kernel, whose output is the only value.
+    with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL=opt_level):
+        x = torch.randn(1000, device="neuron")
+        torch_neuron.mark_step()
+        torch_neuron.wait_device_ops()
+        metrics.reset()
+        y = torch.sigmoid(torch.relu(x * 2 + 1) * x)
+        torch_neuron.mark_step()
+        torch_neuron.wait_device_ops()
+        assert metrics.counter("graph.execute.peak_bytes") == peak
+        expected = torch.sigmoid(torch.relu(x.cpu() * 2 + 1) * x.cpu())
+        torch.testing.assert_close(y.cpu(), expected)

@@ -191,15 +191,24 @@ def train(kind, optimizer, foreach, device, new_graphs=None):
     return Run(losses, eval_losses, parameters, compile_log)
 
 
-def assert_close_per_step(neuron_values, cpu_values, names):
-    # Relative 1e-4 at every step: the curves agree to about 2e-7 today; float
-    # reassociation in the compiled graph is all that may differ.
+# Relative tolerance per opt level. Tier 0 runs the CPU's own kernels: the
+# curves agree to about 2e-7. Tier 1's generated kernels round differently from
+# ATen's vectorized ones (no FMA contraction, libm's exp and tanh instead of
+# Sleef's), a few ulps per op; Adam divides gradient noise by its own RMS, so
+# over 50 steps the losses part by up to a few 1e-4.
+RTOL = {0: 1e-4, 1: 1e-3}
+# Parameters: Adam turns near-zero gradients' rounding noise into steps of
+# about lr, so at tier 1 a small weight may part by a fraction of lr (3e-3).
+ATOL = {0: 1e-5, 1: 1e-3}
+
+
+def assert_close_per_step(neuron_values, cpu_values, names, rtol):
     assert len(neuron_values) == len(cpu_values) == len(names)
     for name, n, c in zip(names, neuron_values, cpu_values):
-        assert abs(n - c) <= 1e-4 * abs(c), f"{name}: neuron {n} vs cpu {c}"
+        assert abs(n - c) <= rtol * abs(c), f"{name}: neuron {n} vs cpu {c}"
 
 
-def assert_parameters_match(neuron, cpu):
+def assert_parameters_match(neuron, cpu, rtol, atol):
     assert neuron.keys() == cpu.keys()
     for name, expected in cpu.items():
         actual = neuron[name]
@@ -216,22 +225,25 @@ def assert_parameters_match(neuron, cpu):
                                        msg=lambda m: f"{name} (key part): {m}")
             actual = torch.cat([actual[:dim], actual[2 * dim:]])
             expected = torch.cat([expected[:dim], expected[2 * dim:]])
-        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5,
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol,
                                    msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("opt_level", [0, 1], ids=["O0", "O1"])
 @pytest.mark.parametrize("kind, optimizer, foreach", workload_params())
 def test_workload_matches_cpu_and_compiles_only_while_warming_up(kind, optimizer, foreach,
-                                                                  new_graphs):
+                                                                  opt_level, new_graphs):
     cpu = train(kind, optimizer, foreach, "cpu")
-    neuron = train(kind, optimizer, foreach, "neuron", new_graphs)
+    with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL=str(opt_level)):
+        neuron = train(kind, optimizer, foreach, "neuron", new_graphs)
 
     assert cpu.losses[-1] != cpu.losses[0]  # it trained, so the comparison means something
     steps = range(1, STEPS + 1)
-    assert_close_per_step(neuron.losses, cpu.losses, [f"step {s}" for s in steps])
+    rtol = RTOL[opt_level]
+    assert_close_per_step(neuron.losses, cpu.losses, [f"step {s}" for s in steps], rtol)
     assert_close_per_step(neuron.eval_losses, cpu.eval_losses,
-                          [f"eval after step {s}" for s in steps if s % EVAL_EVERY == 0])
-    assert_parameters_match(neuron.parameters, cpu.parameters)
+                          [f"eval after step {s}" for s in steps if s % EVAL_EVERY == 0], rtol)
+    assert_parameters_match(neuron.parameters, cpu.parameters, rtol, ATOL[opt_level])
     assert neuron.compile_log == expected_compile_log(optimizer)
     assert torch_neuron.metrics.fallback_counts() == {}
 

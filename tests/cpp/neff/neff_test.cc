@@ -187,7 +187,9 @@ TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
   no_fold.fold_constants = false;
   compiler::CompileOptions small_fold = base;
   small_fold.max_fold_elements = 16;
-  for (const auto& options : {no_cse, no_fold, small_fold}) {
+  compiler::CompileOptions tier0 = base;
+  tier0.opt_level = 0;
+  for (const auto& options : {no_cse, no_fold, small_fold, tier0}) {
     EXPECT_NE(key, compiler::CacheKey(graph, compiler::MakeFingerprint(options)));
   }
   proto::CompilerFingerprint fp = compiler::MakeFingerprint(base);
@@ -197,7 +199,7 @@ TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
       case 0: changed.set_project_version("9.9.9"); break;
       case 1: changed.set_torch_version("0.0.0"); break;
       case 2: changed.set_target_isa("trn1"); break;
-      case 3: changed.set_tier(1); break;
+      case 3: changed.set_tier(fp.tier() + 1); break;
       case 4: changed.set_options(fp.options() + ";x=1"); break;
     }
     EXPECT_NE(key, compiler::CacheKey(graph, changed)) << "field " << field;

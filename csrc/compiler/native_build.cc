@@ -1,0 +1,140 @@
+#include "compiler/native_build.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace torch_neuron::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs a shell command; its exit status and combined output.
+std::pair<int, std::string> Run(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, "could not start a shell"};
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string FirstLines(const std::string& text, int count) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  if (static_cast<int>(lines.size()) > count) lines.resize(count);
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace
+
+const Toolchain& Toolchain::Host() {
+  static const Toolchain* toolchain = [] {
+    auto* t = new Toolchain();
+    const char* cxx = std::getenv("CXX");
+    t->compiler = cxx != nullptr && *cxx != '\0' ? cxx : "c++";
+    // -O3 -march=native: vectorized loops for this machine's ISA; no FMA
+    // contraction, so a fused kernel rounds each op like the CPU's own kernels;
+    // no errno, so math calls may be vectorized.
+    t->flags = {"-O3", "-march=native", "-fPIC", "-fno-math-errno", "-ffp-contract=off",
+                "-fno-semantic-interposition"};
+    auto [status, output] = Run(Quote(t->compiler) + " --version");
+    if (status == 0) t->version = FirstLines(output, 1);
+    return t;
+  }();
+  return *toolchain;
+}
+
+std::string Toolchain::Describe() const {
+  return absl::StrCat(compiler, " (", version.empty() ? "not found" : version, ") ",
+                      absl::StrJoin(flags, " "));
+}
+
+absl::StatusOr<std::string> BuildSharedObject(
+    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain) {
+  if (toolchain.version.empty()) {
+    return absl::UnavailableError(absl::StrCat("the C++ compiler '", toolchain.compiler,
+                                               "' does not run (set CXX to one that does)"));
+  }
+  std::string pattern = (fs::temp_directory_path() / "torch_neuron_build_XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::UnavailableError("cannot create a temporary build directory");
+  }
+  const fs::path dir(pattern);
+  struct Unit {
+    std::string name;
+    fs::path source, object;
+    int status = 0;
+    std::string output;
+  };
+  std::vector<Unit> units;
+  for (const auto& [name, source] : kernels) {
+    Unit u{name, dir / (name + ".cc"), dir / (name + ".o")};
+    std::ofstream(u.source) << source;
+    units.push_back(std::move(u));
+  }
+  const std::string flags = absl::StrJoin(toolchain.flags, " ");
+  // One compiler process per core at a time.
+  const size_t jobs = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t start = 0; start < units.size(); start += jobs) {
+    std::vector<std::thread> threads;
+    for (size_t i = start; i < std::min(units.size(), start + jobs); ++i) {
+      threads.emplace_back([&, i] {
+        Unit& u = units[i];
+        std::tie(u.status, u.output) = Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -c ",
+                                                        Quote(u.source.string()), " -o ",
+                                                        Quote(u.object.string())));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  absl::Status error;
+  for (const Unit& u : units) {
+    if (u.status != 0 && error.ok()) {
+      error = absl::FailedPreconditionError(absl::StrCat(
+          "compiling kernel ", u.name, " failed (", toolchain.compiler, "):\n", FirstLines(u.output, 5)));
+    }
+  }
+  std::string bytes;
+  if (error.ok()) {
+    std::vector<std::string> objects;
+    for (const Unit& u : units) objects.push_back(Quote(u.object.string()));
+    const fs::path library = dir / "kernels.so";
+    auto [status, output] = Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -shared ",
+                                             absl::StrJoin(objects, " "), " -o ",
+                                             Quote(library.string())));
+    if (status != 0) {
+      error = absl::FailedPreconditionError(
+          absl::StrCat("linking the kernels failed (", toolchain.compiler, "):\n", FirstLines(output, 5)));
+    } else {
+      std::ifstream in(library, std::ios::binary);
+      std::ostringstream content;
+      content << in.rdbuf();
+      bytes = content.str();
+    }
+  }
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+  if (!error.ok()) return error;
+  return bytes;
+}
+
+}  // namespace torch_neuron::compiler

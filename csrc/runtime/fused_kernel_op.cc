@@ -1,0 +1,87 @@
+// neuron::fused_kernel: the operator through which a tier-1 program calls one
+// of its generated kernels. It is an ordinary operator on CPU tensors (the
+// emulated device's memory), so a fused instruction is an ordinary program
+// instruction: the executor, the NEFF format and its reader need no case of
+// their own.
+//
+//   fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars,
+//                int[] sizes, int num_outputs) -> Tensor[]
+//
+// Inputs are float32 tensors of `sizes`; the outputs are new float32 tensors
+// of `sizes`. Large kernels are split across the host's cores.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "runtime/native_library.h"
+#include "runtime/torch_status.h"
+
+namespace torch_neuron::runtime {
+namespace {
+
+// Below this many elements one thread does the whole kernel: starting threads
+// would cost more than they save.
+constexpr int64_t kMinElementsPerThread = 1 << 16;
+
+void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - 6;
+  const std::string library((*stack)[base].toStringRef());
+  const std::string kernel((*stack)[base + 1].toStringRef());
+  const std::vector<at::Tensor> inputs = (*stack)[base + 2].toTensorVector();
+  std::vector<double> scalars;
+  for (const c10::IValue& s : (*stack)[base + 3].toListRef()) scalars.push_back(s.toScalar().toDouble());
+  const std::vector<int64_t> sizes = (*stack)[base + 4].toIntVector();
+  const int64_t num_outputs = (*stack)[base + 5].toInt();
+
+  KernelFn fn = ValueOrThrow(FindKernel(library, kernel));
+  std::vector<const float*> in;
+  std::vector<at::Tensor> contiguous;
+  for (const at::Tensor& t : inputs) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat && t.sizes() == c10::IntArrayRef(sizes), "kernel ",
+                kernel, " takes float32 inputs of sizes ", c10::IntArrayRef(sizes), ", got ",
+                t.scalar_type(), " ", t.sizes());
+    contiguous.push_back(t.contiguous());
+    in.push_back(contiguous.back().data_ptr<float>());
+  }
+  std::vector<at::Tensor> outputs;
+  std::vector<float*> out;
+  for (int64_t i = 0; i < num_outputs; ++i) {
+    outputs.push_back(at::empty(sizes, at::TensorOptions().dtype(at::kFloat)));
+    out.push_back(outputs.back().data_ptr<float>());
+  }
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  const int64_t threads = std::clamp<int64_t>(numel / kMinElementsPerThread, 1,
+                                              std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 1) {
+    fn(in.data(), out.data(), scalars.data(), 0, numel);
+  } else {
+    std::vector<std::thread> workers;
+    const int64_t chunk = (numel + threads - 1) / threads;
+    for (int64_t t = 1; t < threads; ++t) {
+      workers.emplace_back(fn, in.data(), out.data(), scalars.data(), t * chunk,
+                           std::min(numel, (t + 1) * chunk));
+    }
+    fn(in.data(), out.data(), scalars.data(), 0, std::min(numel, chunk));
+    for (std::thread& w : workers) w.join();
+  }
+  torch::jit::drop(*stack, 6);
+  stack->push_back(c10::IValue(outputs));
+}
+
+}  // namespace
+
+TORCH_LIBRARY(neuron, m) {
+  m.def("fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
+        "int num_outputs) -> Tensor[]");
+}
+
+TORCH_LIBRARY_IMPL(neuron, CPU, m) {
+  m.impl("fused_kernel", torch::CppFunction::makeFromBoxedFunction<&FusedKernel>());
+}
+
+}  // namespace torch_neuron::runtime
