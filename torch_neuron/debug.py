@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, List
+from typing import Iterable, Tuple, List
 
 import torch
 
@@ -39,6 +39,13 @@ def ir_text(tensors: Iterable[torch.Tensor]) -> str:
 def ir_dot(tensors: Iterable[torch.Tensor]) -> str:
     """The pending graph that computes ``tensors``, in Graphviz DOT."""
     return _C._ir_dot(_tensors(tensors))
+
+
+def compiled_text(tensors: Iterable[torch.Tensor]) -> Tuple[str, str]:
+    """The pending graph that computes ``tensors`` as the compiler leaves it, at
+    the opt level in force, and the C++ source of its generated kernels ("" at
+    tier 0). Compiles, runs nothing."""
+    return tuple(_C._compiled_text(_tensors(tensors)))
 
 
 def graph_hash(tensors: Iterable[torch.Tensor]) -> str:

@@ -4,12 +4,15 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "compiler/compiler.h"
 #include "ir/printer.h"
+#include "lazy/executable_cache.h"
 #include "lazy/bridge.h"
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
 #include "lazy/tracer.h"
 #include "python/bindings.h"
+#include "runtime/torch_status.h"
 
 namespace py = pybind11;
 
@@ -47,6 +50,15 @@ void BindLazy(py::module_& m) {
   });
   m.def("_ir_dot", [](const py::list& tensors) {
     return ir::ToDot(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)));
+  });
+  // The pending graph compiled with the settings in force (nothing runs): the
+  // IR after the passes and the generated kernels' sources.
+  m.def("_compiled_text", [](const py::list& tensors) {
+    ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
+    absl::StatusOr<compiler::CompileResult> result =
+        compiler::Compile(g, lazy::CurrentCompileOptions());
+    runtime::ThrowIfError(result.status());
+    return py::make_tuple(result->optimized_text, result->kernel_sources);
   });
   m.def("_graph_hash", [](const py::list& tensors) {
     return ir::HashToHex(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)).hash);
