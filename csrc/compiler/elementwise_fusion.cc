@@ -74,18 +74,27 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     if (n.dead) continue;
     int32_t chosen = -1;
     if (Fusible(g, n)) {
+      // Every open group among the operands merges into the first: none has
+      // been read from outside, so one kernel at this node can compute them all.
       for (const ValueRef& v : n.operands) {
         const int32_t candidate = group_of[v.node];
-        if (candidate >= 0 && !groups[candidate].closed) {
+        if (candidate < 0 || groups[candidate].closed || candidate == chosen) continue;
+        if (chosen < 0) {
           chosen = candidate;
-          break;
+          continue;
         }
+        for (int32_t m : groups[candidate].members) group_of[m] = chosen;
+        groups[chosen].members.insert(groups[chosen].members.end(),
+                                      groups[candidate].members.begin(), groups[candidate].members.end());
+        groups[candidate].members.clear();
+        groups[candidate].closed = true;
       }
       if (chosen < 0) {
         chosen = static_cast<int32_t>(groups.size());
         groups.push_back(Group{});
       }
       groups[chosen].members.push_back(i);
+      std::sort(groups[chosen].members.begin(), groups[chosen].members.end());
       group_of[i] = chosen;
     }
     // A group read from outside takes no more members: the kernel runs at its

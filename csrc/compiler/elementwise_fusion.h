@@ -3,8 +3,8 @@
 // FusedKernel; every member whose value is read outside the group (or is a
 // graph output) is one of the kernel's outputs, the others never reach memory.
 //
-// Safety: a node joins the group of one of its operands only while no node
-// outside the group has read a member. The kernel runs where the last member
+// Safety: a node joins (and merges) the groups of its operands only while no
+// node outside them has read a member. The kernel runs where the last member
 // was: every input of a member exists there, and every outside reader comes
 // after it. Two groups cannot feed each other (the first read closes a group).
 // Library calls (matmul, convolution, reductions) stay ATen calls; random ops

@@ -76,8 +76,13 @@ void UseOneOpenMpThread() {
 
 }  // namespace
 
+thread_local int queue_device = -1;
+
+int CurrentQueueDevice() { return queue_device; }
+
 void ExecutionQueue::Loop() {
   UseOneOpenMpThread();
+  queue_device = device_;
   while (true) {
     Work work;
     {

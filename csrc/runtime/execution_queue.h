@@ -17,6 +17,10 @@
 
 namespace torch_neuron::runtime {
 
+// The device whose queue the calling thread runs, or -1 off the queues (the
+// executor's kernels allocate their outputs in that device's memory).
+int CurrentQueueDevice();
+
 class ExecutionQueue {
  public:
   using Work = std::function<absl::Status()>;

@@ -10,7 +10,7 @@
 // Inputs are float32 tensors of `sizes`; the outputs are new float32 tensors
 // of `sizes`. Large kernels are split across the host's cores.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
+#include <ATen/EmptyTensor.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/native_library.h"
+#include "runtime/neuron_allocator.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
@@ -50,7 +51,10 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   std::vector<at::Tensor> outputs;
   std::vector<float*> out;
   for (int64_t i = 0; i < num_outputs; ++i) {
-    outputs.push_back(at::empty(sizes, at::TensorOptions().dtype(at::kFloat)));
+    // In device memory: the output's DeviceData adopts the buffer, no copy.
+    outputs.push_back(at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
+                                                c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                at::kFloat, std::nullopt));
     out.push_back(outputs.back().data_ptr<float>());
   }
   int64_t numel = 1;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "runtime/device_registry.h"
+#include "runtime/execution_queue.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
@@ -43,5 +44,34 @@ NeuronAllocator* GetNeuronAllocator() {
 
 // The allocator behind every PrivateUse1 storage.
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, GetNeuronAllocator());
+
+namespace {
+
+class DeviceMemoryAsHost final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    const int queue = CurrentQueueDevice();
+    const int device = queue >= 0 ? queue : DeviceRegistry::Global().current_device();
+    c10::DataPtr ptr = ValueOrThrow(GetNeuronAllocator()->AllocateOn(device, nbytes));
+    void* data = ptr.get();
+    return c10::DataPtr(data, ptr.release_context(), GetNeuronAllocator()->raw_deleter(),
+                        c10::Device(c10::DeviceType::CPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return GetNeuronAllocator()->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+}  // namespace
+
+c10::Allocator* DeviceMemoryAsHostAllocator() {
+  static auto* allocator = new DeviceMemoryAsHost();
+  return allocator;
+}
+
+bool IsDeviceMemory(const c10::DataPtr& ptr) {
+  return ptr.get() != nullptr && ptr.get_deleter() == GetNeuronAllocator()->raw_deleter();
+}
 
 }  // namespace torch_neuron::runtime

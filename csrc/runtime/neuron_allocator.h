@@ -24,4 +24,14 @@ class NeuronAllocator final : public c10::Allocator {
 
 NeuronAllocator* GetNeuronAllocator();
 
+// Device memory presented as CPU memory, for kernels the emulated device runs
+// (they are host code): allocates in the arena of the device whose queue the
+// calling thread runs (the current device elsewhere), so a kernel's outputs
+// are device memory from the start and its DeviceData adopts them without a
+// copy. Raises torch.OutOfMemoryError past the device's limit.
+c10::Allocator* DeviceMemoryAsHostAllocator();
+
+// Whether `ptr` is a block of an arena's, owned through this DataPtr.
+bool IsDeviceMemory(const c10::DataPtr& ptr);
+
 }  // namespace torch_neuron::runtime
