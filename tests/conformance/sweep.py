@@ -120,6 +120,10 @@ def main():
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("TORCH_NEURON_CACHE", "0")
+    # The sweep runs tier 0 (tier 1 would run the system compiler for most of
+    # its thousands of little graphs); the slice in the default tests checks
+    # its ops at both levels against these results.
+    os.environ.setdefault("TORCH_NEURON_OPT_LEVEL", "0")
     os.environ.setdefault("TORCH_NEURON_NUM_DEVICES", "1")
     sys.path.insert(0, HERE)
     import report
