@@ -25,8 +25,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import torch_neuron  # noqa: E402
-from common import (bench_parser, fmt, interleaved, print_table, ratios, summary, table,  # noqa: E402
-                    write_results)
+from common import (bench_parser, doc_description, fmt, interleaved, peer_rows,  # noqa: E402
+                    print_table, ratios, summary, table, write_results)
 
 
 def chain(x: torch.Tensor) -> torch.Tensor:
@@ -68,14 +68,12 @@ def main(argv=None) -> int:
     samples = interleaved(peers, repeats=repeats, warmup=2)
     gbps = {k: summary(v) for k, v in samples.items()}
     fraction = {k: ratios(v, samples["copy"]) for k, v in samples.items() if k != "copy"}
-    rows = [[k, fmt(v["median"]), fmt(v["min"]), fmt(v["max"]),
-             fmt(fraction[k]["median"]) if k in fraction else "1"] for k, v in gbps.items()]
+    rows = peer_rows(gbps, fraction)
     path = write_results("elementwise", {
         "quick": args.quick, "megabytes": mb, "gbps": gbps, "fraction_of_copy": fraction,
         "command": "python benchmarks/bench_elementwise.py",
         "title": "Elementwise throughput against memory bandwidth",
-        "description": __doc__.split("\n\n")[0].replace("\n", " ") + " " +
-        __doc__.split("\n\n")[2].replace("\n", " "),
+        "description": doc_description(__doc__),
         "tables": [table(f"Effective bandwidth over {mb} MB (GB/s) and fraction of the copy's",
                          ["peer", "median", "min", "max", "fraction of copy"], rows)],
         "plots": [{"name": "elementwise", "title": f"Elementwise chain over {mb} MB (GB/s)",

@@ -108,3 +108,16 @@ def fmt(value: float, digits: int = 3) -> str:
 
 def table(title: str, header: List[str], rows: List[list]) -> dict:
     return {"title": title, "header": header, "rows": rows}
+
+
+def doc_description(doc: str) -> str:
+    """A bench script's docstring as one paragraph: its summary and its method
+    (the first and third paragraphs; the second is the peer list)."""
+    parts = doc.split("\n\n")
+    return " ".join(p.replace("\n", " ") for p in (parts[0], parts[2]))
+
+
+def peer_rows(summaries: Dict[str, Dict[str, float]], relative: Dict[str, Dict[str, float]]) -> List[list]:
+    """Rows of peer, median, min, max and a pairwise ratio (1 for the reference)."""
+    return [[k, fmt(v["median"]), fmt(v["min"]), fmt(v["max"]),
+             fmt(relative[k]["median"]) if k in relative else "1"] for k, v in summaries.items()]
