@@ -74,6 +74,8 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
   }
   absl::Status first_error;
   for (size_t i = 0; i < outputs.size(); ++i) {
+    // An output born in device memory is adopted as it is: no donor, no copy.
+    if (outputs[i]->FulfillByAdopting((*results)[i])) continue;
     auto donor = std::find_if(donors.begin(), donors.end(), [&](const runtime::DeviceDataPtr& d) {
       return d != nullptr && d->nbytes() == outputs[i]->nbytes();
     });

@@ -74,21 +74,31 @@ absl::StatusOr<std::shared_ptr<DeviceData>> DeviceData::FromHost(int device,
   return data;
 }
 
+bool DeviceData::AdoptLocked(const at::Tensor& result) {
+  c10::StorageImpl* storage = result.has_storage() ? result.storage().unsafeGetStorageImpl() : nullptr;
+  if (storage == nullptr || result.use_count() != 1 || result.storage().use_count() != 1 ||
+      result.storage_offset() != 0 || !result.is_contiguous() || result.scalar_type() != dtype_ ||
+      storage->nbytes() != nbytes() || !IsDeviceMemory(storage->data_ptr()) ||
+      DeviceRegistry::Global().FindOwner(storage->data_ptr().get()) !=
+          &DeviceRegistry::Global().arena(device_)) {
+    return false;
+  }
+  buffer_ = storage->set_data_ptr(c10::DataPtr());
+  ready_ = true;
+  return true;
+}
+
+bool DeviceData::FulfillByAdopting(const at::Tensor& result) {
+  absl::MutexLock lock(&mu_);
+  return !ready_ && AdoptLocked(result);
+}
+
 void DeviceData::Fulfill(const at::Tensor& result) {
   absl::MutexLock lock(&mu_);
   if (ready_) return;
   // A result already in this device's memory that nothing else holds (a fused
   // kernel's output) becomes the buffer as it is.
-  c10::StorageImpl* storage = result.has_storage() ? result.storage().unsafeGetStorageImpl() : nullptr;
-  if (storage != nullptr && result.use_count() == 1 && result.storage().use_count() == 1 &&
-      result.storage_offset() == 0 && result.is_contiguous() && result.scalar_type() == dtype_ &&
-      storage->nbytes() == nbytes() && IsDeviceMemory(storage->data_ptr()) &&
-      DeviceRegistry::Global().FindOwner(storage->data_ptr().get()) ==
-          &DeviceRegistry::Global().arena(device_)) {
-    buffer_ = storage->set_data_ptr(c10::DataPtr());
-    ready_ = true;
-    return;
-  }
+  if (AdoptLocked(result)) return;
   status_ = AllocateLocked();
   if (status_.ok() && nbytes() > 0) {
     at::Tensor contiguous = result.contiguous();

@@ -46,6 +46,9 @@ class DeviceData {
   void FulfillInto(c10::DataPtr donated, const at::Tensor& result);
   // Gives up this ready buffer for donation. Only for data nobody else holds.
   c10::DataPtr TakeBuffer();
+  // Takes `result`'s own buffer when it already is this device's memory and
+  // nothing else holds it (a fused kernel's output); false if it is not.
+  bool FulfillByAdopting(const at::Tensor& result);
   // Allocates the buffer and sets every element to `value` (a factory's fill).
   void FulfillWithValue(const c10::Scalar& value);
   void Fail(absl::Status status);
@@ -68,6 +71,7 @@ class DeviceData {
 
  private:
   absl::Status AllocateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AdoptLocked(const at::Tensor& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
   const c10::ScalarType dtype_;

@@ -157,6 +157,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   }
   static metrics::Counter* peak = metrics::GetCounter("graph.execute.peak_bytes");
   peak->Max(intermediates.peak());
+  stack.clear();  // the last call's results: outputs must be the only holders (adoption)
 
   std::vector<at::Tensor> outputs;
   outputs.reserve(program.outputs.size());
