@@ -84,8 +84,9 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
           continue;
         }
         for (int32_t m : groups[candidate].members) group_of[m] = chosen;
-        groups[chosen].members.insert(groups[chosen].members.end(),
-                                      groups[candidate].members.begin(), groups[candidate].members.end());
+        std::vector<int32_t>& members = groups[chosen].members;
+        members.insert(members.end(), groups[candidate].members.begin(), groups[candidate].members.end());
+        std::sort(members.begin(), members.end());  // program order, for codegen
         groups[candidate].members.clear();
         groups[candidate].closed = true;
       }
@@ -93,8 +94,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         chosen = static_cast<int32_t>(groups.size());
         groups.push_back(Group{});
       }
-      groups[chosen].members.push_back(i);
-      std::sort(groups[chosen].members.begin(), groups[chosen].members.end());
+      groups[chosen].members.push_back(i);  // the latest node: order kept
       group_of[i] = chosen;
     }
     // A group read from outside takes no more members: the kernel runs at its
@@ -119,6 +119,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
 
   bool changed = false;
   int kernel_index = 0;
+  absl::flat_hash_map<int32_t, ValueRef> replacement;  // member -> kernel output
   for (Group& group : groups) {
     if (group.members.size() < 2) continue;  // one op: the ATen call is as good
     auto kernel = std::make_shared<FusedKernel>();
@@ -184,20 +185,20 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     fused.kernel = kernel;
     for (int32_t m : group.members) g.nodes[m].dead = true;
     g.nodes[at] = std::move(fused);
-    auto rewire = [&](ValueRef& v) {
-      auto it = output_of_member.find(v.node);
-      if (it != output_of_member.end() && group_of[v.node] >= 0 &&
-          &groups[group_of[v.node]] == &group) {
-        v = ValueRef{at, it->second};
-      }
-    };
-    for (int32_t i = 0; i < size; ++i) {
-      if (i == at || g.nodes[i].dead) continue;
-      for (ValueRef& v : g.nodes[i].operands) rewire(v);
-    }
-    for (ValueRef& v : g.outputs) rewire(v);
+    for (const auto& [member, output] : output_of_member) replacement[member] = ValueRef{at, output};
     changed = true;
   }
+  // Readers of members read the kernels' outputs (one pass for all groups;
+  // kernel operands too, which may be other kernels' members).
+  auto rewire = [&](ValueRef& v) {
+    auto it = replacement.find(v.node);
+    if (it != replacement.end()) v = it->second;
+  };
+  for (CompileNode& n : g.nodes) {
+    if (n.dead) continue;
+    for (ValueRef& v : n.operands) rewire(v);
+  }
+  for (ValueRef& v : g.outputs) rewire(v);
   return changed;
 }
 

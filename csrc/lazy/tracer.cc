@@ -185,6 +185,11 @@ struct TraceInfo {
   // A view op (a return aliases an argument without writing it). Functionalization
   // turns views into *_copy ops, so a view reaching the tracer runs below it.
   bool view = false;
+  // Per argument: it may be a stale tensor (see LazyTensor) without error,
+  // being a view's base (the view inherits it) or an out= argument (overwritten).
+  std::vector<bool> stale_allowed;
+  // The arguments the op writes (in-place, out=), and whether each is out=.
+  std::vector<std::pair<size_t, bool>> written_args;
 };
 
 const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
@@ -210,6 +215,13 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     slot->fill = FillFactoryFor(schema, slot->name);
     for (const c10::Argument& ret : schema.returns()) {
       if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) slot->view = true;
+    }
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const c10::Argument& arg = schema.arguments()[i];
+      slot->stale_allowed.push_back((slot->view && i == 0) || arg.is_out());
+      if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) {
+        slot->written_args.emplace_back(i, arg.is_out());
+      }
     }
   }
   return *slot;
@@ -426,7 +438,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
     const c10::TypePtr& type = schema.arguments()[i].type();
-    exempt_from_stale_check = (info.view && i == 0) || schema.arguments()[i].is_out();
+    exempt_from_stale_check = info.stale_allowed[i];
     if (v.isTensor()) {
       std::optional<int32_t> index = tensor_operand(v.toTensor());
       if (index) {
@@ -556,13 +568,11 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const c10::IValue& v = (*stack)[base + i];
     originals.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
   }
-  for (size_t i = 0; i < num_args; ++i) {
-    const c10::AliasInfo* in = schema.arguments()[i].alias_info();
-    if (in != nullptr && in->isWrite() && originals[i].defined() && IsNeuron(originals[i])) {
-      LazyTensorPtr target = GetLazy(originals[i]);
-      if (schema.arguments()[i].is_out()) target->ClearStale();
-      target->RecordWriteIntoView(name);
-    }
+  for (const auto& [i, is_out] : info.written_args) {
+    if (!originals[i].defined() || !IsNeuron(originals[i])) continue;
+    LazyTensorPtr target = GetLazy(originals[i]);
+    if (is_out) target->ClearStale();
+    target->RecordWriteIntoView(name);
   }
   std::vector<int> written_by_return(schema.returns().size(), -1);
   for (size_t r = 0; r < schema.returns().size(); ++r) {

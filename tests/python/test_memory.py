@@ -227,11 +227,11 @@ def test_a_freed_block_is_reused_for_the_same_size(empty_device):
     del u
 
 
-def test_a_graph_output_reuses_a_cached_block(empty_device):
+def test_a_factory_fill_reuses_a_cached_block(empty_device):
     t = upload(4000)
     del t
     before = torch.neuron.memory_stats()
-    u = torch.ones(1000, device="neuron")  # 4000 bytes, written by the graph
+    u = torch.ones(1000, device="neuron")  # 4000 bytes, filled by the device queue
     materialize(u)
     assert stat_delta(before, torch.neuron.memory_stats()) == {
         "active.all.current": 1,
