@@ -61,6 +61,8 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
       ir::Arg::OperandList(scalars),
       ir::Arg::Attr(c10::IValue(sizes)),
       ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size()))),
+      // Filled in at run time by the executor when inputs are donated.
+      ir::Arg::Attr(c10::IValue(std::vector<int64_t>{})),
   };
   return ir::Node::MakeOp("neuron::fused_kernel", std::move(operands), std::move(args), output_shapes);
 }

@@ -7,7 +7,9 @@
 //                        const double* scalars, int64_t begin, int64_t end)
 // and computes elements [begin, end) of its outputs, so the runtime can split
 // one call across cores. Device buffers are contiguous, so the loop indexes
-// every tensor input and output by the same flat index.
+// every tensor input and output by the same flat index. An output pointer may
+// equal an input pointer (the runtime writes an output into a donated input's
+// buffer); element i is read before it is written, so that is safe.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,15 @@ struct FusedKernel {
   std::vector<int32_t> outputs;  // values the kernel stores
   int64_t numel = 0;
 };
+
+// Elements per block of a kernel's loop; the runtime splits calls across
+// threads at multiples of it.
+inline constexpr int64_t kKernelBlock = 512;
+
+// Identifies what codegen emits (formulas, helpers, loop shape): part of the
+// tier-1 compiler fingerprint, so cached executables from another codegen are
+// never reused. Bump kCodegenRevision when the loop structure changes.
+std::string CodegenId();
 
 // Whether codegen can express `op` with these operands (a tensor or scalar
 // kind per position). Used by the fusion pass to decide membership.

@@ -36,6 +36,8 @@ struct Counters {
   metrics::Counter* execute_errors = metrics::GetCounter("graph.execute.errors");
   metrics::Counter* prepare_ns = metrics::GetCounter("graph.prepare.ns");
   metrics::Counter* donated_bytes = metrics::GetCounter("graph.donated.bytes");
+  // Of those, bytes a fused kernel wrote straight into the donated buffer.
+  metrics::Counter* donated_in_place_bytes = metrics::GetCounter("graph.donated.in_place_bytes");
 };
 
 const Counters& C() {
@@ -54,26 +56,48 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
     C().execute_errors->Add(1);
     return status;
   };
+  // Donation: an input buffer that only this execution still holds (its tensor
+  // took a new value, like a parameter updated in place) may receive an output:
+  // a fused kernel writes into it directly, or an output is copied into it
+  // afterwards instead of taking a new allocation.
+  std::vector<bool> donated(params.size(), false);
   for (const auto& [slot, data] : inputs) {
     absl::Status status = data->Wait();
     if (!status.ok()) return fail_all(status);
     params[slot] = data->DeviceView();
+    donated[slot] = data.use_count() == 1 && data->nbytes() > 0;
   }
-  absl::StatusOr<std::vector<at::Tensor>> results = runtime::Execute(*program, params);
+  std::vector<bool> overwritten;
+  absl::StatusOr<std::vector<at::Tensor>> results =
+      runtime::Execute(*program, params, donated, &overwritten);
   if (!results.ok()) return fail_all(results.status());
   // Counted before the outputs become readable, so a reader sees the count.
   C().executions->Add(1);
   C().executed_nodes->Add(program->num_nodes);
-  // Donation: an input buffer that only this execution still holds (its tensor
-  // took a new value, like a parameter updated in place) receives an output of
-  // the same size instead of a new allocation.
   params.clear();  // drop the views of the input buffers
   std::vector<runtime::DeviceDataPtr> donors;
+  std::vector<bool> done(outputs.size(), false);
   for (const auto& [slot, data] : inputs) {
-    if (data.use_count() == 1 && data->nbytes() > 0) donors.push_back(data);
+    if (!donated[slot]) continue;
+    if (!overwritten[slot]) {
+      donors.push_back(data);
+      continue;
+    }
+    // A kernel wrote an output into this buffer: that output takes it as it is.
+    const void* buffer = data->DeviceView().data_ptr();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!done[i] && (*results)[i].data_ptr() == buffer && outputs[i]->nbytes() == data->nbytes()) {
+        C().donated_bytes->Add(static_cast<int64_t>(data->nbytes()));
+        C().donated_in_place_bytes->Add(static_cast<int64_t>(data->nbytes()));
+        outputs[i]->FulfillInto(data->TakeBuffer(), (*results)[i]);
+        done[i] = true;
+        break;
+      }
+    }
   }
   absl::Status first_error;
   for (size_t i = 0; i < outputs.size(); ++i) {
+    if (done[i]) continue;
     // An output born in device memory is adopted as it is: no donor, no copy.
     if (outputs[i]->FulfillByAdopting((*results)[i])) continue;
     auto donor = std::find_if(donors.begin(), donors.end(), [&](const runtime::DeviceDataPtr& d) {

@@ -180,6 +180,11 @@ struct TraceInfo {
   const char* never_traced = nullptr;     // why it always takes the CPU fallback
   bool identity = false;
   bool allows_cpu_tensors = false;
+  // The output shape depends on Scalar argument values (arange(5) vs arange(7));
+  // for every other op the Meta result depends only on their types, so values
+  // stay out of the Meta cache's key (an optimizer's step size changes every
+  // step, and a key per value would run the Meta kernel every step).
+  bool shape_from_scalar_values = false;
   MetaFixup meta_fixup = nullptr;
   FillFactory fill;
   // A view op (a return aliases an argument without writing it). Functionalization
@@ -211,6 +216,9 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     if (IsDataDependent(slot->name)) slot->never_traced = "its output shape depends on the data";
     slot->identity = IsIdentityOp(slot->name);
     slot->allows_cpu_tensors = AllowsCpuTensors(slot->name);
+    for (const char* prefix : {"aten::arange", "aten::range", "aten::linspace", "aten::logspace"}) {
+      slot->shape_from_scalar_values |= absl::StartsWith(slot->name, prefix);
+    }
     slot->meta_fixup = MetaFixupFor(slot->name);
     slot->fill = FillFactoryFor(schema, slot->name);
     for (const c10::Argument& ret : schema.returns()) {
@@ -408,8 +416,10 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       const c10::Scalar item = t.item();
       value = ir::Value{ir::Node::MakeScalar(item, t.scalar_type(), wrapped), 0};
       meta = t;
+      // A Python number's value never shapes the result; another CPU scalar
+      // tensor's might (the Meta kernel sees its data).
       ir::hash_t value_hash = 0;
-      ir::HashIValue(c10::IValue(item), &value_hash);
+      if (!wrapped || info.shape_from_scalar_values) ir::HashIValue(c10::IValue(item), &value_hash);
       signature = ir::HashCombine(signature, ir::MHash(t.scalar_type(), wrapped, "cpu-scalar", value_hash));
     } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
@@ -427,10 +437,10 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   };
   auto scalar_operand = [&](const c10::Scalar& s) {
     operands.push_back(ir::Value{ir::Node::MakeScalar(s, ScalarDtype(s)), 0});
-    // The value is part of the Meta signature (arange(5) and arange(7) differ in
-    // shape) though not of the node's hash (a parameter).
+    // The value is never part of the node's hash (it is a parameter), and part
+    // of the Meta signature only where it shapes the result (arange).
     ir::hash_t value_hash = 0;
-    ir::HashIValue(c10::IValue(s), &value_hash);
+    if (info.shape_from_scalar_values) ir::HashIValue(c10::IValue(s), &value_hash);
     signature = ir::HashCombine(signature, ir::MHash("scalar", ScalarDtype(s), value_hash));
     return static_cast<int32_t>(operands.size() - 1);
   };

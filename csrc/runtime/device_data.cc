@@ -111,7 +111,7 @@ void DeviceData::FulfillInto(c10::DataPtr donated, const at::Tensor& result) {
   absl::MutexLock lock(&mu_);
   if (ready_) return;
   buffer_ = std::move(donated);
-  if (nbytes() > 0) {
+  if (nbytes() > 0 && result.data_ptr() != buffer_.get()) {  // not already written there
     at::Tensor contiguous = result.contiguous();
     std::memcpy(buffer_.get(), contiguous.data_ptr(), nbytes());
   }

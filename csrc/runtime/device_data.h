@@ -42,7 +42,8 @@ class DeviceData {
   // numel), allocating device memory; or records `status` on failure.
   void Fulfill(const at::Tensor& result);
   // Same, writing into `donated` (a buffer of nbytes() taken from an input that
-  // nothing else can read any more) instead of allocating.
+  // nothing else can read any more) instead of allocating; no copy when
+  // `result` already lives there (a kernel wrote it into the donated buffer).
   void FulfillInto(c10::DataPtr donated, const at::Tensor& result);
   // Gives up this ready buffer for donation. Only for data nobody else holds.
   c10::DataPtr TakeBuffer();

@@ -58,6 +58,11 @@ c10::IValue ArgValue(const ProgramArg& arg, const std::vector<c10::IValue>& regs
   return {};
 }
 
+c10::StorageImpl* StorageOf(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().has_storage() ? v.toTensor().storage().unsafeGetStorageImpl()
+                                                    : nullptr;
+}
+
 // The bytes of the intermediate tensors an execution holds at once: storages
 // made by its instructions (not the parameters'), from the instruction that
 // makes them until the last register holding them is released. On the
@@ -94,21 +99,54 @@ class IntermediateBytes {
   int64_t peak() const { return peak_; }
 
  private:
-  static c10::StorageImpl* StorageOf(const c10::IValue& v) {
-    return v.isTensor() && v.toTensor().has_storage()
-               ? v.toTensor().storage().unsafeGetStorageImpl()
-               : nullptr;
-  }
   absl::flat_hash_set<const c10::StorageImpl*> parameters_;
   absl::flat_hash_map<c10::StorageImpl*, int> live_;
   int64_t current_ = 0;
   int64_t peak_ = 0;
 };
 
+// Argument positions of neuron::fused_kernel (runtime/fused_kernel_op.cc).
+constexpr size_t kKernelInputsArg = 2;
+constexpr size_t kKernelNumOutputsArg = 5;
+constexpr size_t kKernelReuseArg = 6;
+
+// Which donated parameter buffers a fused kernel may write its outputs into:
+// reuse[k] = the kernel input whose buffer output k takes, or -1. A buffer
+// qualifies when this instruction is its register's last use, the kernel reads
+// it once, and no other live register views it (a view taken earlier would see
+// the new values). Marks the parameters it picks in `overwritten`.
+std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10::IValue>& regs,
+                                 const absl::flat_hash_map<int32_t, size_t>& donated_param_of,
+                                 std::vector<bool>& overwritten) {
+  std::vector<int64_t> reuse;
+  const ProgramArg& inputs = inst.args[kKernelInputsArg];
+  const int64_t num_outputs = inst.args[kKernelNumOutputsArg].constant.toInt();
+  for (size_t j = 0; j < inputs.registers.size() && static_cast<int64_t>(reuse.size()) < num_outputs; ++j) {
+    const int32_t reg = inputs.registers[j];
+    auto param = donated_param_of.find(reg);
+    if (param == donated_param_of.end() || overwritten[param->second] ||
+        std::count(inst.release.begin(), inst.release.end(), reg) == 0 ||
+        std::count(inputs.registers.begin(), inputs.registers.end(), reg) != 1) {
+      continue;
+    }
+    c10::StorageImpl* storage = StorageOf(regs[reg]);
+    bool viewed = storage == nullptr;
+    for (size_t r = 0; r < regs.size() && !viewed; ++r) {
+      viewed = static_cast<int32_t>(r) != reg && StorageOf(regs[r]) == storage;
+    }
+    if (viewed) continue;
+    overwritten[param->second] = true;
+    reuse.push_back(static_cast<int64_t>(j));
+  }
+  return reuse;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
-                                                const std::vector<c10::IValue>& parameters) {
+                                                const std::vector<c10::IValue>& parameters,
+                                                const std::vector<bool>& donated,
+                                                std::vector<bool>* overwritten) {
   if (parameters.size() != program.parameter_registers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("program takes ",
                                                    program.parameter_registers.size(),
@@ -120,6 +158,13 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   for (size_t i = 0; i < parameters.size(); ++i) regs[program.parameter_registers[i]] = parameters[i];
   for (const auto& [reg, value] : program.constants) regs[reg] = value;
 
+  // Registers of the donated parameters, for fused kernels to write into.
+  absl::flat_hash_map<int32_t, size_t> donated_param_of;
+  for (size_t i = 0; i < donated.size() && i < parameters.size(); ++i) {
+    if (donated[i] && parameters[i].isTensor()) donated_param_of.emplace(program.parameter_registers[i], i);
+  }
+  std::vector<bool> written(parameters.size(), false);
+
   IntermediateBytes intermediates(parameters);
   torch::jit::Stack stack;
   for (const Instruction& inst : program.instructions) {
@@ -129,6 +174,9 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
       if (arg.copy_before_use && stack.back().isTensor()) {
         stack.back() = stack.back().toTensor().clone();
       }
+    }
+    if (!donated_param_of.empty() && inst.op_name == "neuron::fused_kernel") {
+      stack[kKernelReuseArg] = KernelReuse(inst, regs, donated_param_of, written);
     }
     try {
       inst.op.callBoxed(stack);
@@ -159,6 +207,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   peak->Max(intermediates.peak());
   stack.clear();  // the last call's results: outputs must be the only holders (adoption)
 
+  if (overwritten != nullptr) *overwritten = written;
   std::vector<at::Tensor> outputs;
   outputs.reserve(program.outputs.size());
   for (size_t i = 0; i < program.outputs.size(); ++i) {
@@ -174,11 +223,11 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     }
     t = t.contiguous();
     // An output that is (a view of) an input buffer gets memory of its own: the
-    // caller may reuse input buffers for outputs (donation).
-    for (const c10::IValue& p : parameters) {
-      if (p.isTensor() && t.has_storage() && p.toTensor().has_storage() &&
-          t.storage().unsafeGetStorageImpl() == p.toTensor().storage().unsafeGetStorageImpl()) {
-        t = t.clone();
+    // caller may reuse input buffers for outputs (donation). A kernel's output
+    // written into a donated buffer stays there: the caller takes that buffer.
+    for (size_t p = 0; p < parameters.size(); ++p) {
+      if (t.has_storage() && StorageOf(parameters[p]) == t.storage().unsafeGetStorageImpl()) {
+        if (!written[p]) t = t.clone();
         break;
       }
     }

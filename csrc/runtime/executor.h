@@ -14,9 +14,18 @@ namespace torch_neuron::runtime {
 
 // `parameters[i]` binds parameter i: a CPU tensor (a device buffer's view), a
 // Scalar, or a neuron Generator. Returns the outputs as contiguous CPU tensors of
-// the declared dtypes and sizes, never sharing memory with a parameter. An operator that throws gives an INTERNAL error
+// the declared dtypes and sizes. An operator that throws gives an INTERNAL error
 // naming the operator and, when recorded, its source line.
+//
+// Outputs never share memory with a parameter, except through donation:
+// `donated[i]` (when given) says parameter i's buffer is the caller's to
+// overwrite. A fused kernel that is the last reader of a donated buffer, with no
+// other view of it alive, writes one of its outputs into it instead of new
+// memory; `overwritten[i]` (when given) reports that, and an output in such a
+// buffer is returned as it is.
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
-                                                const std::vector<c10::IValue>& parameters);
+                                                const std::vector<c10::IValue>& parameters,
+                                                const std::vector<bool>& donated = {},
+                                                std::vector<bool>* overwritten = nullptr);
 
 }  // namespace torch_neuron::runtime

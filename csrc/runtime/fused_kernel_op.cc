@@ -28,8 +28,13 @@ namespace {
 // would cost more than they save.
 constexpr int64_t kMinElementsPerThread = 1 << 16;
 
+// Threads split a call at multiples of this many elements (the generated loop's
+// block, compiler::kKernelBlock), so no block straddles two threads.
+constexpr int64_t kSplitQuantum = 512;
+
 void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  const size_t base = stack->size() - 6;
+  constexpr size_t kNumArgs = 7;
+  const size_t base = stack->size() - kNumArgs;
   const std::string library((*stack)[base].toStringRef());
   const std::string kernel((*stack)[base + 1].toStringRef());
   const std::vector<at::Tensor> inputs = (*stack)[base + 2].toTensorVector();
@@ -37,6 +42,9 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   for (const c10::IValue& s : (*stack)[base + 3].toListRef()) scalars.push_back(s.toScalar().toDouble());
   const std::vector<int64_t> sizes = (*stack)[base + 4].toIntVector();
   const int64_t num_outputs = (*stack)[base + 5].toInt();
+  // reuse[k] >= 0: output k is written into input reuse[k]'s buffer, which the
+  // caller no longer needs (the executor fills this in for donated parameters).
+  const std::vector<int64_t> reuse = (*stack)[base + 6].toIntVector();
 
   KernelFn fn = ValueOrThrow(FindKernel(library, kernel));
   std::vector<const float*> in;
@@ -51,6 +59,14 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   std::vector<at::Tensor> outputs;
   std::vector<float*> out;
   for (int64_t i = 0; i < num_outputs; ++i) {
+    const int64_t into = i < static_cast<int64_t>(reuse.size()) ? reuse[i] : -1;
+    if (into >= 0) {
+      TORCH_CHECK(into < static_cast<int64_t>(inputs.size()) && inputs[into].is_contiguous(), "kernel ",
+                  kernel, ": output ", i, " cannot reuse input ", into);
+      outputs.push_back(inputs[into]);
+      out.push_back(const_cast<float*>(in[into]));
+      continue;
+    }
     // In device memory: the output's DeviceData adopts the buffer, no copy.
     outputs.push_back(at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
                                                 c10::DispatchKeySet(c10::DispatchKey::CPU),
@@ -65,7 +81,8 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
     fn(in.data(), out.data(), scalars.data(), 0, numel);
   } else {
     std::vector<std::thread> workers;
-    const int64_t chunk = (numel + threads - 1) / threads;
+    const int64_t per_thread = (numel + threads - 1) / threads;
+    const int64_t chunk = (per_thread + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum;
     for (int64_t t = 1; t < threads; ++t) {
       workers.emplace_back(fn, in.data(), out.data(), scalars.data(), t * chunk,
                            std::min(numel, (t + 1) * chunk));
@@ -73,7 +90,7 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
     fn(in.data(), out.data(), scalars.data(), 0, std::min(numel, chunk));
     for (std::thread& w : workers) w.join();
   }
-  torch::jit::drop(*stack, 6);
+  torch::jit::drop(*stack, kNumArgs);
   stack->push_back(c10::IValue(outputs));
 }
 
@@ -81,7 +98,7 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
 
 TORCH_LIBRARY(neuron, m) {
   m.def("fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
-        "int num_outputs) -> Tensor[]");
+        "int num_outputs, int[] reuse) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {
