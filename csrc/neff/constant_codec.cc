@@ -45,11 +45,15 @@ absl::Status EncodeConstant(const c10::IValue& v, proto::ConstantValue* out) {
       return absl::UnimplementedError("complex scalars have no NEFF form");
     }
   } else if (v.isIntList()) {
-    for (int64_t x : v.toIntVector()) out->mutable_int_list()->add_values(x);
+    // mutable_* first: an empty list still sets the kind.
+    proto::IntList* list = out->mutable_int_list();
+    for (int64_t x : v.toIntVector()) list->add_values(x);
   } else if (v.isDoubleList()) {
-    for (double x : v.toDoubleVector()) out->mutable_double_list()->add_values(x);
+    proto::DoubleList* list = out->mutable_double_list();
+    for (double x : v.toDoubleVector()) list->add_values(x);
   } else if (v.isBoolList()) {
-    for (bool x : v.toBoolList()) out->mutable_bool_list()->add_values(x);
+    proto::BoolList* list = out->mutable_bool_list();
+    for (bool x : v.toBoolList()) list->add_values(x);
   } else if (v.isTensor()) {
     const at::Tensor t = v.toTensor().contiguous();
     if (!t.device().is_cpu()) return absl::UnimplementedError("only CPU tensors are NEFF constants");

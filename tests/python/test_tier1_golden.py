@@ -131,3 +131,29 @@ def test_missing_compiler_falls_back_to_tier_0_warns_once_and_counts():
     warnings = [l for l in result.stderr.splitlines() if "tier-1 kernels did not build" in l]
     assert len(warnings) == 1, result.stderr
     assert "'/nonexistent/c++' does not run" in warnings[0]
+
+
+DISK_ROUND_TRIP = r"""
+import torch, torch_neuron
+x = torch.arange(3000, dtype=torch.float32).neuron() / 1000
+y = torch.tanh(torch.sigmoid(x * 2 - 1) * x)
+print("equal", torch.allclose(y.cpu(), torch.tanh(torch.sigmoid(x.cpu() * 2 - 1) * x.cpu())))
+m = torch_neuron.metrics
+print("counts", m.counter("graph.compile.count"), m.counter("cache.disk_hit.count"),
+      m.counter("cache.corrupt.count"))
+"""
+
+
+def test_kernel_graph_round_trips_through_the_disk_cache():
+    # Two graphs (y's, then x's for the reference). The second process loads
+    # the first one's NEFFs, shared object included, and compiles nothing; no
+    # entry may be found corrupt.
+    from child_process import child_env, run_python
+
+    env = child_env()
+    first = run_python(DISK_ROUND_TRIP, {"TORCH_NEURON_CACHE_DIR": env["TORCH_NEURON_CACHE_DIR"]})
+    second = run_python(DISK_ROUND_TRIP, {"TORCH_NEURON_CACHE_DIR": env["TORCH_NEURON_CACHE_DIR"]})
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "equal True" in first.stdout and "equal True" in second.stdout
+    assert "counts 2 0 0" in first.stdout, first.stdout
+    assert "counts 0 2 0" in second.stdout, second.stdout

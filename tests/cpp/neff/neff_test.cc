@@ -8,6 +8,7 @@
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
 #include "ir/graph.h"
+#include "neff/constant_codec.h"
 #include "neff/neff_format.h"
 #include "neff/neff_reader.h"
 #include "neff/neff_writer.h"
@@ -203,6 +204,30 @@ TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
       case 4: changed.set_options(fp.options() + ";x=1"); break;
     }
     EXPECT_NE(key, compiler::CacheKey(graph, changed)) << "field " << field;
+  }
+}
+
+}  // namespace
+}  // namespace torch_neuron::neff
+
+namespace torch_neuron::neff {
+namespace {
+
+// Empty lists are constants too (a fused kernel's `reuse`, `sum(dim=[])`): each
+// must come back as an empty list of its kind, not as a value without a kind.
+TEST(ConstantCodecTest, EmptyListsRoundTrip) {
+  const std::vector<c10::IValue> values = {
+      c10::IValue(std::vector<int64_t>{}), c10::IValue(std::vector<double>{}),
+      c10::IValue(c10::List<bool>()), c10::IValue(std::vector<int64_t>{3, -1})};
+  for (const c10::IValue& v : values) {
+    proto::ConstantValue encoded;
+    ASSERT_TRUE(EncodeConstant(v, &encoded).ok());
+    proto::ConstantValue parsed;
+    ASSERT_TRUE(parsed.ParseFromString(encoded.SerializeAsString()));
+    absl::StatusOr<c10::IValue> decoded = DecodeConstant(parsed);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->tagKind(), v.tagKind());
+    EXPECT_TRUE(*decoded == v);
   }
 }
 
