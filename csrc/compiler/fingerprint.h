@@ -15,7 +15,8 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options);
 std::string FingerprintText(const proto::CompilerFingerprint& fingerprint);
 
 // The fingerprint of the default compile options at `opt_level`, built once
-// per level (tier 1's includes the host toolchain, probed once).
+// per level (tier 1's includes the codegen id and the host toolchain, probed
+// once).
 const proto::CompilerFingerprint& FingerprintFor(int opt_level);
 
 // XXH3-128 of a fingerprint's serialized form (computed once by callers that

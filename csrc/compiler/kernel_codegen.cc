@@ -125,8 +125,13 @@ std::string Substitute(const std::string& expr, const std::vector<std::string>& 
   return absl::StrReplaceAll(expr, subs);
 }
 
-std::string OperandName(const FusedOp::Operand& o) {
-  return o.scalar ? absl::StrCat("s", o.index) : absl::StrCat("v", o.index);
+// The kernel-local names of an op's operands: v<value> or s<scalar>.
+std::vector<std::string> OperandNames(const FusedOp& op) {
+  std::vector<std::string> names;
+  for (const FusedOp::Operand& o : op.operands) {
+    names.push_back(o.scalar ? absl::StrCat("s", o.index) : absl::StrCat("v", o.index));
+  }
+  return names;
 }
 
 }  // namespace
@@ -183,10 +188,8 @@ std::string KernelSource(const FusedKernel& k) {
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const FusedOp& op = k.ops[i];
-    std::vector<std::string> names;
-    for (const FusedOp::Operand& o : op.operands) names.push_back(OperandName(o));
     absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ",
-                    Substitute(Rules().at(op.op).expr, names), ";  // ", op.op, "\n");
+                    Substitute(Rules().at(op.op).expr, OperandNames(op)), ";  // ", op.op, "\n");
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     absl::StrAppend(&out, "      block", i, "[i] = v", k.outputs[i], ";\n");
@@ -202,10 +205,8 @@ std::string KernelSource(const FusedKernel& k) {
 std::string KernelSummary(const FusedKernel& k) {
   std::vector<std::string> lines;
   for (size_t i = 0; i < k.ops.size(); ++i) {
-    std::vector<std::string> names;
-    for (const FusedOp::Operand& o : k.ops[i].operands) names.push_back(OperandName(o));
     lines.push_back(absl::StrCat("v", k.num_inputs + i, " = ", k.ops[i].op, "(",
-                                 absl::StrJoin(names, ", "), ")"));
+                                 absl::StrJoin(OperandNames(k.ops[i]), ", "), ")"));
   }
   std::vector<std::string> outs;
   for (int32_t v : k.outputs) outs.push_back(absl::StrCat("v", v));

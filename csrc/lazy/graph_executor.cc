@@ -67,9 +67,9 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
     params[slot] = data->DeviceView();
     donated[slot] = data.use_count() == 1 && data->nbytes() > 0;
   }
-  std::vector<bool> overwritten;
+  std::vector<int> in_place;
   absl::StatusOr<std::vector<at::Tensor>> results =
-      runtime::Execute(*program, params, donated, &overwritten);
+      runtime::Execute(*program, params, donated, &in_place);
   if (!results.ok()) return fail_all(results.status());
   // Counted before the outputs become readable, so a reader sees the count.
   C().executions->Add(1);
@@ -79,21 +79,16 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
   std::vector<bool> done(outputs.size(), false);
   for (const auto& [slot, data] : inputs) {
     if (!donated[slot]) continue;
-    if (!overwritten[slot]) {
+    const int output = in_place[slot];
+    if (output < 0) {
       donors.push_back(data);
       continue;
     }
-    // A kernel wrote an output into this buffer: that output takes it as it is.
-    const void* buffer = data->DeviceView().data_ptr();
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!done[i] && (*results)[i].data_ptr() == buffer && outputs[i]->nbytes() == data->nbytes()) {
-        C().donated_bytes->Add(static_cast<int64_t>(data->nbytes()));
-        C().donated_in_place_bytes->Add(static_cast<int64_t>(data->nbytes()));
-        outputs[i]->FulfillInto(data->TakeBuffer(), (*results)[i]);
-        done[i] = true;
-        break;
-      }
-    }
+    // A kernel wrote this output into the buffer: the output takes it as it is.
+    C().donated_bytes->Add(static_cast<int64_t>(data->nbytes()));
+    C().donated_in_place_bytes->Add(static_cast<int64_t>(data->nbytes()));
+    outputs[output]->FulfillInto(data->TakeBuffer(), (*results)[output]);
+    done[output] = true;
   }
   absl::Status first_error;
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -72,9 +73,7 @@ class IntermediateBytes {
  public:
   explicit IntermediateBytes(const std::vector<c10::IValue>& parameters) {
     for (const c10::IValue& p : parameters) {
-      if (p.isTensor() && p.toTensor().has_storage()) {
-        parameters_.insert(p.toTensor().storage().unsafeGetStorageImpl());
-      }
+      if (c10::StorageImpl* s = StorageOf(p)) parameters_.insert(s);
     }
   }
   void Hold(const c10::IValue& v) {
@@ -105,7 +104,12 @@ class IntermediateBytes {
   int64_t peak_ = 0;
 };
 
-// Argument positions of neuron::fused_kernel (runtime/fused_kernel_op.cc).
+// neuron::fused_kernel (runtime/fused_kernel_op.cc) and its argument positions.
+bool IsFusedKernel(const c10::OperatorHandle& op) {
+  static const std::optional<c10::OperatorHandle> fused =
+      c10::Dispatcher::singleton().findOp({"neuron::fused_kernel", ""});
+  return fused.has_value() && op == *fused;
+}
 constexpr size_t kKernelInputsArg = 2;
 constexpr size_t kKernelNumOutputsArg = 5;
 constexpr size_t kKernelReuseArg = 6;
@@ -146,7 +150,7 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                                 const std::vector<c10::IValue>& parameters,
                                                 const std::vector<bool>& donated,
-                                                std::vector<bool>* overwritten) {
+                                                std::vector<int>* in_place) {
   if (parameters.size() != program.parameter_registers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("program takes ",
                                                    program.parameter_registers.size(),
@@ -175,7 +179,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
         stack.back() = stack.back().toTensor().clone();
       }
     }
-    if (!donated_param_of.empty() && inst.op_name == "neuron::fused_kernel") {
+    if (!donated_param_of.empty() && IsFusedKernel(inst.op)) {
       stack[kKernelReuseArg] = KernelReuse(inst, regs, donated_param_of, written);
     }
     try {
@@ -207,7 +211,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   peak->Max(intermediates.peak());
   stack.clear();  // the last call's results: outputs must be the only holders (adoption)
 
-  if (overwritten != nullptr) *overwritten = written;
+  if (in_place != nullptr) in_place->assign(parameters.size(), -1);
   std::vector<at::Tensor> outputs;
   outputs.reserve(program.outputs.size());
   for (size_t i = 0; i < program.outputs.size(); ++i) {
@@ -227,7 +231,11 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     // written into a donated buffer stays there: the caller takes that buffer.
     for (size_t p = 0; p < parameters.size(); ++p) {
       if (t.has_storage() && StorageOf(parameters[p]) == t.storage().unsafeGetStorageImpl()) {
-        if (!written[p]) t = t.clone();
+        if (!written[p]) {
+          t = t.clone();
+        } else if (in_place != nullptr && (*in_place)[p] < 0) {
+          (*in_place)[p] = static_cast<int>(i);
+        }
         break;
       }
     }

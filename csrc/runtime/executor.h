@@ -21,11 +21,11 @@ namespace torch_neuron::runtime {
 // `donated[i]` (when given) says parameter i's buffer is the caller's to
 // overwrite. A fused kernel that is the last reader of a donated buffer, with no
 // other view of it alive, writes one of its outputs into it instead of new
-// memory; `overwritten[i]` (when given) reports that, and an output in such a
-// buffer is returned as it is.
+// memory. `in_place[i]` (when given) is then the index of the output returned in
+// parameter i's buffer, or -1; the caller takes the buffer for that output.
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                                 const std::vector<c10::IValue>& parameters,
                                                 const std::vector<bool>& donated = {},
-                                                std::vector<bool>* overwritten = nullptr);
+                                                std::vector<int>* in_place = nullptr);
 
 }  // namespace torch_neuron::runtime

@@ -1,14 +1,16 @@
 // neuron::fused_kernel: the operator through which a tier-1 program calls one
 // of its generated kernels. It is an ordinary operator on CPU tensors (the
 // emulated device's memory), so a fused instruction is an ordinary program
-// instruction: the executor, the NEFF format and its reader need no case of
-// their own.
+// instruction: the NEFF format and its reader need no case of their own.
 //
 //   fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars,
-//                int[] sizes, int num_outputs) -> Tensor[]
+//                int[] sizes, int num_outputs, int[] reuse) -> Tensor[]
 //
-// Inputs are float32 tensors of `sizes`; the outputs are new float32 tensors
-// of `sizes`. Large kernels are split across the host's cores.
+// Inputs are float32 tensors of `sizes`; the outputs are float32 tensors of
+// `sizes`, new ones in device memory except where `reuse` names an input whose
+// buffer an output is written into. Programs carry an empty `reuse`; the
+// executor fills it in for donated inputs (runtime/executor.cc). Large kernels
+// are split across the host's cores.
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
