@@ -249,7 +249,9 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
       {result->program.get(), CurrentFingerprint(), g.hash, SignatureFor(g)});
   if (neff.ok()) {
     neff_bytes = neff->size();
-    if (disk != nullptr && !disk->read_only()) {
+    // A tier-0 fallback stays out of the disk cache: under the tier-1 key it
+    // would outlive the broken toolchain that caused it.
+    if (disk != nullptr && !disk->read_only() && result->tier1_error.empty()) {
       absl::Status stored = disk->Store(key, *neff);
       if (!stored.ok()) {
         CC().store_errors->Add(1);

@@ -157,3 +157,27 @@ def test_kernel_graph_round_trips_through_the_disk_cache():
     assert "equal True" in first.stdout and "equal True" in second.stdout
     assert "counts 2 0 0" in first.stdout, first.stdout
     assert "counts 0 2 0" in second.stdout, second.stdout
+
+
+def test_tier0_fallback_is_not_stored_in_the_disk_cache(tmp_path):
+    # The same compiler (same fingerprint, same cache key) fails once, as a
+    # killed or out-of-space compile would: that process runs the graph at tier
+    # 0 but does not store it, so the next process compiles tier 1 instead of
+    # loading the fallback from disk.
+    from child_process import child_env, run_python
+
+    cxx = tmp_path / "c++"
+    cxx.write_text('#!/bin/sh\n'
+                   'if [ "$1" = "--version" ] || [ -z "$FAIL_COMPILES" ]; then exec c++ "$@"; fi\n'
+                   'echo "simulated failure" >&2; exit 1\n')
+    cxx.chmod(0o755)
+    env = {"TORCH_NEURON_CACHE_DIR": child_env()["TORCH_NEURON_CACHE_DIR"], "CXX": str(cxx)}
+    broken = run_python(DISK_ROUND_TRIP, {**env, "FAIL_COMPILES": "1"})
+    fixed = run_python(DISK_ROUND_TRIP, env)
+    assert broken.returncode == 0 and fixed.returncode == 0, broken.stderr + fixed.stderr
+    assert "tier-1 kernels did not build" in broken.stderr and "simulated failure" in broken.stderr
+    assert "counts 2 0 0" in broken.stdout, broken.stdout
+    # y's graph (a kernel: the fallback) compiles again, now at tier 1; x's
+    # graph (one division, no kernel) was stored by the broken run and loads.
+    assert "counts 1 1 0" in fixed.stdout, fixed.stdout
+    assert "tier-1 kernels did not build" not in fixed.stderr
