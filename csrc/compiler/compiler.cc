@@ -1,10 +1,12 @@
 #include "compiler/compiler.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/constant_folding.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
 #include "compiler/elementwise_fusion.h"
+#include "compiler/foreach_expansion.h"
 #include "compiler/lowering.h"
 #include "compiler/native_build.h"
 #include "compiler/pass_pipeline.h"
@@ -19,8 +21,9 @@ namespace {
 absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g,
                                                                  std::string* sources) {
   std::vector<std::pair<std::string, std::string>> kernels;
+  absl::flat_hash_set<std::string> built;  // kernels of one body share a name
   for (const CompileNode& n : g.nodes) {
-    if (n.dead || !n.kernel) continue;
+    if (n.dead || !n.kernel || !built.insert(n.kernel->name).second) continue;
     kernels.emplace_back(n.kernel->name, KernelSource(*n.kernel));
     absl::StrAppend(sources, kernels.back().second, "\n");
   }
@@ -41,17 +44,28 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
   return std::make_pair(name, *std::move(bytes));
 }
 
-}  // namespace
-
-absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
-                                      const CompileOptions& options) {
-  CompileGraph g = CompileGraph::FromCanonical(graph);
+PassPipeline MakePipeline(const CompileOptions& options) {
   PassPipeline pipeline;
   if (options.cse) pipeline.AddPass<CommonSubexpressionElimination>();
   if (options.fold_constants) pipeline.AddPass<ConstantFolding>(options.max_fold_elements);
   pipeline.AddPass<DeadCodeElimination>();
-  if (options.opt_level >= 1) pipeline.AddPass<ElementwiseFusion>();
-  absl::StatusOr<bool> changed = pipeline.Run(g);
+  if (options.opt_level >= 1) {
+    pipeline.AddPass<ForeachExpansion>();
+    pipeline.AddPass<ElementwiseFusion>();
+  }
+  return pipeline;
+}
+
+}  // namespace
+
+std::vector<std::string> PassNames(const CompileOptions& options) {
+  return MakePipeline(options).PassNames();
+}
+
+absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
+                                      const CompileOptions& options) {
+  CompileGraph g = CompileGraph::FromCanonical(graph);
+  absl::StatusOr<bool> changed = MakePipeline(options).Run(g);
   if (!changed.ok()) return changed.status();
   CompileResult result;
   std::pair<std::string, std::string> library;

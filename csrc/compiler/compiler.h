@@ -1,6 +1,6 @@
 // The compiler's entry point: a canonical graph in, an executable Program out.
-// The pass pipeline (CSE, constant folding, DCE, and at opt level 1 elementwise
-// fusion; each verified), then, at tier 1, the fused kernels' C++ built into
+// The pass pipeline (CSE, constant folding, DCE, and at opt level 1 foreach
+// expansion and elementwise fusion; each verified), then, at tier 1, the fused kernels' C++ built into
 // one shared object the program carries, then lowering to one call per node
 // (ATen ops, and neuron::fused_kernel for the kernels) over planned registers.
 // A kernel build failure falls back to tier 0 for the graph (CompileResult
@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
@@ -36,6 +37,10 @@ struct CompileResult {
   // why (the kernel and the compiler's first error lines).
   std::string tier1_error;
 };
+
+// The names of the passes Compile runs with `options`, in order (part of the
+// compiler fingerprint: a change of pipeline is a change of compiler).
+std::vector<std::string> PassNames(const CompileOptions& options);
 
 absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
                                       const CompileOptions& options);

@@ -121,12 +121,13 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
 
   bool changed = false;
   int kernel_index = 0;
+  // Kernels with the same body share one function (an expanded foreach makes
+  // one identical kernel per tensor): summary and arity -> name.
+  absl::flat_hash_map<std::string, std::string> name_of_body;
   absl::flat_hash_map<int32_t, ValueRef> replacement;  // member -> kernel output
   for (Group& group : groups) {
     if (group.members.size() < 2) continue;  // one op: the ATen call is as good
     auto kernel = std::make_shared<FusedKernel>();
-    kernel->name = absl::StrCat("tn_k", kernel_index++);
-    kernel->numel = g.nodes[group.members[0]].ir->shape(0).numel();
     absl::flat_hash_map<int32_t, int32_t> value_of_member;  // node -> kernel value
     std::vector<ValueRef> tensor_inputs, scalar_inputs;
     std::vector<ir::Shape> input_shapes, scalar_shapes;
@@ -173,6 +174,11 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       output_shapes.push_back(g.nodes[m].ir->shape(0));
     }
     if (kernel->outputs.empty()) continue;  // nothing reads it: DCE's business
+    const std::string body =
+        absl::StrCat(kernel->num_inputs, ":", kernel->num_scalars, ":", KernelSummary(*kernel));
+    auto [named, is_new] = name_of_body.try_emplace(body, absl::StrCat("tn_k", kernel_index));
+    if (is_new) ++kernel_index;
+    kernel->name = named->second;
 
     // The kernel takes the last member's place; the other members die.
     const int32_t at = group.members.back();

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "compiler/kernel_codegen.h"
 #include "compiler/native_build.h"
 
@@ -31,7 +32,8 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
                                   options.fold_constants ? 1 : 0,
                                   ";max_fold_elements=", options.max_fold_elements);
   if (options.opt_level >= 1) {
-    absl::StrAppend(&text, ";opt_level=", options.opt_level, ";codegen=", CodegenId(),
+    absl::StrAppend(&text, ";opt_level=", options.opt_level, ";passes=",
+                    absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(),
                     ";toolchain=", Toolchain::Host().Describe());
   }
   f.set_options(text);

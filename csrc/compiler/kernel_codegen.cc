@@ -158,8 +158,7 @@ bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scal
 }
 
 std::string KernelSource(const FusedKernel& k) {
-  std::string out = absl::StrCat("// ", k.name, ": ", k.ops.size(), " ops over ", k.numel,
-                                 " elements, ", k.num_inputs, " inputs, ", k.outputs.size(),
+  std::string out = absl::StrCat("// ", k.name, ": ", k.ops.size(), " ops, ", k.num_inputs, " inputs, ", k.outputs.size(),
                                  " outputs\n#include <cmath>\n#include <cstdint>\n\n",
                                  MathPreamble(k));
   // The loop runs over blocks: each block's results go to local arrays, then to

@@ -36,7 +36,6 @@ struct FusedKernel {
   int32_t num_scalars = 0;
   std::vector<FusedOp> ops;
   std::vector<int32_t> outputs;  // values the kernel stores
-  int64_t numel = 0;
 };
 
 // Elements per block of a kernel's loop; the runtime splits calls across

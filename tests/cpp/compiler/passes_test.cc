@@ -3,10 +3,13 @@
 #include "compiler/constant_folding.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
+#include "compiler/foreach_expansion.h"
 #include "compiler/lowering.h"
 #include "compiler/pass_pipeline.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
+#include "runtime/op_lookup.h"
+#include "absl/strings/str_split.h"
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
@@ -148,6 +151,34 @@ TEST(ExecutorTest, AFailingOpNamesItselfInTheError) {
                                             "invalid for input of size 4", 0),
             0u)
       << result.status().message();
+}
+
+// Every foreach form names two real operators, supplies each argument of the
+// per-tensor schema exactly once, and takes list elements only from list
+// arguments of the foreach schema.
+TEST(ForeachExpansionTest, EveryFormMatchesBothSchemas) {
+  ASSERT_FALSE(ForeachForms().empty());
+  for (const std::string& line : ForeachForms()) {
+    SCOPED_TRACE(line);
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    ASSERT_GE(parts.size(), 4u);
+    ASSERT_EQ(parts[1], "->");
+    absl::StatusOr<c10::OperatorHandle> list_op = runtime::FindOperator(parts[0]);
+    absl::StatusOr<c10::OperatorHandle> one_op = runtime::FindOperator(parts[2]);
+    ASSERT_TRUE(list_op.ok()) << list_op.status();
+    ASSERT_TRUE(one_op.ok()) << one_op.status();
+    const auto& list_args = list_op->schema().arguments();
+    EXPECT_EQ(parts.size() - 3, one_op->schema().arguments().size());
+    for (size_t i = 3; i < parts.size(); ++i) {
+      const std::string& token = parts[i];
+      if (token == "1") continue;
+      ASSERT_EQ(token.size(), 2u);
+      const size_t j = token[1] - '0';
+      ASSERT_LT(j, list_args.size());
+      const bool is_list = list_args[j].type()->kind() == c10::TypeKind::ListType;
+      EXPECT_EQ(is_list, token[0] == 'L') << list_args[j].name();
+    }
+  }
 }
 
 }  // namespace
