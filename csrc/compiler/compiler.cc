@@ -5,6 +5,7 @@
 #include "compiler/constant_folding.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
+#include "compiler/decomposition.h"
 #include "compiler/elementwise_fusion.h"
 #include "compiler/foreach_expansion.h"
 #include "compiler/lowering.h"
@@ -51,6 +52,10 @@ PassPipeline MakePipeline(const CompileOptions& options) {
   pipeline.AddPass<DeadCodeElimination>();
   if (options.opt_level >= 1) {
     pipeline.AddPass<ForeachExpansion>();
+    pipeline.AddPass<Decomposition>();
+    // Decompositions of one input share their first steps (softmax and
+    // log-softmax of the same logits): merged, fusion computes them once.
+    if (options.cse) pipeline.AddPass<CommonSubexpressionElimination>();
     pipeline.AddPass<ElementwiseFusion>();
   }
   return pipeline;

@@ -1,6 +1,7 @@
 #include "compiler/elementwise_fusion.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -8,28 +9,113 @@
 namespace torch_neuron::compiler {
 namespace {
 
+using Sizes = std::vector<int64_t>;
+
 bool IsScalarLeaf(const CompileNode& n) {
   return !n.folded && (n.ir->kind() == ir::NodeKind::kScalar || n.ir->kind() == ir::NodeKind::kConstant);
 }
 
-// A member candidate: a single-output float32 op whose every argument is an
-// operand, each a tensor of the op's own shape or a scalar leaf, that codegen
-// can express.
-bool Fusible(const CompileGraph& g, const CompileNode& n) {
-  if (n.dead || n.folded || n.kernel || n.ir->kind() != ir::NodeKind::kOp || n.ir->num_outputs() != 1) {
-    return false;
+int64_t Numel(const Sizes& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// A number attribute an op takes as a Scalar (layer norm's eps after
+// decomposition): a literal of the kernel.
+bool IsNumberAttr(const ir::Arg& a) {
+  return a.kind == ir::Arg::Kind::kAttr && (a.attr.isDouble() || a.attr.isInt() || a.attr.isBool());
+}
+
+// The row shapes of a domain split after `split` dims: [R..., 1...] (keepdim)
+// and [R...].
+Sizes RowShape(const Sizes& domain, int split, bool keepdim) {
+  Sizes s(domain.begin(), domain.begin() + split);
+  if (keepdim) s.resize(domain.size(), 1);
+  return s;
+}
+
+struct Placement {
+  Extent extent;
+  int split;  // the split the placement needs, -1 for any
+};
+
+// How a tensor of `shape` is read by an element op over `domain` split at
+// `split` (-1: not yet fixed), with ATen's broadcasting: the whole domain, one
+// value per row ([R..., 1...]), one per row position ([C...] or [1..., C...]),
+// or a single value. Other broadcasts are not fused.
+std::optional<Placement> Place(const Sizes& shape, const Sizes& domain, int split) {
+  if (shape == domain) return Placement{Extent::kElement, split};
+  const int n = static_cast<int>(domain.size());
+  // A row value of a split domain, even of one element (one row).
+  if (split >= 0 && split < n && shape == RowShape(domain, split, true)) return Placement{Extent::kRow, split};
+  if (Numel(shape) == 1) return Placement{Extent::kOne, split};
+  if (static_cast<int>(shape.size()) == n) {
+    int j = n;  // start of the trailing run of 1s
+    while (j > 0 && shape[j - 1] == 1) --j;
+    if (split >= 0) j = split;
+    if (j < n && shape == RowShape(domain, j, true)) return Placement{Extent::kRow, j};
   }
-  const ir::Shape& shape = n.ir->shape(0);
-  if (shape.dtype() != c10::ScalarType::Float || shape.numel() == 0) return false;
+  size_t lead = 0;
+  while (lead < shape.size() && shape[lead] == 1) ++lead;
+  const int j = n - static_cast<int>(shape.size() - lead);
+  if (j > 0 && (split < 0 || split == j) && std::equal(shape.begin() + lead, shape.end(), domain.begin() + j)) {
+    return Placement{Extent::kColumn, j};
+  }
+  return std::nullopt;
+}
+
+// A float32 op with one output, not yet claimed by a pass.
+bool Candidate(const CompileNode& n) {
+  return !n.dead && !n.folded && !n.kernel && n.ir->kind() == ir::NodeKind::kOp && n.ir->num_outputs() == 1 &&
+         n.ir->shape(0).dtype() == c10::ScalarType::Float && n.ir->shape(0).numel() > 0;
+}
+
+// The split of a reduction a row kernel can compute (sum, mean, amax or amin
+// of a float32 tensor over its trailing dims, no dtype argument), or -1.
+int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
+  if (!Candidate(n) || !IsRowReduction(n.ir->op())) return -1;
+  const std::vector<ir::Arg>& args = n.ir->args();
+  if (args.size() < 3 || args[0].kind != ir::Arg::Kind::kOperand || args[1].kind != ir::Arg::Kind::kAttr ||
+      args[2].kind != ir::Arg::Kind::kAttr || !args[1].attr.isIntList() || !args[2].attr.isBool() ||
+      (args.size() == 4 && !(args[3].kind == ir::Arg::Kind::kAttr && args[3].attr.isNone()))) {
+    return -1;
+  }
+  const ValueRef v = n.operands[args[0].operands[0]];
+  const CompileNode& src = g.nodes[v.node];
+  if (IsScalarLeaf(src) || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return -1;
+  const Sizes& domain = src.ir->shape(v.index).sizes();
+  const int n_dims = static_cast<int>(domain.size());
+  std::vector<int64_t> dims = args[1].attr.toIntVector();
+  if (dims.empty()) return -1;  // sum(dim=[]) reduces everything: a library call
+  for (int64_t& d : dims) d = d < 0 ? d + n_dims : d;
+  std::sort(dims.begin(), dims.end());
+  const int split = static_cast<int>(dims.front());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] != split + static_cast<int64_t>(i)) return -1;
+  }
+  if (split < 0 || dims.back() != n_dims - 1) return -1;
+  if (n.ir->shape(0).sizes() != RowShape(domain, split, args[2].attr.toBool())) return -1;
+  return split;
+}
+
+// An elementwise op codegen can express: every argument an operand (a float32
+// tensor or a scalar leaf) or a number attribute.
+bool Elementwise(const CompileGraph& g, const CompileNode& n) {
+  if (!Candidate(n)) return false;
   std::vector<bool> scalar;
   for (const ir::Arg& a : n.ir->args()) {
+    if (IsNumberAttr(a)) {
+      scalar.push_back(true);
+      continue;
+    }
     if (a.kind != ir::Arg::Kind::kOperand) return false;
     const ValueRef v = n.operands[a.operands[0]];
     const CompileNode& src = g.nodes[v.node];
     if (IsScalarLeaf(src)) {
       scalar.push_back(true);
     } else {
-      if (src.folded || src.ir->shape(v.index) != shape) return false;
+      if (src.folded || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return false;
       scalar.push_back(false);
     }
   }
@@ -38,7 +124,22 @@ bool Fusible(const CompileGraph& g, const CompileNode& n) {
 
 struct Group {
   std::vector<int32_t> members;
-  bool closed = false;  // read by a node outside it
+  // -1 while no node outside the group has read it. Then the position of its
+  // last member at that moment: the kernel runs there, before every outside
+  // reader. A later node still joins if all it reads from outside the group
+  // comes before that position (softmax after a loss that read log-softmax).
+  int32_t anchor = -1;
+  Sizes domain;
+  int split = -1;  // row kernels: dims before the row; -1 while undecided
+};
+
+// Where a node would sit in a group: the domain and split, its result's extent
+// and each tensor operand's.
+struct Frame {
+  Sizes domain;
+  int split = -1;
+  Extent extent = Extent::kElement;
+  std::vector<Extent> operand_extents;  // per operand of the node (scalars: unused)
 };
 
 }  // namespace
@@ -53,61 +154,179 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
     operands.push_back(ir::Value{ir::Node::MakeDeviceData(input_shapes[i], nullptr), 0});
     (static_cast<int32_t>(i) < kernel.num_inputs ? tensors : scalars).push_back(static_cast<int32_t>(i));
   }
-  const std::vector<int64_t>& sizes = output_shapes[0].sizes();
   std::vector<ir::Arg> args = {
       ir::Arg::Attr(c10::IValue(library)),
       ir::Arg::Attr(c10::IValue(kernel.name)),
       ir::Arg::OperandList(tensors),
       ir::Arg::OperandList(scalars),
-      ir::Arg::Attr(c10::IValue(sizes)),
-      ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size()))),
-      // Filled in at run time by the executor when inputs are donated.
-      ir::Arg::Attr(c10::IValue(std::vector<int64_t>{})),
   };
+  if (kernel.row_length > 0) {
+    // neuron::fused_row_kernel(..., int rows, int row_length, int[] input_extents,
+    //                          int[] output_sizes): each output's rank, then its sizes.
+    std::vector<int64_t> extents, sizes;
+    for (Extent e : kernel.input_extents) extents.push_back(static_cast<int64_t>(e));
+    for (const ir::Shape& shape : output_shapes) {
+      sizes.push_back(static_cast<int64_t>(shape.sizes().size()));
+      sizes.insert(sizes.end(), shape.sizes().begin(), shape.sizes().end());
+    }
+    const int64_t first = output_shapes[0].numel();
+    const int64_t rows = kernel.ExtentOf(kernel.outputs[0]) == Extent::kRow ? first : first / kernel.row_length;
+    args.push_back(ir::Arg::Attr(c10::IValue(rows)));
+    args.push_back(ir::Arg::Attr(c10::IValue(kernel.row_length)));
+    args.push_back(ir::Arg::Attr(c10::IValue(extents)));
+    args.push_back(ir::Arg::Attr(c10::IValue(sizes)));
+    return ir::Node::MakeOp("neuron::fused_row_kernel", std::move(operands), std::move(args), output_shapes);
+  }
+  args.push_back(ir::Arg::Attr(c10::IValue(output_shapes[0].sizes())));
+  args.push_back(ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size()))));
+  // Filled in at run time by the executor when inputs are donated.
+  args.push_back(ir::Arg::Attr(c10::IValue(std::vector<int64_t>{})));
   return ir::Node::MakeOp("neuron::fused_kernel", std::move(operands), std::move(args), output_shapes);
 }
 
 absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
   const int32_t size = static_cast<int32_t>(g.nodes.size());
   std::vector<int32_t> group_of(size, -1);
+  std::vector<Extent> extent_of(size, Extent::kElement);  // a member's result in its group
+  std::vector<std::vector<Extent>> operand_extents(size);  // how a member reads its operands
   std::vector<Group> groups;
+
+  // The frames node i could take: as a reduction over its operand's domain; as
+  // an op on row values of an operand's group; as an element op over its own
+  // shape.
+  auto frames_for = [&](int32_t i) {
+    const CompileNode& n = g.nodes[i];
+    std::vector<Frame> frames;
+    const int reduction_split = RowReductionSplit(g, n);
+    if (reduction_split >= 0) {
+      const ValueRef v = n.operands[n.ir->args()[0].operands[0]];
+      frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), reduction_split, Extent::kRow,
+                             std::vector<Extent>(n.operands.size(), Extent::kElement)});
+      return frames;
+    }
+    if (!Elementwise(g, n)) return frames;
+    const Sizes& out = n.ir->shape(0).sizes();
+    for (const ValueRef& v : n.operands) {
+      const int32_t gi = group_of[v.node];
+      if (gi < 0 || groups[gi].split < 0) continue;
+      const Group& group = groups[gi];
+      if (out != RowShape(group.domain, group.split, true) && out != RowShape(group.domain, group.split, false)) {
+        continue;
+      }
+      Frame f{group.domain, group.split, Extent::kRow, {}};
+      bool ok = true;
+      for (const ValueRef& u : n.operands) {
+        const Sizes& shape = g.nodes[u.node].ir->shape(u.index).sizes();
+        if (IsScalarLeaf(g.nodes[u.node])) {
+          f.operand_extents.push_back(Extent::kOne);
+        } else if (shape == out) {
+          f.operand_extents.push_back(Extent::kRow);
+        } else if (Numel(shape) == 1) {
+          f.operand_extents.push_back(Extent::kOne);
+        } else {
+          ok = false;
+        }
+      }
+      if (ok) frames.push_back(std::move(f));
+    }
+    // Over its own shape, split as an operand's group over that shape is.
+    Frame f{out, -1, Extent::kElement, {}};
+    for (const ValueRef& v : n.operands) {
+      const int32_t gi = group_of[v.node];
+      if (gi >= 0 && groups[gi].domain == out && groups[gi].split >= 0) {
+        f.split = groups[gi].split;
+        break;
+      }
+    }
+    for (const ValueRef& u : n.operands) {
+      if (IsScalarLeaf(g.nodes[u.node])) {
+        f.operand_extents.push_back(Extent::kOne);
+        continue;
+      }
+      std::optional<Placement> p = Place(g.nodes[u.node].ir->shape(u.index).sizes(), out, f.split);
+      if (!p) return frames;
+      f.split = p->split;
+      f.operand_extents.push_back(p->extent);
+    }
+    frames.push_back(std::move(f));
+    return frames;
+  };
+
+  // Where the value of node u exists once kernels are placed: a member of a
+  // group at the group's anchor (or, still open, not before the end).
+  auto AvailableAt = [&](int32_t u) {
+    if (group_of[u] < 0) return u;
+    return groups[group_of[u]].anchor >= 0 ? groups[group_of[u]].anchor : size;
+  };
+  // The first read from outside fixes where a group's kernel runs.
+  auto close = [&](int32_t gi) {
+    if (gi >= 0 && groups[gi].anchor < 0) groups[gi].anchor = groups[gi].members.back();
+  };
+
   for (int32_t i = 0; i < size; ++i) {
     const CompileNode& n = g.nodes[i];
     if (n.dead) continue;
     int32_t chosen = -1;
-    if (Fusible(g, n)) {
-      // Every open group among the operands merges into the first: none has
-      // been read from outside, so one kernel at this node can compute them all.
+    std::vector<Frame> frames = frames_for(i);
+    for (size_t fi = 0; fi < frames.size() && chosen < 0; ++fi) {
+      const Frame& f = frames[fi];
+      // The open groups among the operands this frame can merge: same domain, a
+      // compatible split, and every operand from them read with the extent it
+      // has there. None has been read from outside, so one kernel at this node
+      // can compute them all.
+      std::vector<int32_t> merge;
+      int split = f.split;
       for (const ValueRef& v : n.operands) {
-        const int32_t candidate = group_of[v.node];
-        if (candidate < 0 || groups[candidate].closed || candidate == chosen) continue;
-        if (chosen < 0) {
-          chosen = candidate;
+        const int32_t gi = group_of[v.node];
+        if (gi < 0 || std::count(merge.begin(), merge.end(), gi) > 0) continue;
+        if (groups[gi].anchor >= 0 && !std::all_of(n.operands.begin(), n.operands.end(), [&](const ValueRef& u) {
+              return group_of[u.node] == gi || AvailableAt(u.node) < groups[gi].anchor;
+            })) {
           continue;
         }
-        for (int32_t m : groups[candidate].members) group_of[m] = chosen;
-        std::vector<int32_t>& members = groups[chosen].members;
-        members.insert(members.end(), groups[candidate].members.begin(), groups[candidate].members.end());
-        std::sort(members.begin(), members.end());  // program order, for codegen
-        groups[candidate].members.clear();
-        groups[candidate].closed = true;
+        const Group& group = groups[gi];
+        if (group.domain != f.domain || (group.split >= 0 && split >= 0 && group.split != split)) continue;
+        bool consistent = true;
+        for (size_t k = 0; k < n.operands.size(); ++k) {
+          consistent &= group_of[n.operands[k].node] != gi || extent_of[n.operands[k].node] == f.operand_extents[k];
+        }
+        if (!consistent) continue;
+        if (group.split >= 0) split = group.split;
+        merge.push_back(gi);
       }
-      if (chosen < 0) {
+      // A read group joins only alone: the members of others may come after its anchor.
+      for (int32_t gi : merge) {
+        if (groups[gi].anchor < 0) continue;
+        merge = {gi};
+        split = groups[gi].split >= 0 ? groups[gi].split : f.split;
+        break;
+      }
+      if (merge.empty() && fi + 1 < frames.size()) continue;  // a later frame may join a group
+      if (merge.empty()) {
         chosen = static_cast<int32_t>(groups.size());
-        groups.push_back(Group{});
+        groups.push_back(Group{{}, -1, f.domain, split});
+      } else {
+        chosen = merge[0];
+        groups[chosen].split = split;
+        for (size_t m = 1; m < merge.size(); ++m) {
+          Group& other = groups[merge[m]];
+          for (int32_t member : other.members) group_of[member] = chosen;
+          std::vector<int32_t>& members = groups[chosen].members;
+          members.insert(members.end(), other.members.begin(), other.members.end());
+          std::sort(members.begin(), members.end());  // program order, for codegen
+          other.members.clear();
+        }
       }
       groups[chosen].members.push_back(i);  // the latest node: order kept
       group_of[i] = chosen;
+      extent_of[i] = f.extent;
+      operand_extents[i] = f.operand_extents;
     }
-    // A group read from outside takes no more members: the kernel runs at its
-    // last member, so every outside reader must come after that.
     for (const ValueRef& v : n.operands) {
-      if (group_of[v.node] >= 0 && group_of[v.node] != chosen) groups[group_of[v.node]].closed = true;
+      if (group_of[v.node] != chosen) close(group_of[v.node]);
     }
   }
-  for (const ValueRef& v : g.outputs) {
-    if (group_of[v.node] >= 0) groups[group_of[v.node]].closed = true;
-  }
+  for (const ValueRef& v : g.outputs) close(group_of[v.node]);
 
   // Who reads each node from outside its group (graph outputs count).
   std::vector<bool> read_outside(size, false);
@@ -127,37 +346,81 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
   absl::flat_hash_map<int32_t, ValueRef> replacement;  // member -> kernel output
   for (Group& group : groups) {
     if (group.members.size() < 2) continue;  // one op: the ATen call is as good
+    // A group is a row kernel once anything in it is not one value per element.
+    bool row_kernel = group.split >= 0;
+    for (int32_t m : group.members) {
+      for (size_t k = 0; k < g.nodes[m].operands.size(); ++k) {
+        row_kernel |= !IsScalarLeaf(g.nodes[g.nodes[m].operands[k].node]) &&
+                      operand_extents[m][k] != Extent::kElement;
+      }
+    }
+    const int split = group.split >= 0 ? group.split : std::max(0, static_cast<int>(group.domain.size()) - 1);
     auto kernel = std::make_shared<FusedKernel>();
+    if (row_kernel) {
+      kernel->row_length = Numel(Sizes(group.domain.begin() + split, group.domain.end()));
+    }
     absl::flat_hash_map<int32_t, int32_t> value_of_member;  // node -> kernel value
-    std::vector<ValueRef> tensor_inputs, scalar_inputs;
+    // Tensor inputs (with the extent they are read with), then scalar inputs.
+    std::vector<std::pair<ValueRef, Extent>> tensor_inputs;
+    std::vector<ValueRef> scalar_inputs;
     std::vector<ir::Shape> input_shapes, scalar_shapes;
-    auto input_index = [&](std::vector<ValueRef>& list, std::vector<ir::Shape>& shapes, ValueRef v) {
-      auto it = std::find(list.begin(), list.end(), v);
-      if (it != list.end()) return static_cast<int32_t>(it - list.begin());
-      list.push_back(v);
-      shapes.push_back(g.nodes[v.node].ir->shape(v.index));
-      return static_cast<int32_t>(list.size() - 1);
+    auto tensor_input = [&](ValueRef v, Extent e) {
+      if (!row_kernel) e = Extent::kElement;
+      auto it = std::find(tensor_inputs.begin(), tensor_inputs.end(), std::make_pair(v, e));
+      if (it != tensor_inputs.end()) return static_cast<int32_t>(it - tensor_inputs.begin());
+      tensor_inputs.emplace_back(v, e);
+      input_shapes.push_back(g.nodes[v.node].ir->shape(v.index));
+      return static_cast<int32_t>(tensor_inputs.size() - 1);
+    };
+    auto scalar_input = [&](ValueRef v) {
+      auto it = std::find(scalar_inputs.begin(), scalar_inputs.end(), v);
+      if (it != scalar_inputs.end()) return static_cast<int32_t>(it - scalar_inputs.begin());
+      scalar_inputs.push_back(v);
+      scalar_shapes.push_back(g.nodes[v.node].ir->shape(v.index));
+      return static_cast<int32_t>(scalar_inputs.size() - 1);
+    };
+    // The tensor operand feeding each argument of a member (-1: not a tensor
+    // operand), reductions reading their first argument only.
+    auto arg_operand = [&](const CompileNode& n, size_t a) -> int32_t {
+      const ir::Arg& arg = n.ir->args()[a];
+      if (arg.kind != ir::Arg::Kind::kOperand || (IsRowReduction(n.ir->op()) && a > 0)) return -1;
+      return arg.operands[0];
     };
     // Tensor inputs first (values 0..), so number them in a first sweep.
     for (int32_t m : group.members) {
-      for (const ValueRef& v : g.nodes[m].operands) {
+      const CompileNode& n = g.nodes[m];
+      for (size_t a = 0; a < n.ir->args().size(); ++a) {
+        const int32_t k = arg_operand(n, a);
+        if (k < 0) continue;
+        const ValueRef v = n.operands[k];
         if (group_of[v.node] != group_of[m] && !IsScalarLeaf(g.nodes[v.node])) {
-          input_index(tensor_inputs, input_shapes, v);
+          tensor_input(v, operand_extents[m][k]);
         }
       }
     }
     kernel->num_inputs = static_cast<int32_t>(tensor_inputs.size());
+    for (const auto& input : tensor_inputs) kernel->input_extents.push_back(input.second);
+    if (!row_kernel) kernel->input_extents.clear();
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
-      FusedOp op{n.ir->op(), {}};
-      for (const ir::Arg& a : n.ir->args()) {
-        const ValueRef v = n.operands[a.operands[0]];
+      FusedOp op{n.ir->op(), {}, row_kernel ? extent_of[m] : Extent::kElement};
+      for (size_t a = 0; a < n.ir->args().size(); ++a) {
+        const ir::Arg& arg = n.ir->args()[a];
+        if (IsRowReduction(n.ir->op()) && a > 0) break;
+        if (arg.kind == ir::Arg::Kind::kAttr) {
+          FusedOp::Operand literal;
+          literal.literal = arg.attr.isBool() ? (arg.attr.toBool() ? 1.0 : 0.0) : arg.attr.toScalar().toDouble();
+          op.operands.push_back(literal);
+          continue;
+        }
+        const int32_t k = arg.operands[0];
+        const ValueRef v = n.operands[k];
         if (IsScalarLeaf(g.nodes[v.node])) {
-          op.operands.push_back({true, input_index(scalar_inputs, scalar_shapes, v)});
+          op.operands.push_back({true, scalar_input(v), std::nullopt});
         } else if (group_of[v.node] == group_of[m]) {
-          op.operands.push_back({false, value_of_member.at(v.node)});
+          op.operands.push_back({false, value_of_member.at(v.node), std::nullopt});
         } else {
-          op.operands.push_back({false, input_index(tensor_inputs, input_shapes, v)});
+          op.operands.push_back({false, tensor_input(v, operand_extents[m][k]), std::nullopt});
         }
       }
       value_of_member[m] = kernel->num_inputs + static_cast<int32_t>(kernel->ops.size());
@@ -180,15 +443,16 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     if (is_new) ++kernel_index;
     kernel->name = named->second;
 
-    // The kernel takes the last member's place; the other members die.
-    const int32_t at = group.members.back();
+    // The kernel takes its anchor's place (the last member before any outside
+    // reader); the other members die.
+    const int32_t at = group.anchor >= 0 ? group.anchor : group.members.back();
     std::vector<ir::Shape> all_inputs = input_shapes;
     all_inputs.insert(all_inputs.end(), scalar_shapes.begin(), scalar_shapes.end());
     ir::NodePtr node = MakeFusedKernelNode(*kernel, "", all_inputs, output_shapes);
     g.owned_ir.push_back(node);
     CompileNode fused;
     fused.ir = node.get();
-    fused.operands = tensor_inputs;
+    for (const auto& input : tensor_inputs) fused.operands.push_back(input.first);
     fused.operands.insert(fused.operands.end(), scalar_inputs.begin(), scalar_inputs.end());
     fused.kernel = kernel;
     for (int32_t m : group.members) g.nodes[m].dead = true;

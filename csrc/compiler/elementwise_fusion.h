@@ -1,14 +1,20 @@
-// ElementwiseFusion (tier 1): groups float32 elementwise ops of one shape into
-// generated kernels. A group becomes one neuron::fused_kernel node holding a
-// FusedKernel; every member whose value is read outside the group (or is a
-// graph output) is one of the kernel's outputs, the others never reach memory.
+// ElementwiseFusion (tier 1): groups float32 elementwise ops, with the row
+// reductions they feed or follow, into generated kernels. A group shares one
+// domain (a shape); its members are element ops over the domain, reductions
+// over its trailing dims and ops on their per-row results. Operands broadcast
+// as a value per row ([R, 1]), per row position ([C], a bias) or a single value
+// make a row kernel too. A group becomes one neuron::fused_kernel (flat) or
+// neuron::fused_row_kernel node holding a FusedKernel; every member whose value
+// is read outside the group (or is a graph output) is one of the kernel's
+// outputs, the others never reach memory.
 //
-// Safety: a node joins (and merges) the groups of its operands only while no
-// node outside them has read a member. The kernel runs where the last member
-// was: every input of a member exists there, and every outside reader comes
-// after it. Two groups cannot feed each other (the first read closes a group).
-// Library calls (matmul, convolution, reductions) stay ATen calls; random ops
-// and in-place ops are never members.
+// Safety: a node joins (and merges) the open groups of its operands. The first
+// read from outside anchors a group: its kernel runs at its last member at that
+// moment, before every outside reader. An anchored group still takes a node
+// whose other operands all exist before the anchor (it is computed there too).
+// Values of other groups count as existing at their own anchors, so two kernels
+// never feed each other. Library calls (matmul, convolution, reductions over
+// leading dims) stay ATen calls; random ops and in-place ops are never members.
 #pragma once
 
 #include "compiler/pass_pipeline.h"

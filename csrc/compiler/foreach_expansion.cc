@@ -74,13 +74,16 @@ std::vector<ArgSource> ParseArgs(const std::string& args) {
 // The per-tensor form of node `n`, if it has one and its lists are whole (one
 // element per output, no None).
 const Form* FormOf(const CompileNode& n) {
-  if (n.dead || n.folded || n.kernel || n.ir->kind() != ir::NodeKind::kOp) return nullptr;
   auto it = Forms().find(n.ir->op());
   if (it == Forms().end()) return nullptr;
   for (const ArgSource& s : ParseArgs(it->second.args)) {
-    if (s.kind != 'L') continue;
+    if (s.kind == '1') continue;
     if (s.index >= static_cast<int32_t>(n.ir->args().size())) return nullptr;
     const ir::Arg& list = n.ir->args()[s.index];
+    if (s.kind == 'A') {
+      if (list.kind == ir::Arg::Kind::kOperandList) return nullptr;
+      continue;
+    }
     if (list.kind != ir::Arg::Kind::kOperandList ||
         list.operands.size() != static_cast<size_t>(n.ir->num_outputs()) ||
         std::any_of(list.operands.begin(), list.operands.end(), [](int32_t k) { return k < 0; })) {
@@ -100,83 +103,31 @@ std::vector<std::string> ForeachForms() {
 }
 
 absl::StatusOr<bool> ForeachExpansion::Run(CompileGraph& g) {
-  if (std::none_of(g.nodes.begin(), g.nodes.end(), [](const CompileNode& n) { return FormOf(n); })) {
-    return false;
-  }
-  // The graph is rebuilt: an expanded node becomes consecutive nodes, one per
-  // output, so every position after it moves.
-  std::vector<CompileNode> nodes;
-  nodes.reserve(g.nodes.size() * 2);
-  std::vector<int32_t> first(g.nodes.size(), -1);  // old node -> its (first) new node
-  std::vector<bool> expanded(g.nodes.size(), false);
-  auto remap = [&](ValueRef v) {
-    return expanded[v.node] ? ValueRef{first[v.node] + v.index, 0} : ValueRef{first[v.node], v.index};
-  };
-  int32_t one = -1;  // the constant 1, made when first needed
-
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    CompileNode& n = g.nodes[i];
+  return RewriteNodes(g, [](const CompileNode& n, NodeBuilder& b) -> std::optional<std::vector<ValueRef>> {
     const Form* form = FormOf(n);
-    if (form == nullptr) {
-      CompileNode moved = std::move(n);
-      for (ValueRef& v : moved.operands) v = remap(v);
-      first[i] = static_cast<int32_t>(nodes.size());
-      nodes.push_back(std::move(moved));
-      continue;
-    }
+    if (form == nullptr) return std::nullopt;
     const std::vector<ArgSource> sources = ParseArgs(form->args);
-    if (one < 0 && std::any_of(sources.begin(), sources.end(), [](const ArgSource& s) { return s.kind == '1'; })) {
-      ir::NodePtr constant = ir::Node::MakeScalar(1, c10::ScalarType::Long);
-      g.owned_ir.push_back(constant);
-      CompileNode leaf;
-      leaf.ir = constant.get();
-      one = static_cast<int32_t>(nodes.size());
-      nodes.push_back(std::move(leaf));
-    }
-    first[i] = static_cast<int32_t>(nodes.size());
-    expanded[i] = true;
+    std::vector<ValueRef> outputs;
     for (int32_t k = 0; k < n.ir->num_outputs(); ++k) {
-      CompileNode call;
-      std::vector<ir::Arg> args;
-      auto add_operand = [&](ValueRef v) {
-        args.push_back(ir::Arg::Operand(static_cast<int32_t>(call.operands.size())));
-        call.operands.push_back(v);
-      };
+      std::vector<NodeBuilder::Input> inputs;
       for (const ArgSource& s : sources) {
         if (s.kind == '1') {
-          add_operand(ValueRef{one, 0});
+          inputs.emplace_back(b.One());
           continue;
         }
         const ir::Arg& arg = n.ir->args()[s.index];
         if (s.kind == 'L') {
-          add_operand(remap(n.operands[arg.operands[k]]));
+          inputs.emplace_back(n.operands[arg.operands[k]]);
         } else if (arg.kind == ir::Arg::Kind::kOperand) {
-          add_operand(remap(n.operands[arg.operands[0]]));
+          inputs.emplace_back(n.operands[arg.operands[0]]);
         } else {
-          args.push_back(arg);  // an attribute (or a whole list) as it is
-          for (int32_t& operand : args.back().operands) {
-            const int32_t at = static_cast<int32_t>(call.operands.size());
-            call.operands.push_back(remap(n.operands[operand]));
-            operand = at;
-          }
+          inputs.emplace_back(arg.attr);  // FormOf admits no shared lists
         }
       }
-      // Placeholder operands for the node's arity: the compile graph holds the real ones.
-      std::vector<ir::Value> placeholders;
-      for (const ValueRef& v : call.operands) {
-        placeholders.push_back(ir::Value{ir::Node::MakeDeviceData(nodes[v.node].ir->shape(v.index), nullptr), 0});
-      }
-      ir::NodePtr node = ir::Node::MakeOp(form->op, std::move(placeholders), std::move(args), {n.ir->shape(k)});
-      node->set_source(n.ir->source());
-      g.owned_ir.push_back(node);
-      call.ir = node.get();
-      nodes.push_back(std::move(call));
+      outputs.push_back(b.Op(form->op, inputs, n.ir->shape(k), n.ir->source()));
     }
-  }
-  for (ValueRef& v : g.outputs) v = remap(v);
-  for (int32_t& p : g.parameters) p = first[p];
-  g.nodes = std::move(nodes);
-  return true;
+    return outputs;
+  });
 }
 
 }  // namespace torch_neuron::compiler

@@ -82,4 +82,73 @@ std::string CompileGraph::ToText() const {
   return out;
 }
 
+ValueRef NodeBuilder::Op(const std::string& op, const std::vector<Input>& inputs,
+                         const ir::Shape& shape, const std::string& source) {
+  CompileNode call;
+  std::vector<ir::Arg> args;
+  // Placeholder operands for the node's arity and hash: the compile graph holds
+  // the real ones.
+  std::vector<ir::Value> placeholders;
+  for (const Input& input : inputs) {
+    if (const ValueRef* v = std::get_if<ValueRef>(&input)) {
+      args.push_back(ir::Arg::Operand(static_cast<int32_t>(call.operands.size())));
+      call.operands.push_back(*v);
+      placeholders.push_back(ir::Value{ir::Node::MakeDeviceData(ShapeOf(*v), nullptr), 0});
+    } else {
+      args.push_back(ir::Arg::Attr(std::get<c10::IValue>(input)));
+    }
+  }
+  ir::NodePtr node = ir::Node::MakeOp(op, std::move(placeholders), std::move(args), {shape});
+  node->set_source(source);
+  g_.owned_ir.push_back(node);
+  call.ir = node.get();
+  nodes_.push_back(std::move(call));
+  return ValueRef{static_cast<int32_t>(nodes_.size() - 1), 0};
+}
+
+ValueRef NodeBuilder::One() {
+  if (one_ < 0) {
+    ir::NodePtr constant = ir::Node::MakeScalar(1, c10::ScalarType::Long);
+    g_.owned_ir.push_back(constant);
+    CompileNode leaf;
+    leaf.ir = constant.get();
+    one_ = static_cast<int32_t>(nodes_.size());
+    nodes_.push_back(std::move(leaf));
+  }
+  return ValueRef{one_, 0};
+}
+
+const ir::Shape& NodeBuilder::ShapeOf(ValueRef v) const { return nodes_[v.node].ir->shape(v.index); }
+
+bool RewriteNodes(CompileGraph& g,
+                  const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand) {
+  std::vector<CompileNode> nodes;
+  nodes.reserve(g.nodes.size() * 2);
+  // Per old node: its new position if kept, else the values of its outputs.
+  std::vector<int32_t> kept_at(g.nodes.size(), -1);
+  std::vector<std::vector<ValueRef>> replaced_by(g.nodes.size());
+  auto remap = [&](ValueRef v) {
+    return kept_at[v.node] >= 0 ? ValueRef{kept_at[v.node], v.index} : replaced_by[v.node].at(v.index);
+  };
+  NodeBuilder builder(g, nodes);
+  bool changed = false;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    CompileNode n = std::move(g.nodes[i]);
+    for (ValueRef& v : n.operands) v = remap(v);
+    std::optional<std::vector<ValueRef>> replaced;
+    if (!n.dead && !n.folded && !n.kernel && n.ir->kind() == ir::NodeKind::kOp) replaced = expand(n, builder);
+    if (replaced) {
+      replaced_by[i] = *std::move(replaced);
+      changed = true;
+      continue;
+    }
+    kept_at[i] = static_cast<int32_t>(nodes.size());
+    nodes.push_back(std::move(n));
+  }
+  for (ValueRef& v : g.outputs) v = remap(v);
+  for (int32_t& p : g.parameters) p = kept_at[p];
+  g.nodes = std::move(nodes);
+  return changed;
+}
+
 }  // namespace torch_neuron::compiler

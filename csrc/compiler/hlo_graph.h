@@ -8,8 +8,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <functional>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "compiler/kernel_codegen.h"
@@ -57,5 +59,36 @@ struct CompileGraph {
 
 // Random ops (with a Generator argument) must run exactly once, in trace order.
 bool IsRandomOp(const ir::Node& node);
+
+// Appends nodes to a graph being rebuilt by RewriteNodes.
+class NodeBuilder {
+ public:
+  // An argument of a new op: a value of the graph, or a constant attribute.
+  using Input = std::variant<ValueRef, c10::IValue>;
+
+  // Appends a call of `op` (one schema argument per input) with one output of
+  // `shape`, traced from `source`. Its IR node is owned by the graph.
+  ValueRef Op(const std::string& op, const std::vector<Input>& inputs, const ir::Shape& shape,
+              const std::string& source);
+  // The constant 1 (an int64 leaf), made once per rebuild.
+  ValueRef One();
+  const ir::Shape& ShapeOf(ValueRef v) const;
+
+ private:
+  friend bool RewriteNodes(CompileGraph&, const std::function<std::optional<std::vector<ValueRef>>(
+                                              const CompileNode&, NodeBuilder&)>&);
+  NodeBuilder(CompileGraph& g, std::vector<CompileNode>& nodes) : g_(g), nodes_(nodes) {}
+  CompileGraph& g_;
+  std::vector<CompileNode>& nodes_;
+  int32_t one_ = -1;
+};
+
+// Rebuilds `g` in order, offering every live op node to `expand` with its
+// operands already renumbered. `expand` either returns nullopt (the node stays)
+// or appends replacement nodes through the builder and returns one value per
+// output of the node, which its readers then read. True if anything was
+// replaced.
+bool RewriteNodes(CompileGraph& g,
+                  const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand);
 
 }  // namespace torch_neuron::compiler

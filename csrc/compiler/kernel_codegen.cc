@@ -1,10 +1,12 @@
 #include "compiler/kernel_codegen.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "ir/hash.h"
@@ -50,6 +52,27 @@ const absl::flat_hash_map<std::string, OpRule>& Rules() {
       {"aten::lerp.Scalar", {"TTS", "($2 < 0.5f ? $0 + $2 * ($1 - $0) : $1 - ($1 - $0) * (1.0f - $2))"}},
       {"aten::addcmul", {"TTTS", "($0 + $3 * $1 * $2)"}},
       {"aten::addcdiv", {"TTTS", "($0 + $3 * ($1 / $2))"}},
+  };
+  return *rules;
+}
+
+// Row reductions: the identity and how two partial results combine ($0, $1).
+// amax and amin propagate NaN, as ATen's do; mean divides the sum by the row
+// length afterwards.
+struct ReductionRule {
+  std::string identity;
+  std::string combine;
+  bool mean = false;
+};
+
+const absl::flat_hash_map<std::string, ReductionRule>& ReductionRules() {
+  static const auto* rules = new absl::flat_hash_map<std::string, ReductionRule>{
+      {"aten::sum.dim_IntList", {"0.0f", "($0 + $1)", false}},
+      {"aten::mean.dim", {"0.0f", "($0 + $1)", true}},
+      // A plain compare and select, which vectorizes; the kernel tracks NaN
+      // apart (see RowKernelBody), and combines lanes with the same formula.
+      {"aten::amax", {"-__builtin_inff()", "($1 > $0 ? $1 : $0)", false}},
+      {"aten::amin", {"__builtin_inff()", "($1 < $0 ? $1 : $0)", false}},
   };
   return *rules;
 }
@@ -109,6 +132,7 @@ constexpr char kTanhSource[] = R"(static inline float tn_tanh(float x) {
 std::string MathPreamble(const FusedKernel& k) {
   bool exp = false, tanh = false;
   for (const FusedOp& op : k.ops) {
+    if (IsRowReduction(op.op)) continue;
     const std::string& expr = Rules().at(op.op).expr;
     tanh |= expr.find("tn_tanh(") != std::string::npos;
     exp |= tanh || expr.find("tn_exp(") != std::string::npos;
@@ -129,22 +153,226 @@ std::string Substitute(const std::string& expr, const std::vector<std::string>& 
 std::vector<std::string> OperandNames(const FusedOp& op) {
   std::vector<std::string> names;
   for (const FusedOp::Operand& o : op.operands) {
-    names.push_back(o.scalar ? absl::StrCat("s", o.index) : absl::StrCat("v", o.index));
+    if (o.literal) {
+      names.push_back(std::isfinite(*o.literal)
+                          ? absl::StrFormat("static_cast<float>(%.17g)", *o.literal)
+                          : absl::StrCat(std::isnan(*o.literal) ? "__builtin_nanf(\"\")"
+                                                                : (*o.literal > 0 ? "__builtin_inff()"
+                                                                                  : "-__builtin_inff()")));
+    } else {
+      names.push_back(o.scalar ? absl::StrCat("s", o.index) : absl::StrCat("v", o.index));
+    }
   }
   return names;
 }
 
+std::string OpExpr(const FusedOp& op) { return Substitute(Rules().at(op.op).expr, OperandNames(op)); }
+
+constexpr int kLanes = 16;  // partial results per reduction
+
+// The element values a loop over the row computes to produce `targets`:
+// element ops and the element and column inputs they read, down to values held
+// in `cached` row buffers (read, not recomputed). Row values are computed
+// before the loop.
+std::vector<bool> LoopValues(const FusedKernel& k, const std::vector<int32_t>& targets,
+                             const std::vector<bool>& cached) {
+  std::vector<bool> needed(k.num_inputs + k.ops.size(), false);
+  std::vector<int32_t> stack(targets);
+  while (!stack.empty()) {
+    const int32_t v = stack.back();
+    stack.pop_back();
+    if (needed[v] || k.ExtentOf(v) == Extent::kRow || k.ExtentOf(v) == Extent::kOne) continue;
+    needed[v] = true;
+    if (v < k.num_inputs || cached[v]) continue;
+    for (const FusedOp::Operand& o : k.ops[v - k.num_inputs].operands) {
+      if (!o.scalar && !o.literal) stack.push_back(o.index);
+    }
+  }
+  return needed;
+}
+
+// The statements of a loop over c (the position in the row) computing `targets`.
+std::string ElementBody(const FusedKernel& k, const std::vector<int32_t>& targets, const std::vector<bool>& cached,
+                        const std::string& indent) {
+  const std::vector<bool> needed = LoopValues(k, targets, cached);
+  std::string out;
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    if (needed[v]) absl::StrAppend(&out, indent, "const float v", v, " = in", v, "[c];\n");
+  }
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    const int32_t v = k.num_inputs + static_cast<int32_t>(i);
+    if (!needed[v]) continue;
+    if (cached[v]) {
+      absl::StrAppend(&out, indent, "const float v", v, " = row", v, "[c];\n");
+    } else {
+      absl::StrAppend(&out, indent, "const float v", v, " = ", OpExpr(k.ops[i]), ";  // ", k.ops[i].op, "\n");
+    }
+  }
+  return out;
+}
+
+// Longest row whose reduced values a row kernel keeps in a local buffer for
+// later loops (softmax's exponentials) instead of recomputing them.
+constexpr int64_t kMaxCachedRow = 8192;
+
+std::string RowKernelBody(const FusedKernel& k) {
+  const int32_t num_values = k.num_inputs + static_cast<int32_t>(k.ops.size());
+  std::vector<int32_t> element_outputs;
+  for (int32_t v : k.outputs) {
+    if (k.ExtentOf(v) == Extent::kElement) element_outputs.push_back(v);
+  }
+  // Which reductions store the value they reduce in a row buffer: those whose
+  // value a later loop would otherwise compute again.
+  std::vector<bool> cached(num_values, false), stored(num_values, false);
+  for (size_t i = 0; i < k.ops.size() && k.row_length <= kMaxCachedRow; ++i) {
+    if (!IsRowReduction(k.ops[i].op)) continue;
+    const int32_t operand = k.ops[i].operands[0].index;
+    if (operand < k.num_inputs || cached[operand]) continue;
+    std::vector<int32_t> later = element_outputs;
+    for (size_t j = i + 1; j < k.ops.size(); ++j) {
+      if (IsRowReduction(k.ops[j].op)) later.push_back(k.ops[j].operands[0].index);
+    }
+    if (LoopValues(k, later, cached)[operand]) stored[operand] = cached[operand] = true;
+  }
+
+  std::string out = absl::StrCat("  constexpr int64_t C = ", k.row_length, ";  // elements per row\n",
+                                 "  constexpr int64_t kLanes = ", kLanes, ";\n");
+  for (int32_t i = 0; i < k.num_scalars; ++i) {
+    absl::StrAppend(&out, "  const float s", i, " = static_cast<float>(scalars[", i, "]);\n");
+  }
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    if (k.input_extents[v] == Extent::kOne) absl::StrAppend(&out, "  const float v", v, " = in[", v, "][0];\n");
+    if (k.input_extents[v] == Extent::kColumn) absl::StrAppend(&out, "  const float* in", v, " = in[", v, "];\n");
+  }
+  for (int32_t v = 0; v < num_values; ++v) {
+    if (stored[v]) absl::StrAppend(&out, "  alignas(64) float row", v, "[C];  // v", v, " of the current row\n");
+  }
+  absl::StrAppend(&out, "  for (int64_t r = begin; r < end; ++r) {\n");
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    if (k.input_extents[v] == Extent::kElement) {
+      absl::StrAppend(&out, "    const float* in", v, " = in[", v, "] + r * C;\n");
+    } else if (k.input_extents[v] == Extent::kRow) {
+      absl::StrAppend(&out, "    const float v", v, " = in[", v, "][r];\n");
+    }
+  }
+  std::vector<bool> available(num_values, false);  // row buffers filled so far
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    const FusedOp& op = k.ops[i];
+    const int32_t value = k.num_inputs + static_cast<int32_t>(i);
+    if (op.extent != Extent::kRow) continue;  // element ops live in the loops
+    if (!IsRowReduction(op.op)) {
+      absl::StrAppend(&out, "    const float v", value, " = ", OpExpr(op), ";  // ", op.op, "\n");
+      continue;
+    }
+    const ReductionRule& rule = ReductionRules().at(op.op);
+    const std::string acc = absl::StrCat("acc", value);
+    const int32_t operand = op.operands[0].index;
+    const std::string x = absl::StrCat("v", operand);
+    std::string body = ElementBody(k, {operand}, available, "        ");
+    if (stored[operand] && !available[operand]) absl::StrAppend(&body, "        row", operand, "[c] = ", x, ";\n");
+    // Partial results per lane; amax/amin keep NaN apart in `nan` lanes, so
+    // the compare-and-select stays one the loop vectorizer takes.
+    const bool track_nan = op.op == "aten::amax" || op.op == "aten::amin";
+    const std::string nan = absl::StrCat("nan", value);
+    auto update = [&](const std::string& lane) {
+      std::string u = absl::StrCat("        ", acc, "[", lane, "] = ", Substitute(rule.combine, {acc + "[" + lane + "]", x}), ";\n");
+      if (track_nan) absl::StrAppend(&u, "        ", nan, "[", lane, "] = ", x, " != ", x, " ? ", x, " : ", nan, "[", lane, "];\n");
+      return u;
+    };
+    absl::StrAppend(&out, "    // ", op.op, " of v", operand, "\n",
+                    "    float ", acc, "[kLanes];\n",
+                    "    for (int64_t j = 0; j < kLanes; ++j) ", acc, "[j] = ", rule.identity, ";\n");
+    if (track_nan) {
+      absl::StrAppend(&out, "    float ", nan, "[kLanes];\n",
+                      "    for (int64_t j = 0; j < kLanes; ++j) ", nan, "[j] = 0.0f;\n");
+    }
+    absl::StrAppend(&out, "    int64_t c", value, " = 0;\n",
+                    "    for (; c", value, " + kLanes <= C; c", value, " += kLanes) {\n",
+                    // Not unrolled: the loop vectorizer then takes the lanes as
+                    // one vector (unrolled, GCC often left them scalar).
+                    "#pragma GCC unroll 1\n",
+                    "      for (int64_t j = 0; j < kLanes; ++j) {\n",
+                    "        const int64_t c = c", value, " + j;\n", body, update("j"),
+                    "      }\n    }\n",
+                    "    for (; c", value, " < C; ++c", value, ") {\n",
+                    "      {\n        const int64_t c = c", value, ";\n", body, update("0"), "      }\n    }\n",
+                    "    float v", value, " = ", acc, "[0];\n",
+                    "    for (int64_t j = 1; j < kLanes; ++j) v", value, " = ",
+                    Substitute(rule.combine, {absl::StrCat("v", value), acc + "[j]"}), ";\n");
+    if (track_nan) {
+      absl::StrAppend(&out, "    for (int64_t j = 0; j < kLanes; ++j) v", value, " = ", nan, "[j] != ", nan,
+                      "[j] ? ", nan, "[j] : v", value, ";\n");
+    }
+    if (rule.mean) absl::StrAppend(&out, "    v", value, " = v", value, " / static_cast<float>(C);\n");
+    if (stored[operand]) available[operand] = true;
+  }
+  if (!element_outputs.empty()) {
+    absl::StrAppend(&out, "    for (int64_t c = 0; c < C; ++c) {\n", ElementBody(k, element_outputs, available, "      "));
+    for (size_t i = 0; i < k.outputs.size(); ++i) {
+      if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
+        absl::StrAppend(&out, "      out[", i, "][r * C + c] = v", k.outputs[i], ";\n");
+      }
+    }
+    absl::StrAppend(&out, "    }\n");
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    if (k.ExtentOf(k.outputs[i]) == Extent::kRow) absl::StrAppend(&out, "    out[", i, "][r] = v", k.outputs[i], ";\n");
+  }
+  absl::StrAppend(&out, "  }\n");
+  return out;
+}
+
+const char* ExtentName(Extent e) {
+  switch (e) {
+    case Extent::kElement: return "element";
+    case Extent::kRow: return "row";
+    case Extent::kColumn: return "column";
+    case Extent::kOne: return "one";
+  }
+  return "?";
+}
+
 }  // namespace
 
+// Kernels whose generated source stands for the loop structure in CodegenId:
+// a flat kernel, and a row kernel with every input extent, a kept row buffer,
+// both NaN-tracking and plain reductions, and both kinds of output.
+std::vector<FusedKernel> ProbeKernels() {
+  using O = FusedOp::Operand;
+  FusedKernel flat{"probe", 2, 1, {{"aten::add.Tensor", {O{false, 0}, O{false, 1}, O{true, 0}}},
+                                  {"aten::exp", {O{false, 2}}}}, {2, 3}, 0, {}};
+  FusedKernel row{"probe", 4, 1,
+                  {{"aten::mul.Tensor", {O{false, 0}, O{false, 2}}},              // v4
+                   {"aten::amax", {O{false, 4}}, Extent::kRow},                    // v5
+                   {"aten::sub.Tensor", {O{false, 4}, O{false, 5}, O{true, 0}}},  // v6
+                   {"aten::exp", {O{false, 6}}},                                   // v7
+                   {"aten::sum.dim_IntList", {O{false, 7}}, Extent::kRow},         // v8
+                   {"aten::mean.dim", {O{false, 4}}, Extent::kRow},                // v9
+                   {"aten::add.Scalar", {O{false, 9}, O{false, 0, 0.5}, O{false, 1}}, Extent::kRow},  // v10
+                   {"aten::div.Tensor", {O{false, 7}, O{false, 8}}},               // v11
+                   {"aten::mul.Tensor", {O{false, 11}, O{false, 3}}}},             // v12
+                  {12, 10},
+                  33,
+                  {Extent::kElement, Extent::kRow, Extent::kColumn, Extent::kOne}};
+  // add.Scalar's alpha reads v1 (a row input) only to exercise a row operand.
+  return {flat, row};
+}
+
 std::string CodegenId() {
-  constexpr int kCodegenRevision = 2;  // 2: blocked loops, no __restrict__
+  // The rules, the helpers and the source generated for the probe kernels: any
+  // change to what codegen emits changes the id.
   std::vector<std::string> rules;
   for (const auto& [op, rule] : Rules()) rules.push_back(absl::StrCat(op, "=", rule.kinds, ":", rule.expr));
+  for (const auto& [op, rule] : ReductionRules()) {
+    rules.push_back(absl::StrCat(op, "=", rule.identity, ":", rule.combine, ":", rule.mean));
+  }
   std::sort(rules.begin(), rules.end());
-  const std::string text = absl::StrCat(kCodegenRevision, ";", kKernelBlock, ";", absl::StrJoin(rules, ";"),
-                                        kExpSource, kTanhSource);
+  std::string text = absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), kExpSource, kTanhSource);
+  for (const FusedKernel& probe : ProbeKernels()) absl::StrAppend(&text, KernelSource(probe));
   return ir::HashToHex(ir::Hash(text));
 }
+
+bool IsRowReduction(const std::string& op) { return ReductionRules().contains(op); }
 
 bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scalar) {
   auto it = Rules().find(op);
@@ -161,6 +389,12 @@ std::string KernelSource(const FusedKernel& k) {
   std::string out = absl::StrCat("// ", k.name, ": ", k.ops.size(), " ops, ", k.num_inputs, " inputs, ", k.outputs.size(),
                                  " outputs\n#include <cmath>\n#include <cstdint>\n\n",
                                  MathPreamble(k));
+  if (k.row_length > 0) {
+    absl::StrAppend(&out, "extern \"C\" void ", k.name,
+                    "(const float* const* in, float* const* out, const double* scalars,\n",
+                    "    int64_t begin, int64_t end) {\n", RowKernelBody(k), "}\n");
+    return out;
+  }
   // The loop runs over blocks: each block's results go to local arrays, then to
   // the outputs. An output may be written into the buffer of an input the
   // execution no longer needs (a donated parameter), so inputs and outputs may
@@ -203,9 +437,15 @@ std::string KernelSource(const FusedKernel& k) {
 
 std::string KernelSummary(const FusedKernel& k) {
   std::vector<std::string> lines;
+  if (k.row_length > 0) {
+    std::vector<std::string> inputs;
+    for (int32_t v = 0; v < k.num_inputs; ++v) inputs.push_back(absl::StrCat("v", v, " ", ExtentName(k.input_extents[v])));
+    lines.push_back(absl::StrCat("rows of ", k.row_length, " (", absl::StrJoin(inputs, ", "), ")"));
+  }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     lines.push_back(absl::StrCat("v", k.num_inputs + i, " = ", k.ops[i].op, "(",
-                                 absl::StrJoin(OperandNames(k.ops[i]), ", "), ")"));
+                                 absl::StrJoin(OperandNames(k.ops[i]), ", "), ")",
+                                 k.ops[i].extent == Extent::kRow ? " [row]" : ""));
   }
   std::vector<std::string> outs;
   for (int32_t v : k.outputs) outs.push_back(absl::StrCat("v", v));

@@ -1,0 +1,197 @@
+#include "compiler/decomposition.h"
+
+#include <numeric>
+
+namespace torch_neuron::compiler {
+namespace {
+
+using Input = NodeBuilder::Input;
+
+// The value feeding argument `a` of `n`, if it is a float32 tensor operand.
+std::optional<ValueRef> FloatOperand(const CompileNode& n, const NodeBuilder& b, size_t a) {
+  if (a >= n.ir->args().size() || n.ir->args()[a].kind != ir::Arg::Kind::kOperand) return std::nullopt;
+  const ValueRef v = n.operands[n.ir->args()[a].operands[0]];
+  const ir::Shape& shape = b.ShapeOf(v);
+  if (shape.dtype() != c10::ScalarType::Float || shape.sizes().empty() || shape.numel() == 0) return std::nullopt;
+  return v;
+}
+
+// The attribute of argument `a`, or None.
+c10::IValue Attr(const CompileNode& n, size_t a) {
+  const ir::Arg& arg = n.ir->args().at(a);
+  return arg.kind == ir::Arg::Kind::kAttr ? arg.attr : c10::IValue();
+}
+
+// Builds the decomposition of one node: ops traced from the node's source line,
+// with reductions over the trailing dims from `split` on.
+class Decomposer {
+ public:
+  Decomposer(const CompileNode& n, NodeBuilder& b, const ir::Shape& full, int split)
+      : n_(n), b_(b), full_(full), split_(split) {
+    dims_.resize(full.sizes().size() - split);
+    std::iota(dims_.begin(), dims_.end(), split);
+    std::vector<int64_t> row(full.sizes().begin(), full.sizes().begin() + split);
+    row.resize(full.sizes().size(), 1);
+    row_ = ir::Shape(c10::ScalarType::Float, row);
+  }
+  const ir::Shape& row_shape() const { return row_; }
+
+  ValueRef Reduce(const std::string& op, ValueRef x) {
+    std::vector<Input> inputs = {x, c10::IValue(dims_), c10::IValue(true)};
+    if (op != "aten::amax") inputs.emplace_back(c10::IValue());  // dtype
+    return b_.Op(op, inputs, row_, n_.ir->source());
+  }
+  ValueRef Unary(const std::string& op, ValueRef x) { return b_.Op(op, {x}, b_.ShapeOf(x), n_.ir->source()); }
+  // add/sub.Tensor (alpha 1), mul/div.Tensor, with the shape of the first operand
+  // or, when it is a row value, of the second (broadcasting).
+  ValueRef Binary(const std::string& op, ValueRef x, ValueRef y) {
+    const ir::Shape& shape = b_.ShapeOf(x).sizes() == full_.sizes() ? b_.ShapeOf(x) : b_.ShapeOf(y);
+    std::vector<Input> inputs = {x, y};
+    if (op == "aten::add.Tensor" || op == "aten::sub.Tensor") inputs.emplace_back(b_.One());
+    return b_.Op(op, inputs, shape, n_.ir->source());
+  }
+  // The sum over the dims before the row: one value per row position.
+  ValueRef ColumnSum(ValueRef x) {
+    std::vector<int64_t> lead(split_);
+    std::iota(lead.begin(), lead.end(), 0);
+    const std::vector<int64_t> trailing(full_.sizes().begin() + split_, full_.sizes().end());
+    return b_.Op("aten::sum.dim_IntList", {x, c10::IValue(lead), c10::IValue(false), c10::IValue()},
+                 ir::Shape(c10::ScalarType::Float, trailing), n_.ir->source());
+  }
+  ValueRef AddScalar(ValueRef x, double value) {
+    return b_.Op("aten::add.Scalar", {x, c10::IValue(value), b_.One()}, b_.ShapeOf(x), n_.ir->source());
+  }
+
+ private:
+  const CompileNode& n_;
+  NodeBuilder& b_;
+  ir::Shape full_;
+  int split_;
+  std::vector<int64_t> dims_;
+  ir::Shape row_;
+};
+
+// The dim attribute of argument `a` if it names the last dim of `shape`.
+bool LastDim(const CompileNode& n, size_t a, const ir::Shape& shape) {
+  const c10::IValue dim = Attr(n, a);
+  if (!dim.isInt()) return false;
+  const int64_t rank = static_cast<int64_t>(shape.sizes().size());
+  return dim.toInt() == rank - 1 || dim.toInt() == -1;
+}
+
+std::optional<std::vector<ValueRef>> Softmax(const CompileNode& n, NodeBuilder& b, bool log) {
+  std::optional<ValueRef> x = FloatOperand(n, b, 0);
+  if (!x || !LastDim(n, 1, b.ShapeOf(*x)) || !Attr(n, 2).isBool() || Attr(n, 2).toBool()) return std::nullopt;
+  Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(b.ShapeOf(*x).sizes().size()) - 1);
+  const ValueRef shifted = d.Binary("aten::sub.Tensor", *x, d.Reduce("aten::amax", *x));
+  const ValueRef e = d.Unary("aten::exp", shifted);
+  const ValueRef sum = d.Reduce("aten::sum.dim_IntList", e);
+  if (log) return std::vector<ValueRef>{d.Binary("aten::sub.Tensor", shifted, d.Unary("aten::log", sum))};
+  // One reciprocal per row and a multiply per element, as ATen's kernel does.
+  return std::vector<ValueRef>{d.Binary("aten::mul.Tensor", e, d.Unary("aten::reciprocal", sum))};
+}
+
+// _softmax_backward_data / _log_softmax_backward_data(grad, output, dim, input_dtype).
+std::optional<std::vector<ValueRef>> SoftmaxBackward(const CompileNode& n, NodeBuilder& b, bool log) {
+  std::optional<ValueRef> grad = FloatOperand(n, b, 0), out = FloatOperand(n, b, 1);
+  if (!grad || !out || b.ShapeOf(*grad).sizes() != b.ShapeOf(*out).sizes() || !LastDim(n, 2, b.ShapeOf(*out)) ||
+      !Attr(n, 3).isInt() || Attr(n, 3).toInt() != static_cast<int64_t>(c10::ScalarType::Float)) {
+    return std::nullopt;
+  }
+  Decomposer d(n, b, b.ShapeOf(*out), static_cast<int>(b.ShapeOf(*out).sizes().size()) - 1);
+  if (log) {
+    // grad - exp(output) * sum(grad)
+    const ValueRef sum = d.Reduce("aten::sum.dim_IntList", *grad);
+    return std::vector<ValueRef>{
+        d.Binary("aten::sub.Tensor", *grad, d.Binary("aten::mul.Tensor", d.Unary("aten::exp", *out), sum))};
+  }
+  // output * (grad - sum(grad * output))
+  const ValueRef sum = d.Reduce("aten::sum.dim_IntList", d.Binary("aten::mul.Tensor", *grad, *out));
+  return std::vector<ValueRef>{d.Binary("aten::mul.Tensor", *out, d.Binary("aten::sub.Tensor", *grad, sum))};
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+std::optional<std::vector<ValueRef>> LayerNorm(const CompileNode& n, NodeBuilder& b) {
+  std::optional<ValueRef> x = FloatOperand(n, b, 0);
+  const c10::IValue normalized = Attr(n, 1);
+  const c10::IValue eps = Attr(n, 4);
+  if (!x || !normalized.isIntList() || !eps.isDouble()) return std::nullopt;
+  const std::vector<int64_t>& sizes = b.ShapeOf(*x).sizes();
+  const std::vector<int64_t> trailing = normalized.toIntVector();
+  if (trailing.empty() || trailing.size() > sizes.size() ||
+      !std::equal(trailing.begin(), trailing.end(), sizes.end() - trailing.size())) {
+    return std::nullopt;
+  }
+  Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(sizes.size() - trailing.size()));
+  if (n.ir->shape(1).sizes() != d.row_shape().sizes() || n.ir->shape(2).sizes() != d.row_shape().sizes()) {
+    return std::nullopt;
+  }
+  std::optional<ValueRef> weight, bias;
+  for (size_t a : {2, 3}) {
+    if (n.ir->args()[a].kind == ir::Arg::Kind::kAttr && Attr(n, a).isNone()) continue;
+    std::optional<ValueRef> v = FloatOperand(n, b, a);
+    if (!v || b.ShapeOf(*v).sizes() != trailing) return std::nullopt;
+    (a == 2 ? weight : bias) = v;
+  }
+  const ValueRef mean = d.Reduce("aten::mean.dim", *x);
+  const ValueRef centered = d.Binary("aten::sub.Tensor", *x, mean);
+  const ValueRef var = d.Reduce("aten::mean.dim", d.Binary("aten::mul.Tensor", centered, centered));
+  const ValueRef rstd = d.Unary("aten::rsqrt", d.AddScalar(var, eps.toDouble()));
+  ValueRef out = d.Binary("aten::mul.Tensor", centered, rstd);
+  if (weight) out = d.Binary("aten::mul.Tensor", out, *weight);
+  if (bias) out = d.Binary("aten::add.Tensor", out, *bias);
+  return std::vector<ValueRef>{out, mean, rstd};
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
+// weight, bias, output_mask) with weight, bias and every output wanted (the
+// affine layer norm of nn.LayerNorm): grad_input in a row kernel, the weight
+// and bias gradients as sums over rows (library calls).
+std::optional<std::vector<ValueRef>> LayerNormBackward(const CompileNode& n, NodeBuilder& b) {
+  std::optional<ValueRef> grad = FloatOperand(n, b, 0), x = FloatOperand(n, b, 1), mean = FloatOperand(n, b, 3),
+                          rstd = FloatOperand(n, b, 4), weight = FloatOperand(n, b, 5), bias = FloatOperand(n, b, 6);
+  const c10::IValue normalized = Attr(n, 2), mask = Attr(n, 7);
+  if (!grad || !x || !mean || !rstd || !weight || !bias || !normalized.isIntList() || !mask.isBoolList()) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t>& sizes = b.ShapeOf(*x).sizes();
+  const std::vector<int64_t> trailing = normalized.toIntVector();
+  const c10::List<bool> wanted = mask.toBoolList();
+  if (trailing.empty() || trailing.size() >= sizes.size() || b.ShapeOf(*grad).sizes() != sizes ||
+      !std::equal(trailing.begin(), trailing.end(), sizes.end() - trailing.size()) || wanted.size() != 3 ||
+      !wanted[0] || !wanted[1] || !wanted[2] || b.ShapeOf(*weight).sizes() != trailing) {
+    return std::nullopt;
+  }
+  Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(sizes.size() - trailing.size()));
+  if (b.ShapeOf(*mean).sizes() != d.row_shape().sizes() || b.ShapeOf(*rstd).sizes() != d.row_shape().sizes()) {
+    return std::nullopt;
+  }
+  // x_hat = (x - mean) * rstd; g = grad * weight;
+  // grad_input = rstd * (g - mean(g) - x_hat * mean(g * x_hat)).
+  const ValueRef x_hat = d.Binary("aten::mul.Tensor", d.Binary("aten::sub.Tensor", *x, *mean), *rstd);
+  const ValueRef g = d.Binary("aten::mul.Tensor", *grad, *weight);
+  const ValueRef g_mean = d.Reduce("aten::mean.dim", g);
+  const ValueRef gx_mean = d.Reduce("aten::mean.dim", d.Binary("aten::mul.Tensor", g, x_hat));
+  const ValueRef inner = d.Binary("aten::sub.Tensor", d.Binary("aten::sub.Tensor", g, g_mean),
+                                  d.Binary("aten::mul.Tensor", x_hat, gx_mean));
+  const ValueRef grad_input = d.Binary("aten::mul.Tensor", inner, *rstd);
+  const ValueRef grad_weight = d.ColumnSum(d.Binary("aten::mul.Tensor", *grad, x_hat));
+  return std::vector<ValueRef>{grad_input, grad_weight, d.ColumnSum(*grad)};
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Decomposition::Run(CompileGraph& g) {
+  return RewriteNodes(g, [](const CompileNode& n, NodeBuilder& b) -> std::optional<std::vector<ValueRef>> {
+    const std::string& op = n.ir->op();
+    if (op == "aten::_softmax") return Softmax(n, b, false);
+    if (op == "aten::_log_softmax") return Softmax(n, b, true);
+    if (op == "aten::_softmax_backward_data") return SoftmaxBackward(n, b, false);
+    if (op == "aten::_log_softmax_backward_data") return SoftmaxBackward(n, b, true);
+    if (op == "aten::native_layer_norm") return LayerNorm(n, b);
+    if (op == "aten::native_layer_norm_backward") return LayerNormBackward(n, b);
+    return std::nullopt;
+  });
+}
+
+}  // namespace torch_neuron::compiler
