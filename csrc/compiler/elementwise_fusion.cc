@@ -99,12 +99,24 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
   return split;
 }
 
+// The name of an op's codegen rule: the op, then each string attribute in
+// brackets ("aten::gelu[tanh]").
+std::string RuleName(const CompileNode& n) {
+  std::string name = n.ir->op();
+  for (const ir::Arg& a : n.ir->args()) {
+    if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) absl::StrAppend(&name, "[", a.attr.toStringRef(), "]");
+  }
+  return name;
+}
+
 // An elementwise op codegen can express: every argument an operand (a float32
-// tensor or a scalar leaf) or a number attribute.
+// tensor or a scalar leaf), a number attribute or a string attribute naming
+// its rule.
 bool Elementwise(const CompileGraph& g, const CompileNode& n) {
   if (!Candidate(n)) return false;
   std::vector<bool> scalar;
   for (const ir::Arg& a : n.ir->args()) {
+    if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) continue;
     if (IsNumberAttr(a)) {
       scalar.push_back(true);
       continue;
@@ -119,7 +131,7 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
       scalar.push_back(false);
     }
   }
-  return CanGenerate(n.ir->op(), scalar);
+  return CanGenerate(RuleName(n), scalar);
 }
 
 struct Group {
@@ -403,10 +415,11 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     if (!row_kernel) kernel->input_extents.clear();
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
-      FusedOp op{n.ir->op(), {}, row_kernel ? extent_of[m] : Extent::kElement};
+      FusedOp op{RuleName(n), {}, row_kernel ? extent_of[m] : Extent::kElement};
       for (size_t a = 0; a < n.ir->args().size(); ++a) {
         const ir::Arg& arg = n.ir->args()[a];
         if (IsRowReduction(n.ir->op()) && a > 0) break;
+        if (arg.kind == ir::Arg::Kind::kAttr && arg.attr.isString()) continue;  // in the rule name
         if (arg.kind == ir::Arg::Kind::kAttr) {
           FusedOp::Operand literal;
           literal.literal = arg.attr.isBool() ? (arg.attr.toBool() ? 1.0 : 0.0) : arg.attr.toScalar().toDouble();

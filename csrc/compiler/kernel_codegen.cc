@@ -52,6 +52,19 @@ const absl::flat_hash_map<std::string, OpRule>& Rules() {
       {"aten::lerp.Scalar", {"TTS", "($2 < 0.5f ? $0 + $2 * ($1 - $0) : $1 - ($1 - $0) * (1.0f - $2))"}},
       {"aten::addcmul", {"TTTS", "($0 + $3 * $1 * $2)"}},
       {"aten::addcdiv", {"TTTS", "($0 + $3 * ($1 / $2))"}},
+      // GELU: an op's string attribute is part of its rule name. erf is
+      // Abramowitz-Stegun 7.1.26, as ATen's vectorized CPU kernel computes it.
+      {"aten::gelu[none]", {"T", "($0 * 0.5f * (1.0f + tn_erf($0 * 0.70710678118654752f)))"}},
+      {"aten::gelu[tanh]",
+       {"T", "(0.5f * $0 * (1.0f + tn_tanh(0.79788456080286536f * ($0 + 0.044715f * $0 * $0 * $0))))"}},
+      {"aten::gelu_backward[none]",
+       {"TT", "($0 * (0.5f * (1.0f + tn_erf($1 * 0.70710678118654752f)) + "
+              "$1 * tn_exp(-0.5f * $1 * $1) * 0.39894228040143268f))"}},
+      {"aten::gelu_backward[tanh]",
+       {"TT", "($0 * (0.5f * (1.0f + tn_tanh(0.79788456080286536f * ($1 + 0.044715f * $1 * $1 * $1))) + "
+              "0.5f * $1 * (1.0f - tn_tanh(0.79788456080286536f * ($1 + 0.044715f * $1 * $1 * $1)) * "
+              "tn_tanh(0.79788456080286536f * ($1 + 0.044715f * $1 * $1 * $1))) * "
+              "0.79788456080286536f * (1.0f + 3.0f * 0.044715f * $1 * $1)))"}},
   };
   return *rules;
 }
@@ -128,18 +141,34 @@ constexpr char kTanhSource[] = R"(static inline float tn_tanh(float x) {
 }
 )";
 
+constexpr char kErfSource[] = R"(static inline float tn_erf(float x) {
+  // Abramowitz and Stegun 7.1.26: absolute error under 1.5e-7.
+  const float a = __builtin_fabsf(x);
+  const float t = 1.0f / __builtin_fmaf(0.3275911f, a, 1.0f);
+  float p = 1.061405429f;
+  p = __builtin_fmaf(p, t, -1.453152027f);
+  p = __builtin_fmaf(p, t, 1.421413741f);
+  p = __builtin_fmaf(p, t, -0.284496736f);
+  p = __builtin_fmaf(p, t, 0.254829592f);
+  const float r = 1.0f - p * t * tn_exp(-a * a);
+  return x != x ? x : __builtin_copysignf(r, x);
+}
+)";
+
 // The helper functions a kernel's formulas call, in dependency order.
 std::string MathPreamble(const FusedKernel& k) {
-  bool exp = false, tanh = false;
+  bool exp = false, tanh = false, erf = false;
   for (const FusedOp& op : k.ops) {
     if (IsRowReduction(op.op)) continue;
     const std::string& expr = Rules().at(op.op).expr;
     tanh |= expr.find("tn_tanh(") != std::string::npos;
-    exp |= tanh || expr.find("tn_exp(") != std::string::npos;
+    erf |= expr.find("tn_erf(") != std::string::npos;
+    exp |= tanh || erf || expr.find("tn_exp(") != std::string::npos;
   }
   std::string out;
   if (exp) absl::StrAppend(&out, kExpSource, "\n");
   if (tanh) absl::StrAppend(&out, kTanhSource, "\n");
+  if (erf) absl::StrAppend(&out, kErfSource, "\n");
   return out;
 }
 
@@ -367,7 +396,8 @@ std::string CodegenId() {
     rules.push_back(absl::StrCat(op, "=", rule.identity, ":", rule.combine, ":", rule.mean));
   }
   std::sort(rules.begin(), rules.end());
-  std::string text = absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), kExpSource, kTanhSource);
+  std::string text =
+      absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), kExpSource, kTanhSource, kErfSource);
   for (const FusedKernel& probe : ProbeKernels()) absl::StrAppend(&text, KernelSource(probe));
   return ir::HashToHex(ir::Hash(text));
 }
