@@ -1,10 +1,12 @@
-"""An AdamW step over 10M float32 parameters (10 tensors of 1M), three peers side
+"""An AdamW step over 10M float32 parameters (10 tensors of 1M), four peers side
 by side in one process:
 
-  neuron     AdamW(foreach=False) on neuron: the update traced, mark_step, waited
-             for (tier 1 fuses each parameter's update into one kernel)
-  cpu eager  AdamW(foreach=True) on the CPU, PyTorch's default there
-  cpu loop   AdamW(foreach=False) on the CPU
+  neuron       AdamW() on neuron with PyTorch's default there, the foreach path:
+               the update traced, mark_step, waited for (tier 1 expands the
+               _foreach_* ops and fuses each parameter's update into one kernel)
+  neuron loop  AdamW(foreach=False) on neuron: the per-tensor path
+  cpu eager    AdamW(foreach=True) on the CPU, PyTorch's default there
+  cpu loop     AdamW(foreach=False) on the CPU
 
 Gradients are fixed tensors set once; each sample is one optimizer step. Peers
 alternate (A B C ...), warm-ups discarded, ratios pair by pair.
@@ -27,7 +29,7 @@ from common import (bench_parser, doc_description, fmt, interleaved, peer_rows, 
                     print_table, ratios, summary, table, write_results)
 
 
-def make_step(device: str, foreach: bool, tensors: int, numel: int):
+def make_step(device: str, foreach: bool | None, tensors: int, numel: int):
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(numel).to(device)) for _ in range(tensors)]
     for p in params:
@@ -52,7 +54,8 @@ def main(argv=None) -> int:
     args = bench_parser(__doc__).parse_args(argv)
     tensors, numel = (10, 1 << 17) if args.quick else (10, 1 << 20)
     repeats = 3 if args.quick else 11
-    peers = {"neuron": make_step("neuron", False, tensors, numel),
+    peers = {"neuron": make_step("neuron", None, tensors, numel),
+             "neuron_loop": make_step("neuron", False, tensors, numel),
              "cpu_eager_foreach": make_step("cpu", True, tensors, numel),
              "cpu_eager_loop": make_step("cpu", False, tensors, numel)}
     for step in peers.values():  # warm-up: state creation, compiles

@@ -1,5 +1,6 @@
 #include "compiler/decomposition.h"
 
+#include <limits>
 #include <numeric>
 
 namespace torch_neuron::compiler {
@@ -89,6 +90,22 @@ std::optional<std::vector<ValueRef>> Softmax(const CompileNode& n, NodeBuilder& 
   if (log) return std::vector<ValueRef>{d.Binary("aten::sub.Tensor", shifted, d.Unary("aten::log", sum))};
   // One reciprocal per row and a multiply per element, as ATen's kernel does.
   return std::vector<ValueRef>{d.Binary("aten::mul.Tensor", e, d.Unary("aten::reciprocal", sum))};
+}
+
+// _safe_softmax(self, dim, dtype) (attention's softmax): softmax, except that a
+// row of -inf only gives zeros, not NaN.
+std::optional<std::vector<ValueRef>> SafeSoftmax(const CompileNode& n, NodeBuilder& b) {
+  std::optional<ValueRef> x = FloatOperand(n, b, 0);
+  if (!x || !LastDim(n, 1, b.ShapeOf(*x)) || !Attr(n, 2).isNone()) return std::nullopt;
+  Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(b.ShapeOf(*x).sizes().size()) - 1);
+  const ValueRef max = d.Reduce("aten::amax", *x);
+  const ValueRef e = d.Unary("aten::exp", d.Binary("aten::sub.Tensor", *x, max));
+  const ValueRef out = d.Binary("aten::mul.Tensor", e, d.Unary("aten::reciprocal", d.Reduce("aten::sum.dim_IntList", e)));
+  const ir::Shape flags(c10::ScalarType::Bool, d.row_shape().sizes());
+  const ValueRef empty = b.Op("aten::eq.Scalar", {max, c10::IValue(-std::numeric_limits<double>::infinity())},
+                              flags, n.ir->source());
+  return std::vector<ValueRef>{
+      b.Op("aten::masked_fill.Scalar", {out, empty, c10::IValue(0.0)}, b.ShapeOf(out), n.ir->source())};
 }
 
 // _softmax_backward_data / _log_softmax_backward_data(grad, output, dim, input_dtype).
@@ -186,6 +203,7 @@ absl::StatusOr<bool> Decomposition::Run(CompileGraph& g) {
     const std::string& op = n.ir->op();
     if (op == "aten::_softmax") return Softmax(n, b, false);
     if (op == "aten::_log_softmax") return Softmax(n, b, true);
+    if (op == "aten::_safe_softmax") return SafeSoftmax(n, b);
     if (op == "aten::_softmax_backward_data") return SoftmaxBackward(n, b, false);
     if (op == "aten::_log_softmax_backward_data") return SoftmaxBackward(n, b, true);
     if (op == "aten::native_layer_norm") return LayerNorm(n, b);

@@ -65,11 +65,15 @@ std::optional<Placement> Place(const Sizes& shape, const Sizes& domain, int spli
   return std::nullopt;
 }
 
-// A float32 op with one output, not yet claimed by a pass.
-bool Candidate(const CompileNode& n) {
+// An op with one float32 (or, where `bool_result`, bool) output, not yet
+// claimed by a pass.
+bool Candidate(const CompileNode& n, bool bool_result = false) {
+  const c10::ScalarType dtype = bool_result ? c10::ScalarType::Bool : c10::ScalarType::Float;
   return !n.dead && !n.folded && !n.kernel && n.ir->kind() == ir::NodeKind::kOp && n.ir->num_outputs() == 1 &&
-         n.ir->shape(0).dtype() == c10::ScalarType::Float && n.ir->shape(0).numel() > 0;
+         n.ir->shape(0).dtype() == dtype && n.ir->shape(0).numel() > 0;
 }
+
+bool FloatOrBool(c10::ScalarType t) { return t == c10::ScalarType::Float || t == c10::ScalarType::Bool; }
 
 // The split of a reduction a row kernel can compute (sum, mean, amax or amin
 // of a float32 tensor over its trailing dims, no dtype argument), or -1.
@@ -113,7 +117,7 @@ std::string RuleName(const CompileNode& n) {
 // tensor or a scalar leaf), a number attribute or a string attribute naming
 // its rule.
 bool Elementwise(const CompileGraph& g, const CompileNode& n) {
-  if (!Candidate(n)) return false;
+  if (n.ir->kind() != ir::NodeKind::kOp || !Candidate(n, YieldsBool(RuleName(n)))) return false;
   std::vector<bool> scalar;
   for (const ir::Arg& a : n.ir->args()) {
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) continue;
@@ -127,7 +131,7 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
     if (IsScalarLeaf(src)) {
       scalar.push_back(true);
     } else {
-      if (src.folded || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return false;
+      if (src.folded || !FloatOrBool(src.ir->shape(v.index).dtype())) return false;
       scalar.push_back(false);
     }
   }
@@ -166,6 +170,14 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
     operands.push_back(ir::Value{ir::Node::MakeDeviceData(input_shapes[i], nullptr), 0});
     (static_cast<int32_t>(i) < kernel.num_inputs ? tensors : scalars).push_back(static_cast<int32_t>(i));
   }
+  // The positions of the bool inputs and outputs.
+  std::vector<int64_t> bool_inputs, bool_outputs;
+  for (int32_t i = 0; i < kernel.num_inputs; ++i) {
+    if (kernel.IsBoolInput(i)) bool_inputs.push_back(i);
+  }
+  for (int32_t i = 0; i < static_cast<int32_t>(kernel.outputs.size()); ++i) {
+    if (kernel.IsBoolOutput(i)) bool_outputs.push_back(i);
+  }
   std::vector<ir::Arg> args = {
       ir::Arg::Attr(c10::IValue(library)),
       ir::Arg::Attr(c10::IValue(kernel.name)),
@@ -187,12 +199,16 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
     args.push_back(ir::Arg::Attr(c10::IValue(kernel.row_length)));
     args.push_back(ir::Arg::Attr(c10::IValue(extents)));
     args.push_back(ir::Arg::Attr(c10::IValue(sizes)));
+    args.push_back(ir::Arg::Attr(c10::IValue(bool_inputs)));
+    args.push_back(ir::Arg::Attr(c10::IValue(bool_outputs)));
     return ir::Node::MakeOp("neuron::fused_row_kernel", std::move(operands), std::move(args), output_shapes);
   }
   args.push_back(ir::Arg::Attr(c10::IValue(output_shapes[0].sizes())));
   args.push_back(ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size()))));
   // Filled in at run time by the executor when inputs are donated.
   args.push_back(ir::Arg::Attr(c10::IValue(std::vector<int64_t>{})));
+  args.push_back(ir::Arg::Attr(c10::IValue(bool_inputs)));
+  args.push_back(ir::Arg::Attr(c10::IValue(bool_outputs)));
   return ir::Node::MakeOp("neuron::fused_kernel", std::move(operands), std::move(args), output_shapes);
 }
 
@@ -241,26 +257,35 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       }
       if (ok) frames.push_back(std::move(f));
     }
-    // Over its own shape, split as an operand's group over that shape is.
-    Frame f{out, -1, Extent::kElement, {}};
+    // Over its own shape, split as one of its operands' groups over that shape
+    // is, or as its operands' broadcasts need.
+    std::vector<int> splits;
     for (const ValueRef& v : n.operands) {
       const int32_t gi = group_of[v.node];
-      if (gi >= 0 && groups[gi].domain == out && groups[gi].split >= 0) {
-        f.split = groups[gi].split;
-        break;
+      if (gi >= 0 && groups[gi].domain == out && groups[gi].split >= 0 &&
+          std::count(splits.begin(), splits.end(), groups[gi].split) == 0) {
+        splits.push_back(groups[gi].split);
       }
     }
-    for (const ValueRef& u : n.operands) {
-      if (IsScalarLeaf(g.nodes[u.node])) {
-        f.operand_extents.push_back(Extent::kOne);
-        continue;
+    splits.push_back(-1);
+    for (int split : splits) {
+      Frame f{out, split, Extent::kElement, {}};
+      bool ok = true;
+      for (const ValueRef& u : n.operands) {
+        if (IsScalarLeaf(g.nodes[u.node])) {
+          f.operand_extents.push_back(Extent::kOne);
+          continue;
+        }
+        std::optional<Placement> p = Place(g.nodes[u.node].ir->shape(u.index).sizes(), out, f.split);
+        if (!p) {
+          ok = false;
+          break;
+        }
+        f.split = p->split;
+        f.operand_extents.push_back(p->extent);
       }
-      std::optional<Placement> p = Place(g.nodes[u.node].ir->shape(u.index).sizes(), out, f.split);
-      if (!p) return frames;
-      f.split = p->split;
-      f.operand_extents.push_back(p->extent);
+      if (ok) frames.push_back(std::move(f));
     }
-    frames.push_back(std::move(f));
     return frames;
   };
 
@@ -412,6 +437,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     }
     kernel->num_inputs = static_cast<int32_t>(tensor_inputs.size());
     for (const auto& input : tensor_inputs) kernel->input_extents.push_back(input.second);
+    for (const ir::Shape& shape : input_shapes) kernel->bool_inputs.push_back(shape.dtype() == c10::ScalarType::Bool);
     if (!row_kernel) kernel->input_extents.clear();
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
@@ -447,6 +473,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       if (!read_outside[m]) continue;
       output_of_member[m] = static_cast<int32_t>(kernel->outputs.size());
       kernel->outputs.push_back(value_of_member.at(m));
+      kernel->bool_outputs.push_back(g.nodes[m].ir->shape(0).dtype() == c10::ScalarType::Bool);
       output_shapes.push_back(g.nodes[m].ir->shape(0));
     }
     if (kernel->outputs.empty()) continue;  // nothing reads it: DCE's business

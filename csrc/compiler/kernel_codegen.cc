@@ -21,6 +21,7 @@ namespace {
 struct OpRule {
   std::string kinds;
   std::string expr;
+  bool bool_result = false;  // a comparison: 0 or 1, stored as bool
 };
 
 const absl::flat_hash_map<std::string, OpRule>& Rules() {
@@ -52,6 +53,24 @@ const absl::flat_hash_map<std::string, OpRule>& Rules() {
       {"aten::lerp.Scalar", {"TTS", "($2 < 0.5f ? $0 + $2 * ($1 - $0) : $1 - ($1 - $0) * (1.0f - $2))"}},
       {"aten::addcmul", {"TTTS", "($0 + $3 * $1 * $2)"}},
       {"aten::addcdiv", {"TTTS", "($0 + $3 * ($1 / $2))"}},
+      // Comparisons and masks: bool values are 0 or 1 inside a kernel.
+      {"aten::gt.Scalar", {"TS", "($0 > $1 ? 1.0f : 0.0f)", true}},
+      {"aten::lt.Scalar", {"TS", "($0 < $1 ? 1.0f : 0.0f)", true}},
+      {"aten::ge.Scalar", {"TS", "($0 >= $1 ? 1.0f : 0.0f)", true}},
+      {"aten::le.Scalar", {"TS", "($0 <= $1 ? 1.0f : 0.0f)", true}},
+      {"aten::eq.Scalar", {"TS", "($0 == $1 ? 1.0f : 0.0f)", true}},
+      {"aten::ne.Scalar", {"TS", "($0 != $1 ? 1.0f : 0.0f)", true}},
+      {"aten::gt.Tensor", {"TT", "($0 > $1 ? 1.0f : 0.0f)", true}},
+      {"aten::lt.Tensor", {"TT", "($0 < $1 ? 1.0f : 0.0f)", true}},
+      {"aten::ge.Tensor", {"TT", "($0 >= $1 ? 1.0f : 0.0f)", true}},
+      {"aten::le.Tensor", {"TT", "($0 <= $1 ? 1.0f : 0.0f)", true}},
+      {"aten::eq.Tensor", {"TT", "($0 == $1 ? 1.0f : 0.0f)", true}},
+      {"aten::ne.Tensor", {"TT", "($0 != $1 ? 1.0f : 0.0f)", true}},
+      {"aten::logical_not", {"T", "($0 != 0.0f ? 0.0f : 1.0f)", true}},
+      {"aten::bitwise_not", {"T", "($0 != 0.0f ? 0.0f : 1.0f)", true}},  // of bool only: a bool result
+      {"aten::where.self", {"TTT", "($0 != 0.0f ? $1 : $2)"}},
+      {"aten::masked_fill.Scalar", {"TTS", "($1 != 0.0f ? $2 : $0)"}},
+      {"aten::native_dropout_backward", {"TTS", "($0 * $1 * $2)"}},
       // GELU: an op's string attribute is part of its rule name. erf is
       // Abramowitz-Stegun 7.1.26, as ATen's vectorized CPU kernel computes it.
       {"aten::gelu[none]", {"T", "($0 * 0.5f * (1.0f + tn_erf($0 * 0.70710678118654752f)))"}},
@@ -197,6 +216,29 @@ std::vector<std::string> OperandNames(const FusedOp& op) {
 
 std::string OpExpr(const FusedOp& op) { return Substitute(Rules().at(op.op).expr, OperandNames(op)); }
 
+// Input v's pointer at element `offset` ("in[0] + base"), declared as in<v>.
+std::string InputPointer(const FusedKernel& k, int32_t v, const std::string& offset) {
+  const std::string at = offset.empty() ? "" : absl::StrCat(" + ", offset);
+  if (k.IsBoolInput(v)) {
+    return absl::StrCat("const bool* in", v, " = reinterpret_cast<const bool*>(in[", v, "])", at, ";\n");
+  }
+  return absl::StrCat("const float* in", v, " = in[", v, "]", at, ";\n");
+}
+
+// The store of output i's value at `index` (a bool output stores value != 0).
+std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index) {
+  const std::string value = absl::StrCat("v", k.outputs[i]);
+  return k.IsBoolOutput(static_cast<int32_t>(i))
+             ? absl::StrCat("reinterpret_cast<bool*>(out[", i, "])[", index, "] = ", value, " != 0.0f")
+             : absl::StrCat("out[", i, "][", index, "] = ", value);
+}
+
+// Input v's element `index` as a float (a bool reads as 0 or 1).
+std::string InputLoad(const FusedKernel& k, int32_t v, const std::string& pointer, const std::string& index) {
+  return k.IsBoolInput(v) ? absl::StrCat("static_cast<float>(", pointer, "[", index, "])")
+                          : absl::StrCat(pointer, "[", index, "]");
+}
+
 constexpr int kLanes = 16;  // partial results per reduction
 
 // The element values a loop over the row computes to produce `targets`:
@@ -226,7 +268,7 @@ std::string ElementBody(const FusedKernel& k, const std::vector<int32_t>& target
   const std::vector<bool> needed = LoopValues(k, targets, cached);
   std::string out;
   for (int32_t v = 0; v < k.num_inputs; ++v) {
-    if (needed[v]) absl::StrAppend(&out, indent, "const float v", v, " = in", v, "[c];\n");
+    if (needed[v]) absl::StrAppend(&out, indent, "const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "c"), ";\n");
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const int32_t v = k.num_inputs + static_cast<int32_t>(i);
@@ -270,8 +312,12 @@ std::string RowKernelBody(const FusedKernel& k) {
     absl::StrAppend(&out, "  const float s", i, " = static_cast<float>(scalars[", i, "]);\n");
   }
   for (int32_t v = 0; v < k.num_inputs; ++v) {
-    if (k.input_extents[v] == Extent::kOne) absl::StrAppend(&out, "  const float v", v, " = in[", v, "][0];\n");
-    if (k.input_extents[v] == Extent::kColumn) absl::StrAppend(&out, "  const float* in", v, " = in[", v, "];\n");
+    if (k.input_extents[v] == Extent::kOne || k.input_extents[v] == Extent::kColumn) {
+      absl::StrAppend(&out, "  ", InputPointer(k, v, ""));
+    }
+    if (k.input_extents[v] == Extent::kOne) {
+      absl::StrAppend(&out, "  const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "0"), ";\n");
+    }
   }
   for (int32_t v = 0; v < num_values; ++v) {
     if (stored[v]) absl::StrAppend(&out, "  alignas(64) float row", v, "[C];  // v", v, " of the current row\n");
@@ -279,9 +325,10 @@ std::string RowKernelBody(const FusedKernel& k) {
   absl::StrAppend(&out, "  for (int64_t r = begin; r < end; ++r) {\n");
   for (int32_t v = 0; v < k.num_inputs; ++v) {
     if (k.input_extents[v] == Extent::kElement) {
-      absl::StrAppend(&out, "    const float* in", v, " = in[", v, "] + r * C;\n");
+      absl::StrAppend(&out, "    ", InputPointer(k, v, "r * C"));
     } else if (k.input_extents[v] == Extent::kRow) {
-      absl::StrAppend(&out, "    const float v", v, " = in[", v, "][r];\n");
+      absl::StrAppend(&out, "    ", InputPointer(k, v, "r"), "    const float v", v, " = ",
+                      InputLoad(k, v, absl::StrCat("in", v), "0"), ";\n");
     }
   }
   std::vector<bool> available(num_values, false);  // row buffers filled so far
@@ -339,13 +386,13 @@ std::string RowKernelBody(const FusedKernel& k) {
     absl::StrAppend(&out, "    for (int64_t c = 0; c < C; ++c) {\n", ElementBody(k, element_outputs, available, "      "));
     for (size_t i = 0; i < k.outputs.size(); ++i) {
       if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
-        absl::StrAppend(&out, "      out[", i, "][r * C + c] = v", k.outputs[i], ";\n");
+        absl::StrAppend(&out, "      ", OutputStore(k, i, "r * C + c"), ";\n");
       }
     }
     absl::StrAppend(&out, "    }\n");
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    if (k.ExtentOf(k.outputs[i]) == Extent::kRow) absl::StrAppend(&out, "    out[", i, "][r] = v", k.outputs[i], ";\n");
+    if (k.ExtentOf(k.outputs[i]) == Extent::kRow) absl::StrAppend(&out, "    ", OutputStore(k, i, "r"), ";\n");
   }
   absl::StrAppend(&out, "  }\n");
   return out;
@@ -391,7 +438,9 @@ std::string CodegenId() {
   // The rules, the helpers and the source generated for the probe kernels: any
   // change to what codegen emits changes the id.
   std::vector<std::string> rules;
-  for (const auto& [op, rule] : Rules()) rules.push_back(absl::StrCat(op, "=", rule.kinds, ":", rule.expr));
+  for (const auto& [op, rule] : Rules()) {
+    rules.push_back(absl::StrCat(op, "=", rule.kinds, ":", rule.expr, ":", rule.bool_result));
+  }
   for (const auto& [op, rule] : ReductionRules()) {
     rules.push_back(absl::StrCat(op, "=", rule.identity, ":", rule.combine, ":", rule.mean));
   }
@@ -403,6 +452,11 @@ std::string CodegenId() {
 }
 
 bool IsRowReduction(const std::string& op) { return ReductionRules().contains(op); }
+
+bool YieldsBool(const std::string& op) {
+  auto it = Rules().find(op);
+  return it != Rules().end() && it->second.bool_result;
+}
 
 bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scalar) {
   auto it = Rules().find(op);
@@ -442,12 +496,10 @@ std::string KernelSource(const FusedKernel& k) {
   }
   absl::StrAppend(&out, "  for (int64_t base = begin; base < end; base += kBlock) {\n",
                   "    const int64_t n = end - base < kBlock ? end - base : kBlock;\n");
-  for (int32_t i = 0; i < k.num_inputs; ++i) {
-    absl::StrAppend(&out, "    const float* in", i, " = in[", i, "] + base;\n");
-  }
+  for (int32_t i = 0; i < k.num_inputs; ++i) absl::StrAppend(&out, "    ", InputPointer(k, i, "base"));
   absl::StrAppend(&out, "    for (int64_t i = 0; i < n; ++i) {\n");
   for (int32_t i = 0; i < k.num_inputs; ++i) {
-    absl::StrAppend(&out, "      const float v", i, " = in", i, "[i];\n");
+    absl::StrAppend(&out, "      const float v", i, " = ", InputLoad(k, i, absl::StrCat("in", i), "i"), ";\n");
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const FusedOp& op = k.ops[i];
@@ -459,7 +511,12 @@ std::string KernelSource(const FusedKernel& k) {
   }
   absl::StrAppend(&out, "    }\n");
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    absl::StrAppend(&out, "    __builtin_memcpy(out[", i, "] + base, block", i, ", n * sizeof(float));\n");
+    if (k.IsBoolOutput(static_cast<int32_t>(i))) {
+      absl::StrAppend(&out, "    for (int64_t i = 0; i < n; ++i) reinterpret_cast<bool*>(out[", i,
+                      "])[base + i] = block", i, "[i] != 0.0f;\n");
+    } else {
+      absl::StrAppend(&out, "    __builtin_memcpy(out[", i, "] + base, block", i, ", n * sizeof(float));\n");
+    }
   }
   absl::StrAppend(&out, "  }\n}\n");
   return out;
@@ -467,6 +524,14 @@ std::string KernelSource(const FusedKernel& k) {
 
 std::string KernelSummary(const FusedKernel& k) {
   std::vector<std::string> lines;
+  std::vector<std::string> bools;
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    if (k.IsBoolInput(v)) bools.push_back(absl::StrCat("v", v));
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    if (k.IsBoolOutput(static_cast<int32_t>(i))) bools.push_back(absl::StrCat("out", i));
+  }
+  if (!bools.empty()) lines.push_back(absl::StrCat("bool (", absl::StrJoin(bools, ", "), ")"));
   if (k.row_length > 0) {
     std::vector<std::string> inputs;
     for (int32_t v = 0; v < k.num_inputs; ++v) inputs.push_back(absl::StrCat("v", v, " ", ExtentName(k.input_extents[v])));

@@ -63,6 +63,13 @@ struct FusedKernel {
   // row reductions, and its inputs have the extents below.
   int64_t row_length = 0;
   std::vector<Extent> input_extents;
+  // Inputs and outputs holding bool (one byte per element; read as 0 or 1,
+  // stored as value != 0); empty: none. All others are float32.
+  std::vector<bool> bool_inputs;
+  std::vector<bool> bool_outputs;
+
+  bool IsBoolInput(int32_t v) const { return v < static_cast<int32_t>(bool_inputs.size()) && bool_inputs[v]; }
+  bool IsBoolOutput(int32_t i) const { return i < static_cast<int32_t>(bool_outputs.size()) && bool_outputs[i]; }
 
   Extent ExtentOf(int32_t value) const {
     if (row_length == 0) return Extent::kElement;
@@ -72,6 +79,9 @@ struct FusedKernel {
 
 // Row reductions a row kernel computes: op -> identity, combining formula.
 bool IsRowReduction(const std::string& op);
+
+// Whether rule `op` computes a bool (a comparison).
+bool YieldsBool(const std::string& op);
 
 // Elements per block of a kernel's loop; the runtime splits calls across
 // threads at multiples of it.

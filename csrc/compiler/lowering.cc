@@ -47,7 +47,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
       program.constants.emplace_back(new_reg(node, 0), n.ir->scalar());
       continue;
     }
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(n.ir->op());
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindExecutableOperator(n.ir->op());
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();
     if (schema.arguments().size() != n.ir->args().size()) {

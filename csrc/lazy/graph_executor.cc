@@ -224,8 +224,14 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
   C().prepare_ns->Add(NanosSince(start));
 
-  // The job owns the only references the graph keeps to its inputs; the IR
-  // (and with it the leaves' references) is released once the tensors moved on.
+  // The job owns the only references the graph keeps to its inputs. The IR
+  // holds more (its device-data leaves): it is released before the job is
+  // queued, or the executor, already running, could see an input still held
+  // here and not donate its buffer (RunGraph donates buffers only the job holds).
+  g = ir::CanonicalGraph();
+  roots.clear();
+  ordered.clear();
+  draws.clear();
   auto job = std::make_shared<std::tuple<std::vector<c10::IValue>,
                                          std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
       std::move(params), std::move(inputs));

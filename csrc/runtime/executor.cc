@@ -113,34 +113,52 @@ bool IsFusedKernel(const c10::OperatorHandle& op) {
 constexpr size_t kKernelInputsArg = 2;
 constexpr size_t kKernelNumOutputsArg = 5;
 constexpr size_t kKernelReuseArg = 6;
+constexpr size_t kKernelBoolInputsArg = 7;
+constexpr size_t kKernelBoolOutputsArg = 8;
 
 // Which donated parameter buffers a fused kernel may write its outputs into:
 // reuse[k] = the kernel input whose buffer output k takes, or -1. A buffer
 // qualifies when this instruction is its register's last use, the kernel reads
 // it once, and no other live register views it (a view taken earlier would see
-// the new values). Marks the parameters it picks in `overwritten`.
+// the new values); only float32 outputs go into float32 inputs' buffers. Marks
+// the parameters it picks in `overwritten`.
 std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10::IValue>& regs,
                                  const absl::flat_hash_map<int32_t, size_t>& donated_param_of,
                                  std::vector<bool>& overwritten) {
   std::vector<int64_t> reuse;
   const ProgramArg& inputs = inst.args[kKernelInputsArg];
   const int64_t num_outputs = inst.args[kKernelNumOutputsArg].constant.toInt();
-  for (size_t j = 0; j < inputs.registers.size() && static_cast<int64_t>(reuse.size()) < num_outputs; ++j) {
+  const std::vector<int64_t> bool_inputs = inst.args[kKernelBoolInputsArg].constant.toIntVector();
+  const std::vector<int64_t> bool_outputs = inst.args[kKernelBoolOutputsArg].constant.toIntVector();
+  auto listed = [](const std::vector<int64_t>& list, int64_t i) {
+    return std::find(list.begin(), list.end(), i) != list.end();
+  };
+  auto qualifies = [&](size_t j) {
     const int32_t reg = inputs.registers[j];
     auto param = donated_param_of.find(reg);
-    if (param == donated_param_of.end() || overwritten[param->second] ||
-        std::count(inst.release.begin(), inst.release.end(), reg) == 0 ||
+    if (listed(bool_inputs, static_cast<int64_t>(j)) || param == donated_param_of.end() ||
+        overwritten[param->second] || std::count(inst.release.begin(), inst.release.end(), reg) == 0 ||
         std::count(inputs.registers.begin(), inputs.registers.end(), reg) != 1) {
-      continue;
+      return false;
     }
     c10::StorageImpl* storage = StorageOf(regs[reg]);
     bool viewed = storage == nullptr;
     for (size_t r = 0; r < regs.size() && !viewed; ++r) {
       viewed = static_cast<int32_t>(r) != reg && StorageOf(regs[r]) == storage;
     }
-    if (viewed) continue;
+    if (viewed) return false;
     overwritten[param->second] = true;
-    reuse.push_back(static_cast<int64_t>(j));
+    return true;
+  };
+  size_t j = 0;  // the next input to consider
+  for (int64_t k = 0; k < num_outputs && j < inputs.registers.size(); ++k) {
+    int64_t chosen = -1;
+    if (!listed(bool_outputs, k)) {
+      for (; j < inputs.registers.size() && chosen < 0; ++j) {
+        if (qualifies(j)) chosen = static_cast<int64_t>(j);
+      }
+    }
+    reuse.push_back(chosen);
   }
   return reuse;
 }

@@ -4,13 +4,16 @@
 // instruction: the NEFF format and its reader need no case of their own.
 //
 //   fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars,
-//                int[] sizes, int num_outputs, int[] reuse) -> Tensor[]
+//                int[] sizes, int num_outputs, int[] reuse, int[] bool_inputs,
+//                int[] bool_outputs) -> Tensor[]
 //
-// Inputs are float32 tensors of `sizes`; the outputs are float32 tensors of
-// `sizes`, new ones in device memory except where `reuse` names an input whose
-// buffer an output is written into. Programs carry an empty `reuse`; the
-// executor fills it in for donated inputs (runtime/executor.cc). Large kernels
-// are split across the host's cores.
+// Inputs are tensors of `sizes`, float32 except those bool_inputs names; the
+// outputs are tensors of `sizes` (bool where bool_outputs says), new ones in
+// device memory except where `reuse` names a float32 input whose buffer an
+// output is written into. Programs carry an empty `reuse`; the executor fills
+// it in for donated inputs (runtime/executor.cc). Large kernels are split
+// across the host's cores. neuron::fused_row_kernel is its counterpart for row
+// kernels (below).
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <torch/library.h>
@@ -39,8 +42,9 @@ constexpr int64_t kSplitQuantum = 512;
 // kMinElementsPerThread elements (`elements_per_item` each) per thread.
 void RunSplit(KernelFn fn, const std::vector<const float*>& in, const std::vector<float*>& out,
               const std::vector<double>& scalars, int64_t total, int64_t quantum, int64_t elements_per_item) {
-  const int64_t threads = std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1,
-                                              std::max(1u, std::thread::hardware_concurrency()));
+  // hardware_concurrency() reads /sys on every call (microseconds): once.
+  static const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t threads = std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1, cores);
   const int64_t per_thread = (total + threads - 1) / threads;
   const int64_t chunk = (per_thread + quantum - 1) / quantum * quantum;
   if (threads == 1 || chunk >= total) {
@@ -61,14 +65,26 @@ std::vector<double> ScalarValues(const c10::IValue& list) {
   return scalars;
 }
 
-at::Tensor DeviceTensor(c10::IntArrayRef sizes) {
+at::Tensor DeviceTensor(c10::IntArrayRef sizes, at::ScalarType dtype) {
   // In device memory: the output's DeviceData adopts the buffer, no copy.
   return at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::CPU), at::kFloat, std::nullopt);
+                                   c10::DispatchKeySet(c10::DispatchKey::CPU), dtype, std::nullopt);
 }
 
+// Which of `count` inputs or outputs hold bool, from a list of their positions.
+std::vector<bool> BoolPositions(const c10::IValue& list, size_t count, const std::string& kernel) {
+  std::vector<bool> is_bool(count, false);
+  for (int64_t i : list.toIntVector()) {
+    TORCH_CHECK(i >= 0 && static_cast<size_t>(i) < count, "kernel ", kernel, ": bad bool position ", i);
+    is_bool[i] = true;
+  }
+  return is_bool;
+}
+
+at::ScalarType DtypeOf(bool is_bool) { return is_bool ? at::kBool : at::kFloat; }
+
 void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  constexpr size_t kNumArgs = 7;
+  constexpr size_t kNumArgs = 9;
   const size_t base = stack->size() - kNumArgs;
   const std::string library((*stack)[base].toStringRef());
   const std::string kernel((*stack)[base + 1].toStringRef());
@@ -79,30 +95,34 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   // reuse[k] >= 0: output k is written into input reuse[k]'s buffer, which the
   // caller no longer needs (the executor fills this in for donated parameters).
   const std::vector<int64_t> reuse = (*stack)[base + 6].toIntVector();
+  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 7], inputs.size(), kernel);
+  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 8], num_outputs, kernel);
 
   KernelFn fn = ValueOrThrow(FindKernel(library, kernel));
   std::vector<const float*> in;
   std::vector<at::Tensor> contiguous;
-  for (const at::Tensor& t : inputs) {
-    TORCH_CHECK(t.scalar_type() == at::kFloat && t.sizes() == c10::IntArrayRef(sizes), "kernel ",
-                kernel, " takes float32 inputs of sizes ", c10::IntArrayRef(sizes), ", got ",
-                t.scalar_type(), " ", t.sizes());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    TORCH_CHECK(t.scalar_type() == DtypeOf(bool_in[i]) && t.sizes() == c10::IntArrayRef(sizes), "kernel ",
+                kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of sizes ", c10::IntArrayRef(sizes),
+                ", got ", t.scalar_type(), " ", t.sizes());
     contiguous.push_back(t.contiguous());
-    in.push_back(contiguous.back().data_ptr<float>());
+    in.push_back(static_cast<const float*>(contiguous.back().const_data_ptr()));
   }
   std::vector<at::Tensor> outputs;
   std::vector<float*> out;
   for (int64_t i = 0; i < num_outputs; ++i) {
     const int64_t into = i < static_cast<int64_t>(reuse.size()) ? reuse[i] : -1;
     if (into >= 0) {
-      TORCH_CHECK(into < static_cast<int64_t>(inputs.size()) && inputs[into].is_contiguous(), "kernel ",
-                  kernel, ": output ", i, " cannot reuse input ", into);
+      TORCH_CHECK(into < static_cast<int64_t>(inputs.size()) && inputs[into].is_contiguous() && !bool_in[into] &&
+                      !bool_out[i],
+                  "kernel ", kernel, ": output ", i, " cannot reuse input ", into);
       outputs.push_back(inputs[into]);
       out.push_back(const_cast<float*>(in[into]));
       continue;
     }
-    outputs.push_back(DeviceTensor(sizes));
-    out.push_back(outputs.back().data_ptr<float>());
+    outputs.push_back(DeviceTensor(sizes, DtypeOf(bool_out[i])));
+    out.push_back(static_cast<float*>(outputs.back().data_ptr()));
   }
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
@@ -116,7 +136,7 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
 // value per element, 1: per row, 2: per row position, 3: one value; see
 // compiler::Extent); output_sizes holds each output's rank, then its sizes.
 void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  constexpr size_t kNumArgs = 8;
+  constexpr size_t kNumArgs = 10;
   const size_t base = stack->size() - kNumArgs;
   const std::string library((*stack)[base].toStringRef());
   const std::string kernel((*stack)[base + 1].toStringRef());
@@ -126,6 +146,7 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
   const int64_t row_length = (*stack)[base + 5].toInt();
   const std::vector<int64_t> extents = (*stack)[base + 6].toIntVector();
   const std::vector<int64_t> output_sizes = (*stack)[base + 7].toIntVector();
+  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 8], inputs.size(), kernel);
 
   KernelFn fn = ValueOrThrow(FindKernel(library, kernel));
   TORCH_CHECK(extents.size() == inputs.size(), "kernel ", kernel, " takes ", extents.size(), " inputs, got ",
@@ -134,13 +155,19 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
   std::vector<at::Tensor> contiguous;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t expected[] = {rows * row_length, rows, row_length, 1};
-    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && inputs[i].scalar_type() == at::kFloat &&
+    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && inputs[i].scalar_type() == DtypeOf(bool_in[i]) &&
                     inputs[i].numel() == expected[extents[i]],
-                "kernel ", kernel, " input ", i, ": expected float32 of ", expected[std::clamp<int64_t>(extents[i], 0, 3)],
-                " elements, got ", inputs[i].scalar_type(), " ", inputs[i].sizes());
+                "kernel ", kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of ",
+                expected[std::clamp<int64_t>(extents[i], 0, 3)], " elements, got ", inputs[i].scalar_type(), " ",
+                inputs[i].sizes());
     contiguous.push_back(inputs[i].contiguous());
-    in.push_back(contiguous.back().data_ptr<float>());
+    in.push_back(static_cast<const float*>(contiguous.back().const_data_ptr()));
   }
+  std::vector<int64_t> ranks;  // one per output
+  for (size_t at = 0; at < output_sizes.size(); at += 1 + std::max<int64_t>(0, output_sizes[at])) {
+    ranks.push_back(output_sizes[at]);
+  }
+  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 9], ranks.size(), kernel);
   std::vector<at::Tensor> outputs;
   std::vector<float*> out;
   for (size_t at = 0; at < output_sizes.size();) {
@@ -148,10 +175,10 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
     TORCH_CHECK(rank >= 0 && at + 1 + rank <= output_sizes.size(), "kernel ", kernel, ": bad output sizes");
     const std::vector<int64_t> sizes(output_sizes.begin() + at + 1, output_sizes.begin() + at + 1 + rank);
     at += 1 + rank;
-    outputs.push_back(DeviceTensor(sizes));
+    outputs.push_back(DeviceTensor(sizes, DtypeOf(bool_out[outputs.size()])));
     TORCH_CHECK(outputs.back().numel() == rows || outputs.back().numel() == rows * row_length, "kernel ", kernel,
                 ": an output of ", c10::IntArrayRef(sizes), " is neither per row nor per element");
-    out.push_back(outputs.back().data_ptr<float>());
+    out.push_back(static_cast<float*>(outputs.back().data_ptr()));
   }
   RunSplit(fn, in, out, scalars, rows, 1, row_length);
   torch::jit::drop(*stack, kNumArgs);
@@ -162,9 +189,9 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
 
 TORCH_LIBRARY(neuron, m) {
   m.def("fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
-        "int num_outputs, int[] reuse) -> Tensor[]");
+        "int num_outputs, int[] reuse, int[] bool_inputs, int[] bool_outputs) -> Tensor[]");
   m.def("fused_row_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int rows, "
-        "int row_length, int[] input_extents, int[] output_sizes) -> Tensor[]");
+        "int row_length, int[] input_extents, int[] output_sizes, int[] bool_inputs, int[] bool_outputs) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {

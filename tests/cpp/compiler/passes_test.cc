@@ -181,5 +181,28 @@ TEST(ForeachExpansionTest, EveryFormMatchesBothSchemas) {
   }
 }
 
+// Programs run functionalization's *_copy view ops as the views themselves:
+// each pair names two real operators taking the same arguments.
+TEST(ViewFormsTest, EveryCopyOpRunsAsAViewWithTheSameArguments) {
+  for (const auto& [copy, view] : runtime::ViewForms()) {
+    SCOPED_TRACE(copy);
+    absl::StatusOr<c10::OperatorHandle> traced = runtime::FindOperator(copy);
+    absl::StatusOr<c10::OperatorHandle> run = runtime::FindExecutableOperator(copy);
+    ASSERT_TRUE(traced.ok()) << traced.status();
+    ASSERT_TRUE(run.ok()) << run.status();
+    absl::StatusOr<c10::OperatorHandle> expected = runtime::FindOperator(view);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_EQ(run->operator_name(), expected->operator_name());
+    const auto& a = traced->schema().arguments();
+    const auto& b = run->schema().arguments();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].name(), b[i].name());
+  }
+  // Any other op runs as itself.
+  absl::StatusOr<c10::OperatorHandle> add = runtime::FindExecutableOperator("aten::add.Tensor");
+  ASSERT_TRUE(add.ok());
+  EXPECT_EQ(add->schema().name(), "aten::add");
+}
+
 }  // namespace
 }  // namespace torch_neuron::compiler
