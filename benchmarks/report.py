@@ -33,7 +33,7 @@ DEFAULT_DOC = os.path.join(REPO_ROOT, "docs", "PERFORMANCE.md")
 DEFAULT_READING = os.path.join(HERE, "READING.md")
 
 # Sections in this order; benchmarks not listed follow alphabetically.
-PREFERRED_ORDER = ["tracing", "cache", "training", "first_step", "memory", "elementwise"]
+PREFERRED_ORDER = ["tracing", "cache", "training", "first_step", "memory", "elementwise", "rowwise"]
 # Machine facts in this order (the keys of common.machine_info()); others follow sorted.
 MACHINE_KEYS = ["cpu", "cores", "torch_threads", "torch", "python", "compiler"]
 MACHINE_LABELS = {"cpu": "CPU", "cores": "cores", "torch_threads": "torch threads",
