@@ -1,6 +1,9 @@
 #include "compiler/lowering.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/op_lookup.h"
 #include "runtime/schema_types.h"
@@ -20,9 +23,48 @@ bool ReturnsTensorList(const c10::FunctionSchema& schema) {
          schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
 }
 
+// Readers that take any strides and storage offset, so a view may feed them in
+// place of a copy: generated kernels (they make their inputs contiguous),
+// BLAS calls, and TensorIterator elementwise ops and reductions.
+bool StrideAgnostic(const std::string& op) {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "neuron::fused_kernel", "neuron::fused_row_kernel", "aten::mm", "aten::bmm", "aten::addmm",
+      "aten::baddbmm", "aten::mv", "aten::addmv", "aten::add.Tensor", "aten::sub.Tensor",
+      "aten::mul.Tensor", "aten::div.Tensor", "aten::add.Scalar", "aten::mul.Scalar", "aten::neg",
+      "aten::exp", "aten::tanh", "aten::sigmoid", "aten::relu", "aten::gelu", "aten::gelu_backward",
+      "aten::tanh_backward", "aten::threshold_backward", "aten::where.self", "aten::masked_fill.Scalar",
+      "aten::sum.dim_IntList", "aten::mean.dim", "aten::amax", "aten::clone", "aten::_to_copy"};
+  return ops->contains(op);
+}
+
+// Per node: whether it is a copying view op run as its view (ViewFormOf), which
+// it is when every reader takes a view: a stride-agnostic op, another view op
+// run as a view, or the graph's output (the executor gives outputs that alias
+// anything memory of their own).
+std::vector<bool> RunAsViews(const CompileGraph& g) {
+  const size_t size = g.nodes.size();
+  std::vector<std::vector<int32_t>> readers(size);
+  for (size_t i = 0; i < size; ++i) {
+    if (g.nodes[i].dead) continue;
+    for (const ValueRef& v : g.nodes[i].operands) readers[v.node].push_back(static_cast<int32_t>(i));
+  }
+  std::vector<bool> as_view(size, false);
+  for (size_t i = size; i-- > 0;) {  // readers come later: decided first
+    const CompileNode& n = g.nodes[i];
+    if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp || runtime::ViewFormOf(n.ir->op()) == nullptr) {
+      continue;
+    }
+    as_view[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](int32_t r) {
+      return as_view[r] || StrideAgnostic(g.nodes[r].ir->op());
+    });
+  }
+  return as_view;
+}
+
 }  // namespace
 
 absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
+  const std::vector<bool> as_view = RunAsViews(g);
   runtime::Program program;
   // Register of each (node, output).
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> reg;
@@ -47,7 +89,9 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
       program.constants.emplace_back(new_reg(node, 0), n.ir->scalar());
       continue;
     }
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindExecutableOperator(n.ir->op());
+    // A view run as a view is named as such in the program (and its NEFF).
+    const std::string& op_name = as_view[i] ? *runtime::ViewFormOf(n.ir->op()) : n.ir->op();
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(op_name);
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();
     if (schema.arguments().size() != n.ir->args().size()) {
@@ -55,7 +99,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
                                               n.ir->args().size(), " arguments, its schema has ",
                                               schema.arguments().size()));
     }
-    runtime::Instruction inst{*op, n.ir->op(), n.ir->source(), {}, {}, false, {}};
+    runtime::Instruction inst{*op, op_name, n.ir->source(), {}, {}, false, {}};
     for (size_t a = 0; a < n.ir->args().size(); ++a) {
       const ir::Arg& arg = n.ir->args()[a];
       const c10::TypePtr& type = schema.arguments()[a].type();

@@ -84,7 +84,7 @@ class ProgramBuilder {
   bool InRange(int32_t r) const { return r >= 0 && r < p_.num_registers(); }
 
   absl::StatusOr<runtime::Instruction> BuildInstruction(const proto::Instruction& pi, int index) {
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindExecutableOperator(pi.op());
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(pi.op());
     if (!op.ok()) return Malformed(absl::StrCat("instruction ", index, ": ", op.status().message()));
     const c10::FunctionSchema& schema = op->schema();
     if (static_cast<size_t>(pi.args_size()) != schema.arguments().size()) {

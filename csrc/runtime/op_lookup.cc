@@ -52,11 +52,11 @@ const std::vector<std::pair<std::string, std::string>>& ViewForms() {
   return *forms;
 }
 
-absl::StatusOr<c10::OperatorHandle> FindExecutableOperator(const std::string& op) {
+const std::string* ViewFormOf(const std::string& op) {
   static const auto* views = new absl::flat_hash_map<std::string, std::string>(ViewForms().begin(),
                                                                                ViewForms().end());
   auto it = views->find(op);
-  return FindOperator(it == views->end() ? op : it->second);
+  return it == views->end() ? nullptr : &it->second;
 }
 
 c10::IValue HostAttr(const c10::IValue& attr) {

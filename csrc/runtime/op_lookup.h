@@ -16,16 +16,15 @@ namespace torch_neuron::runtime {
 // "aten::add.Tensor" -> the handle of aten::add, overload Tensor. Cached.
 absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op);
 
-// The operator a program instruction for traced op `op` calls. Functionalization
-// records every view as a copying op (view_copy, t_copy, expand_copy, ...). In
-// a program no value is written in place (an argument an op writes is copied
-// first, and the executor gives outputs that alias inputs memory of their own),
-// so those run as the views themselves: the same values, no copy. view_copy
-// runs as reshape, since its input may itself be a strided view there.
-absl::StatusOr<c10::OperatorHandle> FindExecutableOperator(const std::string& op);
-
-// The traced ops FindExecutableOperator runs as views, with their view forms.
+// Functionalization records every view as a copying op (view_copy, t_copy,
+// expand_copy, ...). Where the copy's readers do not care about strides or
+// storage, a program may run the view itself: the same values, no copy
+// (compiler/lowering.cc decides). The copying ops that have such a view form,
+// with it (view_copy's is reshape: its input may itself be a strided view).
 const std::vector<std::pair<std::string, std::string>>& ViewForms();
+
+// The view form of `op`, or nullptr.
+const std::string* ViewFormOf(const std::string& op);
 
 // A traced attribute as the host kernel takes it: a neuron device becomes the CPU
 // (the emulated device's kernels run on the host).
