@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include <c10/util/accumulate.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
@@ -11,15 +13,7 @@ namespace {
 
 using Sizes = std::vector<int64_t>;
 
-bool IsScalarLeaf(const CompileNode& n) {
-  return !n.folded && (n.ir->kind() == ir::NodeKind::kScalar || n.ir->kind() == ir::NodeKind::kConstant);
-}
-
-int64_t Numel(const Sizes& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+int64_t Numel(c10::IntArrayRef s) { return c10::multiply_integers(s); }
 
 // A number attribute an op takes as a Scalar (layer norm's eps after
 // decomposition): a literal of the kernel.
@@ -87,7 +81,7 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
   }
   const ValueRef v = n.operands[args[0].operands[0]];
   const CompileNode& src = g.nodes[v.node];
-  if (IsScalarLeaf(src) || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return -1;
+  if (src.is_scalar_leaf() || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return -1;
   const Sizes& domain = src.ir->shape(v.index).sizes();
   const int n_dims = static_cast<int>(domain.size());
   std::vector<int64_t> dims = args[1].attr.toIntVector();
@@ -117,7 +111,9 @@ std::string RuleName(const CompileNode& n) {
 // tensor or a scalar leaf), a number attribute or a string attribute naming
 // its rule.
 bool Elementwise(const CompileGraph& g, const CompileNode& n) {
-  if (n.ir->kind() != ir::NodeKind::kOp || !Candidate(n, YieldsBool(RuleName(n)))) return false;
+  if (n.ir->kind() != ir::NodeKind::kOp) return false;
+  const std::string rule = RuleName(n);
+  if (!Candidate(n, YieldsBool(rule))) return false;
   std::vector<bool> scalar;
   for (const ir::Arg& a : n.ir->args()) {
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) continue;
@@ -128,14 +124,14 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
     if (a.kind != ir::Arg::Kind::kOperand) return false;
     const ValueRef v = n.operands[a.operands[0]];
     const CompileNode& src = g.nodes[v.node];
-    if (IsScalarLeaf(src)) {
+    if (src.is_scalar_leaf()) {
       scalar.push_back(true);
     } else {
       if (src.folded || !FloatOrBool(src.ir->shape(v.index).dtype())) return false;
       scalar.push_back(false);
     }
   }
-  return CanGenerate(RuleName(n), scalar);
+  return CanGenerate(rule, scalar);
 }
 
 struct Group {
@@ -245,7 +241,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       bool ok = true;
       for (const ValueRef& u : n.operands) {
         const Sizes& shape = g.nodes[u.node].ir->shape(u.index).sizes();
-        if (IsScalarLeaf(g.nodes[u.node])) {
+        if (g.nodes[u.node].is_scalar_leaf()) {
           f.operand_extents.push_back(Extent::kOne);
         } else if (shape == out) {
           f.operand_extents.push_back(Extent::kRow);
@@ -272,7 +268,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       Frame f{out, split, Extent::kElement, {}};
       bool ok = true;
       for (const ValueRef& u : n.operands) {
-        if (IsScalarLeaf(g.nodes[u.node])) {
+        if (g.nodes[u.node].is_scalar_leaf()) {
           f.operand_extents.push_back(Extent::kOne);
           continue;
         }
@@ -387,14 +383,14 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     bool row_kernel = group.split >= 0;
     for (int32_t m : group.members) {
       for (size_t k = 0; k < g.nodes[m].operands.size(); ++k) {
-        row_kernel |= !IsScalarLeaf(g.nodes[g.nodes[m].operands[k].node]) &&
+        row_kernel |= !g.nodes[g.nodes[m].operands[k].node].is_scalar_leaf() &&
                       operand_extents[m][k] != Extent::kElement;
       }
     }
     const int split = group.split >= 0 ? group.split : std::max(0, static_cast<int>(group.domain.size()) - 1);
     auto kernel = std::make_shared<FusedKernel>();
     if (row_kernel) {
-      kernel->row_length = Numel(Sizes(group.domain.begin() + split, group.domain.end()));
+      kernel->row_length = Numel(c10::IntArrayRef(group.domain).slice(split));
     }
     absl::flat_hash_map<int32_t, int32_t> value_of_member;  // node -> kernel value
     // Tensor inputs (with the extent they are read with), then scalar inputs.
@@ -430,7 +426,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         const int32_t k = arg_operand(n, a);
         if (k < 0) continue;
         const ValueRef v = n.operands[k];
-        if (group_of[v.node] != group_of[m] && !IsScalarLeaf(g.nodes[v.node])) {
+        if (group_of[v.node] != group_of[m] && !g.nodes[v.node].is_scalar_leaf()) {
           tensor_input(v, operand_extents[m][k]);
         }
       }
@@ -454,7 +450,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         }
         const int32_t k = arg.operands[0];
         const ValueRef v = n.operands[k];
-        if (IsScalarLeaf(g.nodes[v.node])) {
+        if (g.nodes[v.node].is_scalar_leaf()) {
           op.operands.push_back({true, scalar_input(v), std::nullopt});
         } else if (group_of[v.node] == group_of[m]) {
           op.operands.push_back({false, value_of_member.at(v.node), std::nullopt});

@@ -13,9 +13,23 @@ namespace {
 // argument: "L<j>" element i of the foreach call's list argument j, "A<j>" its
 // argument j as it is (a shared scalar, tensor or attribute), "1" the constant 1
 // (the alpha the list op's schema does not have).
+struct ArgSource {
+  char kind;  // 'L', 'A' or '1'
+  int32_t index;
+};
+
+std::vector<ArgSource> ParseArgs(const std::string& args) {
+  std::vector<ArgSource> out;
+  for (absl::string_view token : absl::StrSplit(args, ' ')) {
+    out.push_back({token[0], token.size() > 1 ? token[1] - '0' : 0});
+  }
+  return out;
+}
+
 struct Form {
   std::string op;
   std::string args;
+  std::vector<ArgSource> sources;  // `args`, parsed
 };
 
 const absl::flat_hash_map<std::string, Form>& Forms() {
@@ -53,22 +67,10 @@ const absl::flat_hash_map<std::string, Form>& Forms() {
     for (const char* name : {"sqrt", "exp", "log", "neg", "abs", "reciprocal", "sigmoid", "tanh"}) {
       (*f)[absl::StrCat("aten::_foreach_", name)] = {absl::StrCat("aten::", name), "L0"};
     }
+    for (auto& [list, form] : *f) form.sources = ParseArgs(form.args);
     return f;
   }();
   return *forms;
-}
-
-struct ArgSource {
-  char kind;  // 'L', 'A' or '1'
-  int32_t index;
-};
-
-std::vector<ArgSource> ParseArgs(const std::string& args) {
-  std::vector<ArgSource> out;
-  for (absl::string_view token : absl::StrSplit(args, ' ')) {
-    out.push_back({token[0], token.size() > 1 ? token[1] - '0' : 0});
-  }
-  return out;
 }
 
 // The per-tensor form of node `n`, if it has one and its lists are whole (one
@@ -76,7 +78,7 @@ std::vector<ArgSource> ParseArgs(const std::string& args) {
 const Form* FormOf(const CompileNode& n) {
   auto it = Forms().find(n.ir->op());
   if (it == Forms().end()) return nullptr;
-  for (const ArgSource& s : ParseArgs(it->second.args)) {
+  for (const ArgSource& s : it->second.sources) {
     if (s.kind == '1') continue;
     if (s.index >= static_cast<int32_t>(n.ir->args().size())) return nullptr;
     const ir::Arg& list = n.ir->args()[s.index];
@@ -106,11 +108,10 @@ absl::StatusOr<bool> ForeachExpansion::Run(CompileGraph& g) {
   return RewriteNodes(g, [](const CompileNode& n, NodeBuilder& b) -> std::optional<std::vector<ValueRef>> {
     const Form* form = FormOf(n);
     if (form == nullptr) return std::nullopt;
-    const std::vector<ArgSource> sources = ParseArgs(form->args);
     std::vector<ValueRef> outputs;
     for (int32_t k = 0; k < n.ir->num_outputs(); ++k) {
       std::vector<NodeBuilder::Input> inputs;
-      for (const ArgSource& s : sources) {
+      for (const ArgSource& s : form->sources) {
         if (s.kind == '1') {
           inputs.emplace_back(b.One());
           continue;

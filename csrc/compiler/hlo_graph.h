@@ -38,6 +38,10 @@ struct CompileNode {
   bool is_constant() const {
     return folded.has_value() || ir->kind() == ir::NodeKind::kConstant;
   }
+  // A Python scalar or a 0/1 constant (not a folded tensor).
+  bool is_scalar_leaf() const {
+    return !folded && (ir->kind() == ir::NodeKind::kScalar || ir->kind() == ir::NodeKind::kConstant);
+  }
 };
 
 struct CompileGraph {

@@ -239,6 +239,22 @@ std::string InputLoad(const FusedKernel& k, int32_t v, const std::string& pointe
                           : absl::StrCat(pointer, "[", index, "]");
 }
 
+// The kernel's C signature, opening its body.
+std::string Signature(const FusedKernel& k) {
+  return absl::StrCat("extern \"C\" void ", k.name,
+                      "(const float* const* in, float* const* out, const double* scalars,\n",
+                      "    int64_t begin, int64_t end) {\n");
+}
+
+// The kernel's scalars as float locals s0, s1, ...
+std::string ScalarLocals(const FusedKernel& k) {
+  std::string out;
+  for (int32_t i = 0; i < k.num_scalars; ++i) {
+    absl::StrAppend(&out, "  const float s", i, " = static_cast<float>(scalars[", i, "]);\n");
+  }
+  return out;
+}
+
 constexpr int kLanes = 16;  // partial results per reduction
 
 // The element values a loop over the row computes to produce `targets`:
@@ -307,10 +323,7 @@ std::string RowKernelBody(const FusedKernel& k) {
   }
 
   std::string out = absl::StrCat("  constexpr int64_t C = ", k.row_length, ";  // elements per row\n",
-                                 "  constexpr int64_t kLanes = ", kLanes, ";\n");
-  for (int32_t i = 0; i < k.num_scalars; ++i) {
-    absl::StrAppend(&out, "  const float s", i, " = static_cast<float>(scalars[", i, "]);\n");
-  }
+                                 "  constexpr int64_t kLanes = ", kLanes, ";\n", ScalarLocals(k));
   for (int32_t v = 0; v < k.num_inputs; ++v) {
     if (k.input_extents[v] == Extent::kOne || k.input_extents[v] == Extent::kColumn) {
       absl::StrAppend(&out, "  ", InputPointer(k, v, ""));
@@ -408,8 +421,6 @@ const char* ExtentName(Extent e) {
   return "?";
 }
 
-}  // namespace
-
 // Kernels whose generated source stands for the loop structure in CodegenId:
 // a flat kernel, and a row kernel with every input extent, a kept row buffer,
 // both NaN-tracking and plain reductions, and both kinds of output.
@@ -433,6 +444,8 @@ std::vector<FusedKernel> ProbeKernels() {
   // add.Scalar's alpha reads v1 (a row input) only to exercise a row operand.
   return {flat, row};
 }
+
+}  // namespace
 
 std::string CodegenId() {
   // The rules, the helpers and the source generated for the probe kernels: any
@@ -474,9 +487,7 @@ std::string KernelSource(const FusedKernel& k) {
                                  " outputs\n#include <cmath>\n#include <cstdint>\n\n",
                                  MathPreamble(k));
   if (k.row_length > 0) {
-    absl::StrAppend(&out, "extern \"C\" void ", k.name,
-                    "(const float* const* in, float* const* out, const double* scalars,\n",
-                    "    int64_t begin, int64_t end) {\n", RowKernelBody(k), "}\n");
+    absl::StrAppend(&out, Signature(k), RowKernelBody(k), "}\n");
     return out;
   }
   // The loop runs over blocks: each block's results go to local arrays, then to
@@ -484,13 +495,7 @@ std::string KernelSource(const FusedKernel& k) {
   // execution no longer needs (a donated parameter), so inputs and outputs may
   // alias; no pointer is __restrict__, and the locals, which alias nothing, keep
   // the compute loop vectorizable without runtime alias checks.
-  absl::StrAppend(&out, "extern \"C\" void ", k.name,
-                  "(const float* const* in, float* const* out, const double* scalars,\n",
-                  "    int64_t begin, int64_t end) {\n",
-                  "  constexpr int64_t kBlock = ", kKernelBlock, ";\n");
-  for (int32_t i = 0; i < k.num_scalars; ++i) {
-    absl::StrAppend(&out, "  const float s", i, " = static_cast<float>(scalars[", i, "]);\n");
-  }
+  absl::StrAppend(&out, Signature(k), "  constexpr int64_t kBlock = ", kKernelBlock, ";\n", ScalarLocals(k));
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     absl::StrAppend(&out, "  alignas(64) float block", i, "[kBlock];\n");
   }
@@ -503,8 +508,7 @@ std::string KernelSource(const FusedKernel& k) {
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const FusedOp& op = k.ops[i];
-    absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ",
-                    Substitute(Rules().at(op.op).expr, OperandNames(op)), ";  // ", op.op, "\n");
+    absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ", OpExpr(op), ";  // ", op.op, "\n");
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     absl::StrAppend(&out, "      block", i, "[i] = v", k.outputs[i], ";\n");

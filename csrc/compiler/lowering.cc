@@ -111,8 +111,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
         ValueRef v = n.operands[arg.operands[0]];
         const CompileNode& src = g.nodes[v.node];
         pa.registers = {reg.at({v.node, src.folded ? 0 : v.index})};
-        const bool scalar_leaf = !src.folded && (src.ir->kind() == ir::NodeKind::kScalar ||
-                                                 src.ir->kind() == ir::NodeKind::kConstant);
+        const bool scalar_leaf = src.is_scalar_leaf();
         if (IsGeneratorType(type)) {
           pa.kind = runtime::ProgramArg::Kind::kGenerator;
         } else if (IsTensorType(type) && scalar_leaf) {

@@ -225,10 +225,10 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   C().prepare_ns->Add(NanosSince(start));
 
   // The job owns the only references the graph keeps to its inputs. The IR
-  // holds more (its device-data leaves): it is released before the job is
-  // queued, or the executor, already running, could see an input still held
-  // here and not donate its buffer (RunGraph donates buffers only the job holds).
-  g = ir::CanonicalGraph();
+  // (owned by the roots and draws; `g` only points into it) holds more, its
+  // device-data leaves: it is released before the job is queued, or the
+  // executor, already running, could see an input still held here and not
+  // donate its buffer (RunGraph donates buffers only the job holds).
   roots.clear();
   ordered.clear();
   draws.clear();

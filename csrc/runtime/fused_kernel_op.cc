@@ -16,6 +16,7 @@
 // kernels (below).
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -65,12 +66,6 @@ std::vector<double> ScalarValues(const c10::IValue& list) {
   return scalars;
 }
 
-at::Tensor DeviceTensor(c10::IntArrayRef sizes, at::ScalarType dtype) {
-  // In device memory: the output's DeviceData adopts the buffer, no copy.
-  return at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::CPU), dtype, std::nullopt);
-}
-
 // Which of `count` inputs or outputs hold bool, from a list of their positions.
 std::vector<bool> BoolPositions(const c10::IValue& list, size_t count, const std::string& kernel) {
   std::vector<bool> is_bool(count, false);
@@ -83,52 +78,75 @@ std::vector<bool> BoolPositions(const c10::IValue& list, size_t count, const std
 
 at::ScalarType DtypeOf(bool is_bool) { return is_bool ? at::kBool : at::kFloat; }
 
+// The arguments both kernel operators start with (library, kernel, inputs,
+// scalars, at stack[base]...) and the kernel they name.
+struct KernelCall {
+  KernelCall(const torch::jit::Stack& stack, size_t base)
+      : kernel(stack[base + 1].toStringRef()),
+        inputs(stack[base + 2].toTensorVector()),
+        scalars(ScalarValues(stack[base + 3])),
+        fn(ValueOrThrow(FindKernel(stack[base].toStringRef(), kernel))) {}
+
+  // Makes input i contiguous and records its data.
+  void AddInput(size_t i) {
+    contiguous.push_back(inputs[i].contiguous());
+    in.push_back(static_cast<const float*>(contiguous.back().const_data_ptr()));
+  }
+  // A new output in device memory: the output's DeviceData adopts the buffer, no copy.
+  void AddOutput(c10::IntArrayRef sizes, bool is_bool) {
+    outputs.push_back(at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
+                                                c10::DispatchKeySet(c10::DispatchKey::CPU), DtypeOf(is_bool),
+                                                std::nullopt));
+    out.push_back(static_cast<float*>(outputs.back().data_ptr()));
+  }
+  void Finish(torch::jit::Stack* stack, size_t num_args) {
+    torch::jit::drop(*stack, num_args);
+    stack->push_back(c10::IValue(outputs));
+  }
+
+  const std::string kernel;
+  const std::vector<at::Tensor> inputs;
+  const std::vector<double> scalars;
+  const KernelFn fn;
+  std::vector<at::Tensor> contiguous;  // keeps the inputs' data alive
+  std::vector<const float*> in;
+  std::vector<at::Tensor> outputs;
+  std::vector<float*> out;
+};
+
 void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   constexpr size_t kNumArgs = 9;
   const size_t base = stack->size() - kNumArgs;
-  const std::string library((*stack)[base].toStringRef());
-  const std::string kernel((*stack)[base + 1].toStringRef());
-  const std::vector<at::Tensor> inputs = (*stack)[base + 2].toTensorVector();
-  const std::vector<double> scalars = ScalarValues((*stack)[base + 3]);
+  KernelCall call(*stack, base);
   const std::vector<int64_t> sizes = (*stack)[base + 4].toIntVector();
   const int64_t num_outputs = (*stack)[base + 5].toInt();
   // reuse[k] >= 0: output k is written into input reuse[k]'s buffer, which the
   // caller no longer needs (the executor fills this in for donated parameters).
   const std::vector<int64_t> reuse = (*stack)[base + 6].toIntVector();
-  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 7], inputs.size(), kernel);
-  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 8], num_outputs, kernel);
+  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 7], call.inputs.size(), call.kernel);
+  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 8], num_outputs, call.kernel);
 
-  KernelFn fn = ValueOrThrow(FindKernel(library, kernel));
-  std::vector<const float*> in;
-  std::vector<at::Tensor> contiguous;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const at::Tensor& t = inputs[i];
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    const at::Tensor& t = call.inputs[i];
     TORCH_CHECK(t.scalar_type() == DtypeOf(bool_in[i]) && t.sizes() == c10::IntArrayRef(sizes), "kernel ",
-                kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of sizes ", c10::IntArrayRef(sizes),
+                call.kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of sizes ", c10::IntArrayRef(sizes),
                 ", got ", t.scalar_type(), " ", t.sizes());
-    contiguous.push_back(t.contiguous());
-    in.push_back(static_cast<const float*>(contiguous.back().const_data_ptr()));
+    call.AddInput(i);
   }
-  std::vector<at::Tensor> outputs;
-  std::vector<float*> out;
   for (int64_t i = 0; i < num_outputs; ++i) {
     const int64_t into = i < static_cast<int64_t>(reuse.size()) ? reuse[i] : -1;
-    if (into >= 0) {
-      TORCH_CHECK(into < static_cast<int64_t>(inputs.size()) && inputs[into].is_contiguous() && !bool_in[into] &&
-                      !bool_out[i],
-                  "kernel ", kernel, ": output ", i, " cannot reuse input ", into);
-      outputs.push_back(inputs[into]);
-      out.push_back(const_cast<float*>(in[into]));
+    if (into < 0) {
+      call.AddOutput(sizes, bool_out[i]);
       continue;
     }
-    outputs.push_back(DeviceTensor(sizes, DtypeOf(bool_out[i])));
-    out.push_back(static_cast<float*>(outputs.back().data_ptr()));
+    TORCH_CHECK(into < static_cast<int64_t>(call.inputs.size()) && call.inputs[into].is_contiguous() &&
+                    !bool_in[into] && !bool_out[i],
+                "kernel ", call.kernel, ": output ", i, " cannot reuse input ", into);
+    call.outputs.push_back(call.inputs[into]);
+    call.out.push_back(const_cast<float*>(call.in[into]));
   }
-  int64_t numel = 1;
-  for (int64_t s : sizes) numel *= s;
-  RunSplit(fn, in, out, scalars, numel, kSplitQuantum, 1);
-  torch::jit::drop(*stack, kNumArgs);
-  stack->push_back(c10::IValue(outputs));
+  RunSplit(call.fn, call.in, call.out, call.scalars, c10::multiply_integers(sizes), kSplitQuantum, 1);
+  call.Finish(stack, kNumArgs);
 }
 
 // neuron::fused_row_kernel: a row kernel over `rows` rows of `row_length`
@@ -138,51 +156,40 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
 void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   constexpr size_t kNumArgs = 10;
   const size_t base = stack->size() - kNumArgs;
-  const std::string library((*stack)[base].toStringRef());
-  const std::string kernel((*stack)[base + 1].toStringRef());
-  const std::vector<at::Tensor> inputs = (*stack)[base + 2].toTensorVector();
-  const std::vector<double> scalars = ScalarValues((*stack)[base + 3]);
+  KernelCall call(*stack, base);
   const int64_t rows = (*stack)[base + 4].toInt();
   const int64_t row_length = (*stack)[base + 5].toInt();
   const std::vector<int64_t> extents = (*stack)[base + 6].toIntVector();
   const std::vector<int64_t> output_sizes = (*stack)[base + 7].toIntVector();
-  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 8], inputs.size(), kernel);
+  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 8], call.inputs.size(), call.kernel);
 
-  KernelFn fn = ValueOrThrow(FindKernel(library, kernel));
-  TORCH_CHECK(extents.size() == inputs.size(), "kernel ", kernel, " takes ", extents.size(), " inputs, got ",
-              inputs.size());
-  std::vector<const float*> in;
-  std::vector<at::Tensor> contiguous;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  TORCH_CHECK(extents.size() == call.inputs.size(), "kernel ", call.kernel, " takes ", extents.size(),
+              " inputs, got ", call.inputs.size());
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
     const int64_t expected[] = {rows * row_length, rows, row_length, 1};
-    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && inputs[i].scalar_type() == DtypeOf(bool_in[i]) &&
-                    inputs[i].numel() == expected[extents[i]],
-                "kernel ", kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of ",
-                expected[std::clamp<int64_t>(extents[i], 0, 3)], " elements, got ", inputs[i].scalar_type(), " ",
-                inputs[i].sizes());
-    contiguous.push_back(inputs[i].contiguous());
-    in.push_back(static_cast<const float*>(contiguous.back().const_data_ptr()));
+    const int64_t numel = expected[std::clamp<int64_t>(extents[i], 0, 3)];
+    const at::Tensor& t = call.inputs[i];
+    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && t.scalar_type() == DtypeOf(bool_in[i]) && t.numel() == numel,
+                "kernel ", call.kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of ", numel,
+                " elements, got ", t.scalar_type(), " ", t.sizes());
+    call.AddInput(i);
   }
-  std::vector<int64_t> ranks;  // one per output
-  for (size_t at = 0; at < output_sizes.size(); at += 1 + std::max<int64_t>(0, output_sizes[at])) {
-    ranks.push_back(output_sizes[at]);
-  }
-  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 9], ranks.size(), kernel);
-  std::vector<at::Tensor> outputs;
-  std::vector<float*> out;
+  std::vector<std::vector<int64_t>> shapes;  // per output
   for (size_t at = 0; at < output_sizes.size();) {
     const int64_t rank = output_sizes[at];
-    TORCH_CHECK(rank >= 0 && at + 1 + rank <= output_sizes.size(), "kernel ", kernel, ": bad output sizes");
-    const std::vector<int64_t> sizes(output_sizes.begin() + at + 1, output_sizes.begin() + at + 1 + rank);
+    TORCH_CHECK(rank >= 0 && at + 1 + rank <= output_sizes.size(), "kernel ", call.kernel, ": bad output sizes");
+    shapes.emplace_back(output_sizes.begin() + at + 1, output_sizes.begin() + at + 1 + rank);
     at += 1 + rank;
-    outputs.push_back(DeviceTensor(sizes, DtypeOf(bool_out[outputs.size()])));
-    TORCH_CHECK(outputs.back().numel() == rows || outputs.back().numel() == rows * row_length, "kernel ", kernel,
-                ": an output of ", c10::IntArrayRef(sizes), " is neither per row nor per element");
-    out.push_back(static_cast<float*>(outputs.back().data_ptr()));
   }
-  RunSplit(fn, in, out, scalars, rows, 1, row_length);
-  torch::jit::drop(*stack, kNumArgs);
-  stack->push_back(c10::IValue(outputs));
+  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 9], shapes.size(), call.kernel);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const int64_t numel = c10::multiply_integers(shapes[k]);
+    TORCH_CHECK(numel == rows || numel == rows * row_length, "kernel ", call.kernel, ": an output of ",
+                c10::IntArrayRef(shapes[k]), " is neither per row nor per element");
+    call.AddOutput(shapes[k], bool_out[k]);
+  }
+  RunSplit(call.fn, call.in, call.out, call.scalars, rows, 1, row_length);
+  call.Finish(stack, kNumArgs);
 }
 
 }  // namespace
