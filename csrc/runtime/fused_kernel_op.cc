@@ -12,15 +12,15 @@
 // device memory except where `reuse` names a float32 input whose buffer an
 // output is written into. Programs carry an empty `reuse`; the executor fills
 // it in for donated inputs (runtime/executor.cc). Large kernels are split
-// across the host's cores. neuron::fused_row_kernel is its counterpart for row
+// across ATen's intra-op threads. neuron::fused_row_kernel is its counterpart for row
 // kernels (below).
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include "runtime/native_library.h"
@@ -38,26 +38,28 @@ constexpr int64_t kMinElementsPerThread = 1 << 16;
 // block, compiler::kKernelBlock), so no block straddles two threads.
 constexpr int64_t kSplitQuantum = 512;
 
-// Runs `fn` over work items [0, total), split across the host's cores at
-// multiples of `quantum` items when there are at least
-// kMinElementsPerThread elements (`elements_per_item` each) per thread.
+// Runs `fn` over work items [0, total), split at multiples of `quantum` items
+// across ATen's intra-op thread pool (torch.get_num_threads() threads) when
+// there are at least kMinElementsPerThread elements (`elements_per_item` each)
+// per thread. The pool's threads persist: a thread started per call cost an
+// AdamW step about 2 ms after the host had been idle a moment (bench_adamw's
+// interleaved peers).
 void RunSplit(KernelFn fn, const std::vector<const float*>& in, const std::vector<float*>& out,
               const std::vector<double>& scalars, int64_t total, int64_t quantum, int64_t elements_per_item) {
-  // hardware_concurrency() reads /sys on every call (microseconds): once.
-  static const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t threads = std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1, cores);
+  const int64_t threads =
+      std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1, at::get_num_threads());
   const int64_t per_thread = (total + threads - 1) / threads;
   const int64_t chunk = (per_thread + quantum - 1) / quantum * quantum;
   if (threads == 1 || chunk >= total) {
     fn(in.data(), out.data(), scalars.data(), 0, total);
     return;
   }
-  std::vector<std::thread> workers;
-  for (int64_t begin = chunk; begin < total; begin += chunk) {
-    workers.emplace_back(fn, in.data(), out.data(), scalars.data(), begin, std::min(total, begin + chunk));
-  }
-  fn(in.data(), out.data(), scalars.data(), 0, chunk);
-  for (std::thread& w : workers) w.join();
+  const int64_t pieces = (total + chunk - 1) / chunk;
+  at::parallel_for(0, pieces, /*grain_size=*/1, [&](int64_t first, int64_t last) {
+    for (int64_t piece = first; piece < last; ++piece) {
+      fn(in.data(), out.data(), scalars.data(), piece * chunk, std::min(total, (piece + 1) * chunk));
+    }
+  });
 }
 
 std::vector<double> ScalarValues(const c10::IValue& list) {
