@@ -1,9 +1,11 @@
-"""Row kernels: softmax, layer norm and a bias-add with tanh over an 8192 x 256
+"""Row and column kernels: softmax, layer norm, a bias-add with tanh, and a
+bias gradient (ReLU's backward summed over the rows) over an 8192 x 256
 float32 tensor (1024 x 256 with --quick), three peers side by side in one
 process:
 
   neuron         opt level 1: each workload one generated kernel (softmax and
-                 layer norm decomposed into row reductions and fused)
+                 layer norm decomposed into row reductions and fused; the bias
+                 gradient a column kernel)
   neuron tier 0  opt level 0: the same graphs as ATen calls on the device
   cpu eager      the same ops on the CPU
 
@@ -33,6 +35,8 @@ WORKLOADS = {
     "softmax": lambda x, w, b: torch.softmax(x, -1),
     "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
     "bias_tanh": lambda x, w, b: torch.tanh(x + b) * x,
+    # ReLU's backward where the activation was x + b, and the bias gradient.
+    "bias_grad": lambda x, w, b: torch.where(x + b > 0, x * w, 0.0 * x).sum(0),
 }
 
 

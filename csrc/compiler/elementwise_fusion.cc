@@ -59,15 +59,53 @@ std::optional<Placement> Place(const Sizes& shape, const Sizes& domain, int spli
   return std::nullopt;
 }
 
-// An op with one float32 (or, where `bool_result`, bool) output, not yet
-// claimed by a pass.
-bool Candidate(const CompileNode& n, bool bool_result = false) {
-  const c10::ScalarType dtype = bool_result ? c10::ScalarType::Bool : c10::ScalarType::Float;
+// An op with one output of `dtype` (float32 unless its rule says otherwise),
+// not yet claimed by a pass.
+bool Candidate(const CompileNode& n, c10::ScalarType dtype = c10::ScalarType::Float) {
   return !n.dead && !n.folded && !n.kernel && n.ir->kind() == ir::NodeKind::kOp && n.ir->num_outputs() == 1 &&
          n.ir->shape(0).dtype() == dtype && n.ir->shape(0).numel() > 0;
 }
 
 bool FloatOrBool(c10::ScalarType t) { return t == c10::ScalarType::Float || t == c10::ScalarType::Bool; }
+
+bool IsCast(const CompileNode& n) { return n.ir->op() == "aten::_to_copy"; }
+
+// A _to_copy that only changes the dtype: no layout, device, pinning or memory
+// format other than what a kernel output has (non_blocking means nothing here).
+bool PlainCast(const CompileNode& n) {
+  const std::vector<ir::Arg>& args = n.ir->args();
+  if (args.size() != 7 || args[0].kind != ir::Arg::Kind::kOperand) return false;
+  for (size_t a = 1; a < args.size(); ++a) {
+    if (args[a].kind != ir::Arg::Kind::kAttr) return false;
+  }
+  const auto none_or = [&](size_t a, auto&& ok) { return args[a].attr.isNone() || ok(args[a].attr); };
+  return none_or(2, [](const c10::IValue& v) { return v.isInt() && v.toInt() == static_cast<int64_t>(c10::kStrided); }) &&
+         args[3].attr.isNone() &&
+         none_or(4, [](const c10::IValue& v) { return v.isBool() && !v.toBool(); }) &&
+         none_or(6, [](const c10::IValue& v) {
+           return v.isInt() && (v.toInt() == static_cast<int64_t>(c10::MemoryFormat::Preserve) ||
+                                v.toInt() == static_cast<int64_t>(c10::MemoryFormat::Contiguous));
+         });
+}
+
+// How many leading arguments of a member the kernel reads: a reduction reads
+// its input (dims and keepdim are the frame), a cast its input (the dtype is
+// in the rule name), other ops all.
+size_t KernelArgs(const CompileNode& n) {
+  return IsRowReduction(n.ir->op()) || IsCast(n) ? 1 : n.ir->args().size();
+}
+
+// Whether an op of `rule` may read a tensor of `dtype`. Ops computing float32
+// take any dtype a kernel loads (ATen converts it to float32 too); comparisons
+// float32 or bool (an integer comparison is not a float32 one); a cast to
+// float32 anything, to another dtype only what float32 holds exactly (ATen
+// converts directly, without passing through float32).
+bool ReadsDtype(const std::string& rule, c10::ScalarType dtype) {
+  if (!KernelLoads(dtype)) return false;
+  if (rule.rfind("aten::_to_copy[", 0) == 0) return rule == "aten::_to_copy[Float]" || ExactInFloat(dtype);
+  if (ResultDtype(rule) != c10::ScalarType::Float) return FloatOrBool(dtype);
+  return true;
+}
 
 // The split of a reduction a row kernel can compute (sum, mean, amax or amin
 // of a float32 tensor over its trailing dims, no dtype argument), or -1.
@@ -97,9 +135,41 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
   return split;
 }
 
+// The split of a reduction a column kernel can compute (sum or mean of a
+// float32 tensor over its leading dims, no dtype argument: a bias gradient),
+// or -1. The split is the number of reduced dims.
+int ColumnReductionSplit(const CompileGraph& g, const CompileNode& n) {
+  if (!Candidate(n) || !IsColumnReduction(n.ir->op())) return -1;
+  const std::vector<ir::Arg>& args = n.ir->args();
+  if (args.size() < 3 || args[0].kind != ir::Arg::Kind::kOperand || args[1].kind != ir::Arg::Kind::kAttr ||
+      args[2].kind != ir::Arg::Kind::kAttr || !args[1].attr.isIntList() || !args[2].attr.isBool() ||
+      (args.size() == 4 && !(args[3].kind == ir::Arg::Kind::kAttr && args[3].attr.isNone()))) {
+    return -1;
+  }
+  const ValueRef v = n.operands[args[0].operands[0]];
+  const CompileNode& src = g.nodes[v.node];
+  if (src.is_scalar_leaf() || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return -1;
+  const Sizes& domain = src.ir->shape(v.index).sizes();
+  const int n_dims = static_cast<int>(domain.size());
+  std::vector<int64_t> dims = args[1].attr.toIntVector();
+  if (dims.empty()) return -1;
+  for (int64_t& d : dims) d = d < 0 ? d + n_dims : d;
+  std::sort(dims.begin(), dims.end());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] != static_cast<int64_t>(i)) return -1;
+  }
+  const int split = static_cast<int>(dims.size());
+  if (split >= n_dims) return -1;  // everything reduced: a row reduction's business
+  Sizes expected(domain.begin() + split, domain.end());
+  if (args[2].attr.toBool()) expected.insert(expected.begin(), split, 1);
+  if (n.ir->shape(0).sizes() != expected) return -1;
+  return split;
+}
+
 // The name of an op's codegen rule: the op, then each string attribute in
-// brackets ("aten::gelu[tanh]").
+// brackets ("aten::gelu[tanh]"); a cast, its target dtype ("aten::_to_copy[Long]").
 std::string RuleName(const CompileNode& n) {
+  if (IsCast(n)) return absl::StrCat(n.ir->op(), "[", c10::toString(n.ir->shape(0).dtype()), "]");
   std::string name = n.ir->op();
   for (const ir::Arg& a : n.ir->args()) {
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) absl::StrAppend(&name, "[", a.attr.toStringRef(), "]");
@@ -107,15 +177,16 @@ std::string RuleName(const CompileNode& n) {
   return name;
 }
 
-// An elementwise op codegen can express: every argument an operand (a float32
-// tensor or a scalar leaf), a number attribute or a string attribute naming
-// its rule.
+// An elementwise op codegen can express: every argument an operand (a tensor
+// of a dtype its rule reads, or a scalar leaf), a number attribute or a string
+// attribute naming its rule; or a plain cast.
 bool Elementwise(const CompileGraph& g, const CompileNode& n) {
-  if (n.ir->kind() != ir::NodeKind::kOp) return false;
+  if (n.ir->kind() != ir::NodeKind::kOp || (IsCast(n) && !PlainCast(n))) return false;
   const std::string rule = RuleName(n);
-  if (!Candidate(n, YieldsBool(rule))) return false;
+  if (!Candidate(n, ResultDtype(rule))) return false;
   std::vector<bool> scalar;
-  for (const ir::Arg& a : n.ir->args()) {
+  for (size_t i = 0; i < KernelArgs(n); ++i) {
+    const ir::Arg& a = n.ir->args()[i];
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) continue;
     if (IsNumberAttr(a)) {
       scalar.push_back(true);
@@ -127,7 +198,7 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
     if (src.is_scalar_leaf()) {
       scalar.push_back(true);
     } else {
-      if (src.folded || !FloatOrBool(src.ir->shape(v.index).dtype())) return false;
+      if (src.folded || !ReadsDtype(rule, src.ir->shape(v.index).dtype())) return false;
       scalar.push_back(false);
     }
   }
@@ -143,6 +214,10 @@ struct Group {
   int32_t anchor = -1;
   Sizes domain;
   int split = -1;  // row kernels: dims before the row; -1 while undecided
+  // A column kernel's group: it has column reductions, so it runs by columns
+  // and holds no row values (a row reduction needs whole rows).
+  bool columns = false;
+  bool row_values = false;
 };
 
 // Where a node would sit in a group: the domain and split, its result's extent
@@ -166,13 +241,11 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
     operands.push_back(ir::Value{ir::Node::MakeDeviceData(input_shapes[i], nullptr), 0});
     (static_cast<int32_t>(i) < kernel.num_inputs ? tensors : scalars).push_back(static_cast<int32_t>(i));
   }
-  // The positions of the bool inputs and outputs.
-  std::vector<int64_t> bool_inputs, bool_outputs;
-  for (int32_t i = 0; i < kernel.num_inputs; ++i) {
-    if (kernel.IsBoolInput(i)) bool_inputs.push_back(i);
-  }
+  // The dtype of every input and output (c10::ScalarType codes).
+  std::vector<int64_t> input_dtypes, output_dtypes;
+  for (int32_t i = 0; i < kernel.num_inputs; ++i) input_dtypes.push_back(static_cast<int64_t>(kernel.InputDtype(i)));
   for (int32_t i = 0; i < static_cast<int32_t>(kernel.outputs.size()); ++i) {
-    if (kernel.IsBoolOutput(i)) bool_outputs.push_back(i);
+    output_dtypes.push_back(static_cast<int64_t>(kernel.OutputDtype(i)));
   }
   std::vector<ir::Arg> args = {
       ir::Arg::Attr(c10::IValue(library)),
@@ -182,29 +255,31 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
   };
   if (kernel.row_length > 0) {
     // neuron::fused_row_kernel(..., int rows, int row_length, int[] input_extents,
-    //                          int[] output_sizes): each output's rank, then its sizes.
-    std::vector<int64_t> extents, sizes;
+    //                          int[] output_extents, int[] output_sizes,
+    //                          int[] input_dtypes, int[] output_dtypes):
+    // output_sizes holds each output's rank, then its sizes.
+    std::vector<int64_t> extents, output_extents, sizes;
     for (Extent e : kernel.input_extents) extents.push_back(static_cast<int64_t>(e));
+    for (int32_t v : kernel.outputs) output_extents.push_back(static_cast<int64_t>(kernel.ExtentOf(v)));
     for (const ir::Shape& shape : output_shapes) {
       sizes.push_back(static_cast<int64_t>(shape.sizes().size()));
       sizes.insert(sizes.end(), shape.sizes().begin(), shape.sizes().end());
     }
-    const int64_t first = output_shapes[0].numel();
-    const int64_t rows = kernel.ExtentOf(kernel.outputs[0]) == Extent::kRow ? first : first / kernel.row_length;
-    args.push_back(ir::Arg::Attr(c10::IValue(rows)));
+    args.push_back(ir::Arg::Attr(c10::IValue(kernel.rows)));
     args.push_back(ir::Arg::Attr(c10::IValue(kernel.row_length)));
     args.push_back(ir::Arg::Attr(c10::IValue(extents)));
+    args.push_back(ir::Arg::Attr(c10::IValue(output_extents)));
     args.push_back(ir::Arg::Attr(c10::IValue(sizes)));
-    args.push_back(ir::Arg::Attr(c10::IValue(bool_inputs)));
-    args.push_back(ir::Arg::Attr(c10::IValue(bool_outputs)));
+    args.push_back(ir::Arg::Attr(c10::IValue(input_dtypes)));
+    args.push_back(ir::Arg::Attr(c10::IValue(output_dtypes)));
     return ir::Node::MakeOp("neuron::fused_row_kernel", std::move(operands), std::move(args), output_shapes);
   }
   args.push_back(ir::Arg::Attr(c10::IValue(output_shapes[0].sizes())));
   args.push_back(ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size()))));
   // Filled in at run time by the executor when inputs are donated.
   args.push_back(ir::Arg::Attr(c10::IValue(std::vector<int64_t>{})));
-  args.push_back(ir::Arg::Attr(c10::IValue(bool_inputs)));
-  args.push_back(ir::Arg::Attr(c10::IValue(bool_outputs)));
+  args.push_back(ir::Arg::Attr(c10::IValue(input_dtypes)));
+  args.push_back(ir::Arg::Attr(c10::IValue(output_dtypes)));
   return ir::Node::MakeOp("neuron::fused_kernel", std::move(operands), std::move(args), output_shapes);
 }
 
@@ -225,6 +300,13 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     if (reduction_split >= 0) {
       const ValueRef v = n.operands[n.ir->args()[0].operands[0]];
       frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), reduction_split, Extent::kRow,
+                             std::vector<Extent>(n.operands.size(), Extent::kElement)});
+      return frames;
+    }
+    const int column_split = ColumnReductionSplit(g, n);
+    if (column_split >= 0) {
+      const ValueRef v = n.operands[n.ir->args()[0].operands[0]];
+      frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), column_split, Extent::kColumn,
                              std::vector<Extent>(n.operands.size(), Extent::kElement)});
       return frames;
     }
@@ -309,6 +391,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       // can compute them all.
       std::vector<int32_t> merge;
       int split = f.split;
+      bool columns = f.extent == Extent::kColumn, row_values = f.extent == Extent::kRow;
       for (const ValueRef& v : n.operands) {
         const int32_t gi = group_of[v.node];
         if (gi < 0 || std::count(merge.begin(), merge.end(), gi) > 0) continue;
@@ -319,12 +402,21 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         }
         const Group& group = groups[gi];
         if (group.domain != f.domain || (group.split >= 0 && split >= 0 && group.split != split)) continue;
+        // Column reductions and row values never share a kernel.
+        if ((f.extent == Extent::kColumn && group.row_values) || (f.extent == Extent::kRow && group.columns)) {
+          continue;
+        }
         bool consistent = true;
         for (size_t k = 0; k < n.operands.size(); ++k) {
-          consistent &= group_of[n.operands[k].node] != gi || extent_of[n.operands[k].node] == f.operand_extents[k];
+          // A column reduction's result exists only once its kernel has run.
+          consistent &= group_of[n.operands[k].node] != gi ||
+                        (extent_of[n.operands[k].node] == f.operand_extents[k] &&
+                         extent_of[n.operands[k].node] != Extent::kColumn);
         }
-        if (!consistent) continue;
+        if (!consistent || (group.columns && row_values) || (group.row_values && columns)) continue;
         if (group.split >= 0) split = group.split;
+        columns |= group.columns;
+        row_values |= group.row_values;
         merge.push_back(gi);
       }
       // A read group joins only alone: the members of others may come after its anchor.
@@ -343,6 +435,8 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         groups[chosen].split = split;
         for (size_t m = 1; m < merge.size(); ++m) {
           Group& other = groups[merge[m]];
+          groups[chosen].columns |= other.columns;
+          groups[chosen].row_values |= other.row_values;
           for (int32_t member : other.members) group_of[member] = chosen;
           std::vector<int32_t>& members = groups[chosen].members;
           members.insert(members.end(), other.members.begin(), other.members.end());
@@ -351,6 +445,8 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         }
       }
       groups[chosen].members.push_back(i);  // the latest node: order kept
+      groups[chosen].columns |= f.extent == Extent::kColumn;
+      groups[chosen].row_values |= f.extent == Extent::kRow;
       group_of[i] = chosen;
       extent_of[i] = f.extent;
       operand_extents[i] = f.operand_extents;
@@ -391,6 +487,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     auto kernel = std::make_shared<FusedKernel>();
     if (row_kernel) {
       kernel->row_length = Numel(c10::IntArrayRef(group.domain).slice(split));
+      kernel->rows = Numel(c10::IntArrayRef(group.domain).slice(0, split));
     }
     absl::flat_hash_map<int32_t, int32_t> value_of_member;  // node -> kernel value
     // Tensor inputs (with the extent they are read with), then scalar inputs.
@@ -416,7 +513,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     // operand), reductions reading their first argument only.
     auto arg_operand = [&](const CompileNode& n, size_t a) -> int32_t {
       const ir::Arg& arg = n.ir->args()[a];
-      if (arg.kind != ir::Arg::Kind::kOperand || (IsRowReduction(n.ir->op()) && a > 0)) return -1;
+      if (arg.kind != ir::Arg::Kind::kOperand || a >= KernelArgs(n)) return -1;
       return arg.operands[0];
     };
     // Tensor inputs first (values 0..), so number them in a first sweep.
@@ -433,14 +530,14 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     }
     kernel->num_inputs = static_cast<int32_t>(tensor_inputs.size());
     for (const auto& input : tensor_inputs) kernel->input_extents.push_back(input.second);
-    for (const ir::Shape& shape : input_shapes) kernel->bool_inputs.push_back(shape.dtype() == c10::ScalarType::Bool);
+    for (const ir::Shape& shape : input_shapes) kernel->input_dtypes.push_back(shape.dtype());
     if (!row_kernel) kernel->input_extents.clear();
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
       FusedOp op{RuleName(n), {}, row_kernel ? extent_of[m] : Extent::kElement};
       for (size_t a = 0; a < n.ir->args().size(); ++a) {
         const ir::Arg& arg = n.ir->args()[a];
-        if (IsRowReduction(n.ir->op()) && a > 0) break;
+        if (a >= KernelArgs(n)) break;
         if (arg.kind == ir::Arg::Kind::kAttr && arg.attr.isString()) continue;  // in the rule name
         if (arg.kind == ir::Arg::Kind::kAttr) {
           FusedOp::Operand literal;
@@ -469,7 +566,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       if (!read_outside[m]) continue;
       output_of_member[m] = static_cast<int32_t>(kernel->outputs.size());
       kernel->outputs.push_back(value_of_member.at(m));
-      kernel->bool_outputs.push_back(g.nodes[m].ir->shape(0).dtype() == c10::ScalarType::Bool);
+      kernel->output_dtypes.push_back(g.nodes[m].ir->shape(0).dtype());
       output_shapes.push_back(g.nodes[m].ir->shape(0));
     }
     if (kernel->outputs.empty()) continue;  // nothing reads it: DCE's business

@@ -21,8 +21,11 @@ namespace {
 struct OpRule {
   std::string kinds;
   std::string expr;
-  bool bool_result = false;  // a comparison: 0 or 1, stored as bool
+  // Float, or Bool for a comparison (0 or 1, stored as bool), or a cast's target.
+  c10::ScalarType result = c10::ScalarType::Float;
 };
+
+constexpr c10::ScalarType kBool = c10::ScalarType::Bool;
 
 const absl::flat_hash_map<std::string, OpRule>& Rules() {
   static const auto* rules = new absl::flat_hash_map<std::string, OpRule>{
@@ -54,21 +57,29 @@ const absl::flat_hash_map<std::string, OpRule>& Rules() {
       {"aten::addcmul", {"TTTS", "($0 + $3 * $1 * $2)"}},
       {"aten::addcdiv", {"TTTS", "($0 + $3 * ($1 / $2))"}},
       // Comparisons and masks: bool values are 0 or 1 inside a kernel.
-      {"aten::gt.Scalar", {"TS", "($0 > $1 ? 1.0f : 0.0f)", true}},
-      {"aten::lt.Scalar", {"TS", "($0 < $1 ? 1.0f : 0.0f)", true}},
-      {"aten::ge.Scalar", {"TS", "($0 >= $1 ? 1.0f : 0.0f)", true}},
-      {"aten::le.Scalar", {"TS", "($0 <= $1 ? 1.0f : 0.0f)", true}},
-      {"aten::eq.Scalar", {"TS", "($0 == $1 ? 1.0f : 0.0f)", true}},
-      {"aten::ne.Scalar", {"TS", "($0 != $1 ? 1.0f : 0.0f)", true}},
-      {"aten::gt.Tensor", {"TT", "($0 > $1 ? 1.0f : 0.0f)", true}},
-      {"aten::lt.Tensor", {"TT", "($0 < $1 ? 1.0f : 0.0f)", true}},
-      {"aten::ge.Tensor", {"TT", "($0 >= $1 ? 1.0f : 0.0f)", true}},
-      {"aten::le.Tensor", {"TT", "($0 <= $1 ? 1.0f : 0.0f)", true}},
-      {"aten::eq.Tensor", {"TT", "($0 == $1 ? 1.0f : 0.0f)", true}},
-      {"aten::ne.Tensor", {"TT", "($0 != $1 ? 1.0f : 0.0f)", true}},
-      {"aten::logical_not", {"T", "($0 != 0.0f ? 0.0f : 1.0f)", true}},
-      {"aten::bitwise_not", {"T", "($0 != 0.0f ? 0.0f : 1.0f)", true}},  // of bool only: a bool result
+      {"aten::gt.Scalar", {"TS", "($0 > $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::lt.Scalar", {"TS", "($0 < $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::ge.Scalar", {"TS", "($0 >= $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::le.Scalar", {"TS", "($0 <= $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::eq.Scalar", {"TS", "($0 == $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::ne.Scalar", {"TS", "($0 != $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::gt.Tensor", {"TT", "($0 > $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::lt.Tensor", {"TT", "($0 < $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::ge.Tensor", {"TT", "($0 >= $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::le.Tensor", {"TT", "($0 <= $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::eq.Tensor", {"TT", "($0 == $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::ne.Tensor", {"TT", "($0 != $1 ? 1.0f : 0.0f)", kBool}},
+      {"aten::logical_not", {"T", "($0 != 0.0f ? 0.0f : 1.0f)", kBool}},
+      {"aten::bitwise_not", {"T", "($0 != 0.0f ? 0.0f : 1.0f)", kBool}},  // of bool only: a bool result
       {"aten::where.self", {"TTT", "($0 != 0.0f ? $1 : $2)"}},
+      // Casts (_to_copy to a dtype; the rule name holds the target): the value
+      // is the one stored, so a later op in the kernel reads what ATen's would.
+      {"aten::_to_copy[Float]", {"T", "$0"}},
+      {"aten::_to_copy[Double]", {"T", "$0", c10::ScalarType::Double}},
+      {"aten::_to_copy[Bool]", {"T", "($0 != 0.0f ? 1.0f : 0.0f)", kBool}},
+      {"aten::_to_copy[Int]", {"T", "std::trunc($0)", c10::ScalarType::Int}},
+      {"aten::_to_copy[Long]", {"T", "std::trunc($0)", c10::ScalarType::Long}},
+      {"aten::_to_copy[BFloat16]", {"T", "tn_bf16_round($0)", c10::ScalarType::BFloat16}},
       {"aten::masked_fill.Scalar", {"TTS", "($1 != 0.0f ? $2 : $0)"}},
       {"aten::native_dropout_backward", {"TTS", "($0 * $1 * $2)"}},
       // GELU: an op's string attribute is part of its rule name. erf is
@@ -174,21 +185,61 @@ constexpr char kErfSource[] = R"(static inline float tn_erf(float x) {
 }
 )";
 
-// The helper functions a kernel's formulas call, in dependency order.
+// bfloat16 is the high half of a float32: loading shifts it up; storing
+// rounds to nearest even, as c10::BFloat16 does, NaN to a quiet NaN.
+constexpr char kBFloat16Source[] = R"(static inline float tn_bf16_load(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &wide, 4);
+  return f;
+}
+
+static inline uint16_t tn_bf16_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return f != f ? static_cast<uint16_t>(0x7FC0) : static_cast<uint16_t>(rounded);
+}
+
+static inline float tn_bf16_round(float f) { return tn_bf16_load(tn_bf16_bits(f)); }
+)";
+
+// The helper functions a kernel's formulas and conversions call, in
+// dependency order.
 std::string MathPreamble(const FusedKernel& k) {
-  bool exp = false, tanh = false, erf = false;
+  bool exp = false, tanh = false, erf = false, bf16 = false;
   for (const FusedOp& op : k.ops) {
     if (IsRowReduction(op.op)) continue;
     const std::string& expr = Rules().at(op.op).expr;
     tanh |= expr.find("tn_tanh(") != std::string::npos;
     erf |= expr.find("tn_erf(") != std::string::npos;
     exp |= tanh || erf || expr.find("tn_exp(") != std::string::npos;
+    bf16 |= expr.find("tn_bf16_") != std::string::npos;
   }
+  for (c10::ScalarType t : k.input_dtypes) bf16 |= t == c10::ScalarType::BFloat16;
+  for (c10::ScalarType t : k.output_dtypes) bf16 |= t == c10::ScalarType::BFloat16;
   std::string out;
   if (exp) absl::StrAppend(&out, kExpSource, "\n");
   if (tanh) absl::StrAppend(&out, kTanhSource, "\n");
   if (erf) absl::StrAppend(&out, kErfSource, "\n");
+  if (bf16) absl::StrAppend(&out, kBFloat16Source, "\n");
   return out;
+}
+
+// The C type of one element of `dtype` in a kernel's buffers (bfloat16: its bits).
+const char* CType(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Double: return "double";
+    case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::Byte: return "uint8_t";
+    case c10::ScalarType::Char: return "int8_t";
+    case c10::ScalarType::Short: return "int16_t";
+    case c10::ScalarType::Int: return "int32_t";
+    case c10::ScalarType::Long: return "int64_t";
+    case c10::ScalarType::BFloat16: return "uint16_t";
+    default: return nullptr;
+  }
 }
 
 std::string Substitute(const std::string& expr, const std::vector<std::string>& operands) {
@@ -219,30 +270,39 @@ std::string OpExpr(const FusedOp& op) { return Substitute(Rules().at(op.op).expr
 // Input v's pointer at element `offset` ("in[0] + base"), declared as in<v>.
 std::string InputPointer(const FusedKernel& k, int32_t v, const std::string& offset) {
   const std::string at = offset.empty() ? "" : absl::StrCat(" + ", offset);
-  if (k.IsBoolInput(v)) {
-    return absl::StrCat("const bool* in", v, " = reinterpret_cast<const bool*>(in[", v, "])", at, ";\n");
+  const char* type = CType(k.InputDtype(v));
+  return absl::StrCat("const ", type, "* in", v, " = static_cast<const ", type, "*>(in[", v, "])", at, ";\n");
+}
+
+// The store of `value` into output i at `index`, converted to its dtype (a
+// bool stores value != 0, an integer the truncated value).
+std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index, const std::string& value) {
+  const c10::ScalarType dtype = k.OutputDtype(static_cast<int32_t>(i));
+  const char* type = CType(dtype);
+  std::string converted;
+  switch (dtype) {
+    case c10::ScalarType::Float: converted = value; break;
+    case c10::ScalarType::Bool: converted = absl::StrCat(value, " != 0.0f"); break;
+    case c10::ScalarType::BFloat16: converted = absl::StrCat("tn_bf16_bits(", value, ")"); break;
+    default: converted = absl::StrCat("static_cast<", type, ">(", value, ")"); break;
   }
-  return absl::StrCat("const float* in", v, " = in[", v, "]", at, ";\n");
+  return absl::StrCat("static_cast<", type, "*>(out[", i, "])[", index, "] = ", converted);
 }
 
-// The store of output i's value at `index` (a bool output stores value != 0).
-std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index) {
-  const std::string value = absl::StrCat("v", k.outputs[i]);
-  return k.IsBoolOutput(static_cast<int32_t>(i))
-             ? absl::StrCat("reinterpret_cast<bool*>(out[", i, "])[", index, "] = ", value, " != 0.0f")
-             : absl::StrCat("out[", i, "][", index, "] = ", value);
-}
-
-// Input v's element `index` as a float (a bool reads as 0 or 1).
+// Input v's element `index` as a float32.
 std::string InputLoad(const FusedKernel& k, int32_t v, const std::string& pointer, const std::string& index) {
-  return k.IsBoolInput(v) ? absl::StrCat("static_cast<float>(", pointer, "[", index, "])")
-                          : absl::StrCat(pointer, "[", index, "]");
+  const std::string element = absl::StrCat(pointer, "[", index, "]");
+  switch (k.InputDtype(v)) {
+    case c10::ScalarType::Float: return element;
+    case c10::ScalarType::BFloat16: return absl::StrCat("tn_bf16_load(", element, ")");
+    default: return absl::StrCat("static_cast<float>(", element, ")");
+  }
 }
 
 // The kernel's C signature, opening its body.
 std::string Signature(const FusedKernel& k) {
   return absl::StrCat("extern \"C\" void ", k.name,
-                      "(const float* const* in, float* const* out, const double* scalars,\n",
+                      "(const void* const* in, void* const* out, const double* scalars,\n",
                       "    int64_t begin, int64_t end) {\n");
 }
 
@@ -399,13 +459,85 @@ std::string RowKernelBody(const FusedKernel& k) {
     absl::StrAppend(&out, "    for (int64_t c = 0; c < C; ++c) {\n", ElementBody(k, element_outputs, available, "      "));
     for (size_t i = 0; i < k.outputs.size(); ++i) {
       if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
-        absl::StrAppend(&out, "      ", OutputStore(k, i, "r * C + c"), ";\n");
+        absl::StrAppend(&out, "      ", OutputStore(k, i, "r * C + c", absl::StrCat("v", k.outputs[i])), ";\n");
       }
     }
     absl::StrAppend(&out, "    }\n");
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    if (k.ExtentOf(k.outputs[i]) == Extent::kRow) absl::StrAppend(&out, "    ", OutputStore(k, i, "r"), ";\n");
+    if (k.ExtentOf(k.outputs[i]) == Extent::kRow) {
+      absl::StrAppend(&out, "    ", OutputStore(k, i, "r", absl::StrCat("v", k.outputs[i])), ";\n");
+    }
+  }
+  absl::StrAppend(&out, "  }\n");
+  return out;
+}
+
+// A column kernel (see kernel_codegen.h): begin and end count columns. Per
+// block of kColumnBlock columns, the rows in order, in chunks of kColumnChunk
+// whose partial sums are added to the block's sums.
+std::string ColumnKernelBody(const FusedKernel& k) {
+  const int32_t num_values = k.num_inputs + static_cast<int32_t>(k.ops.size());
+  std::vector<int32_t> targets, sums;  // values the row loop computes; column reductions
+  for (int32_t v : k.outputs) {
+    if (k.ExtentOf(v) == Extent::kElement) targets.push_back(v);
+  }
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    if (k.ops[i].extent != Extent::kColumn) continue;
+    sums.push_back(k.num_inputs + static_cast<int32_t>(i));
+    targets.push_back(k.ops[i].operands[0].index);
+  }
+  std::string out = absl::StrCat("  constexpr int64_t R = ", k.rows, ";  // rows\n",
+                                 "  constexpr int64_t C = ", k.row_length, ";  // elements per row\n",
+                                 "  constexpr int64_t kBlock = ", kColumnBlock, ";\n",
+                                 "  constexpr int64_t kChunk = ", kColumnChunk, ";\n", ScalarLocals(k));
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    if (k.input_extents[v] == Extent::kOne || k.input_extents[v] == Extent::kColumn) {
+      absl::StrAppend(&out, "  ", InputPointer(k, v, ""));
+    }
+    if (k.input_extents[v] == Extent::kOne) {
+      absl::StrAppend(&out, "  const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "0"), ";\n");
+    }
+  }
+  for (int32_t v : sums) {
+    absl::StrAppend(&out, "  alignas(64) double sum", v, "[kBlock];  // ", k.ops[v - k.num_inputs].op, " of v",
+                    k.ops[v - k.num_inputs].operands[0].index, "\n", "  alignas(64) float part", v, "[kBlock];\n");
+  }
+  absl::StrAppend(&out, "  for (int64_t c0 = begin; c0 < end; c0 += kBlock) {\n",
+                  "    const int64_t n = end - c0 < kBlock ? end - c0 : kBlock;\n");
+  for (int32_t v : sums) absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) sum", v, "[j] = 0.0;\n");
+  absl::StrAppend(&out, "    for (int64_t r0 = 0; r0 < R; r0 += kChunk) {\n",
+                  "      const int64_t r1 = R - r0 < kChunk ? R : r0 + kChunk;\n");
+  for (int32_t v : sums) absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) part", v, "[j] = 0.0f;\n");
+  absl::StrAppend(&out, "      for (int64_t r = r0; r < r1; ++r) {\n");
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    if (k.input_extents[v] == Extent::kElement) {
+      absl::StrAppend(&out, "        ", InputPointer(k, v, "r * C"));
+    } else if (k.input_extents[v] == Extent::kRow) {
+      absl::StrAppend(&out, "        ", InputPointer(k, v, "r"), "        const float v", v, " = ",
+                      InputLoad(k, v, absl::StrCat("in", v), "0"), ";\n");
+    }
+  }
+  absl::StrAppend(&out, "        for (int64_t j = 0; j < n; ++j) {\n", "          const int64_t c = c0 + j;\n",
+                  ElementBody(k, targets, std::vector<bool>(num_values, false), "          "));
+  for (int32_t v : sums) {
+    absl::StrAppend(&out, "          part", v, "[j] += v", k.ops[v - k.num_inputs].operands[0].index, ";\n");
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
+      absl::StrAppend(&out, "          ", OutputStore(k, i, "r * C + c", absl::StrCat("v", k.outputs[i])), ";\n");
+    }
+  }
+  absl::StrAppend(&out, "        }\n      }\n");
+  for (int32_t v : sums) absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) sum", v, "[j] += part", v, "[j];\n");
+  absl::StrAppend(&out, "    }\n");
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    const int32_t v = k.outputs[i];
+    if (k.ExtentOf(v) != Extent::kColumn) continue;
+    const bool mean = ReductionRules().at(k.ops[v - k.num_inputs].op).mean;
+    const std::string sum = absl::StrCat("static_cast<float>(sum", v, "[j])");
+    const std::string value = mean ? absl::StrCat(sum, " / static_cast<float>(R)") : sum;
+    absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) ", OutputStore(k, i, "c0 + j", value), ";\n");
   }
   absl::StrAppend(&out, "  }\n");
   return out;
@@ -442,7 +574,33 @@ std::vector<FusedKernel> ProbeKernels() {
                   33,
                   {Extent::kElement, Extent::kRow, Extent::kColumn, Extent::kOne}};
   // add.Scalar's alpha reads v1 (a row input) only to exercise a row operand.
-  return {flat, row};
+  // Conversions: a bool, an int64 and a bfloat16 input, a cast to every
+  // stored dtype.
+  using c10::ScalarType;
+  FusedKernel typed{"probe", 3, 0,
+                    {{"aten::where.self", {O{false, 0}, O{false, 1}, O{false, 2}}},  // v3
+                     {"aten::_to_copy[Long]", {O{false, 3}}},                        // v4
+                     {"aten::_to_copy[BFloat16]", {O{false, 3}}},                    // v5
+                     {"aten::_to_copy[Double]", {O{false, 3}}},                      // v6
+                     {"aten::_to_copy[Int]", {O{false, 3}}},                         // v7
+                     {"aten::_to_copy[Bool]", {O{false, 3}}}},                       // v8
+                    {3, 4, 5, 6, 7, 8}, 0, {},
+                    {ScalarType::Bool, ScalarType::Long, ScalarType::BFloat16},
+                    {ScalarType::Float, ScalarType::Long, ScalarType::BFloat16, ScalarType::Double,
+                     ScalarType::Int, ScalarType::Bool}};
+  // A column kernel: every input extent, a sum and a mean over the rows, an
+  // element output.
+  FusedKernel column{"probe", 4, 1,
+                     {{"aten::mul.Tensor", {O{false, 0}, O{false, 2}}},                  // v4
+                      {"aten::add.Tensor", {O{false, 4}, O{false, 1}, O{true, 0}}},      // v5
+                      {"aten::sum.dim_IntList", {O{false, 5}}, Extent::kColumn},         // v6
+                      {"aten::mul.Tensor", {O{false, 4}, O{false, 3}}},                  // v7
+                      {"aten::mean.dim", {O{false, 7}}, Extent::kColumn}},               // v8
+                     {5, 6, 8},
+                     40,
+                     {Extent::kElement, Extent::kRow, Extent::kColumn, Extent::kOne}};
+  column.rows = 300;
+  return {flat, row, typed, column};
 }
 
 }  // namespace
@@ -452,23 +610,50 @@ std::string CodegenId() {
   // change to what codegen emits changes the id.
   std::vector<std::string> rules;
   for (const auto& [op, rule] : Rules()) {
-    rules.push_back(absl::StrCat(op, "=", rule.kinds, ":", rule.expr, ":", rule.bool_result));
+    rules.push_back(absl::StrCat(op, "=", rule.kinds, ":", rule.expr, ":", c10::toString(rule.result)));
   }
   for (const auto& [op, rule] : ReductionRules()) {
     rules.push_back(absl::StrCat(op, "=", rule.identity, ":", rule.combine, ":", rule.mean));
   }
   std::sort(rules.begin(), rules.end());
   std::string text =
-      absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), kExpSource, kTanhSource, kErfSource);
+      absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), kExpSource, kTanhSource, kErfSource,
+                   kBFloat16Source);
   for (const FusedKernel& probe : ProbeKernels()) absl::StrAppend(&text, KernelSource(probe));
   return ir::HashToHex(ir::Hash(text));
 }
 
 bool IsRowReduction(const std::string& op) { return ReductionRules().contains(op); }
 
-bool YieldsBool(const std::string& op) {
+bool IsColumnReduction(const std::string& op) { return op == "aten::sum.dim_IntList" || op == "aten::mean.dim"; }
+
+c10::ScalarType ResultDtype(const std::string& op) {
   auto it = Rules().find(op);
-  return it != Rules().end() && it->second.bool_result;
+  return it != Rules().end() ? it->second.result : c10::ScalarType::Float;
+}
+
+std::optional<std::string> CastRule(c10::ScalarType dtype) {
+  std::string name = absl::StrCat("aten::_to_copy[", c10::toString(dtype), "]");
+  if (!Rules().contains(name)) return std::nullopt;
+  return name;
+}
+
+bool KernelLoads(c10::ScalarType dtype) { return CType(dtype) != nullptr; }
+
+bool KernelStores(c10::ScalarType dtype) {
+  return dtype == c10::ScalarType::Float || dtype == c10::ScalarType::Bool || CastRule(dtype).has_value();
+}
+
+bool ExactInFloat(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short:
+    case c10::ScalarType::BFloat16: return true;
+    default: return false;
+  }
 }
 
 bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scalar) {
@@ -487,7 +672,7 @@ std::string KernelSource(const FusedKernel& k) {
                                  " outputs\n#include <cmath>\n#include <cstdint>\n\n",
                                  MathPreamble(k));
   if (k.row_length > 0) {
-    absl::StrAppend(&out, Signature(k), RowKernelBody(k), "}\n");
+    absl::StrAppend(&out, Signature(k), k.IsColumnKernel() ? ColumnKernelBody(k) : RowKernelBody(k), "}\n");
     return out;
   }
   // The loop runs over blocks: each block's results go to local arrays, then to
@@ -515,11 +700,12 @@ std::string KernelSource(const FusedKernel& k) {
   }
   absl::StrAppend(&out, "    }\n");
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    if (k.IsBoolOutput(static_cast<int32_t>(i))) {
-      absl::StrAppend(&out, "    for (int64_t i = 0; i < n; ++i) reinterpret_cast<bool*>(out[", i,
-                      "])[base + i] = block", i, "[i] != 0.0f;\n");
+    if (k.OutputDtype(static_cast<int32_t>(i)) == c10::ScalarType::Float) {
+      absl::StrAppend(&out, "    __builtin_memcpy(static_cast<float*>(out[", i, "]) + base, block", i,
+                      ", n * sizeof(float));\n");
     } else {
-      absl::StrAppend(&out, "    __builtin_memcpy(out[", i, "] + base, block", i, ", n * sizeof(float));\n");
+      absl::StrAppend(&out, "    for (int64_t i = 0; i < n; ++i) ",
+                      OutputStore(k, i, "base + i", absl::StrCat("block", i, "[i]")), ";\n");
     }
   }
   absl::StrAppend(&out, "  }\n}\n");
@@ -528,23 +714,30 @@ std::string KernelSource(const FusedKernel& k) {
 
 std::string KernelSummary(const FusedKernel& k) {
   std::vector<std::string> lines;
-  std::vector<std::string> bools;
+  std::vector<std::string> typed;  // inputs and outputs not float32
   for (int32_t v = 0; v < k.num_inputs; ++v) {
-    if (k.IsBoolInput(v)) bools.push_back(absl::StrCat("v", v));
+    const c10::ScalarType dtype = k.InputDtype(v);
+    if (dtype != c10::ScalarType::Float) typed.push_back(absl::StrCat("v", v, " ", c10::toString(dtype)));
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    if (k.IsBoolOutput(static_cast<int32_t>(i))) bools.push_back(absl::StrCat("out", i));
+    const c10::ScalarType dtype = k.OutputDtype(static_cast<int32_t>(i));
+    if (dtype != c10::ScalarType::Float) typed.push_back(absl::StrCat("out", i, " ", c10::toString(dtype)));
   }
-  if (!bools.empty()) lines.push_back(absl::StrCat("bool (", absl::StrJoin(bools, ", "), ")"));
+  if (!typed.empty()) lines.push_back(absl::StrCat("dtypes (", absl::StrJoin(typed, ", "), ")"));
   if (k.row_length > 0) {
     std::vector<std::string> inputs;
     for (int32_t v = 0; v < k.num_inputs; ++v) inputs.push_back(absl::StrCat("v", v, " ", ExtentName(k.input_extents[v])));
-    lines.push_back(absl::StrCat("rows of ", k.row_length, " (", absl::StrJoin(inputs, ", "), ")"));
+    lines.push_back(k.IsColumnKernel()
+                        ? absl::StrCat("columns of ", k.rows, " rows of ", k.row_length, " (",
+                                       absl::StrJoin(inputs, ", "), ")")
+                        : absl::StrCat("rows of ", k.row_length, " (", absl::StrJoin(inputs, ", "), ")"));
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     lines.push_back(absl::StrCat("v", k.num_inputs + i, " = ", k.ops[i].op, "(",
                                  absl::StrJoin(OperandNames(k.ops[i]), ", "), ")",
-                                 k.ops[i].extent == Extent::kRow ? " [row]" : ""));
+                                 k.ops[i].extent == Extent::kRow      ? " [row]"
+                                 : k.ops[i].extent == Extent::kColumn ? " [column]"
+                                                                      : ""));
   }
   std::vector<std::string> outs;
   for (int32_t v : k.outputs) outs.push_back(absl::StrCat("v", v));

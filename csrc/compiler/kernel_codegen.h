@@ -1,12 +1,18 @@
-// Kernel code generation (tier 1): a fused group of float32 elementwise ops,
-// with the row reductions they feed or follow, becomes one C++ function whose
-// loops the system compiler vectorizes for the host ISA.
+// Kernel code generation (tier 1): a fused group of elementwise ops, with the
+// row reductions they feed or follow, becomes one C++ function whose loops the
+// system compiler vectorizes for the host ISA.
 //
 // Every generated kernel has the signature
-//   extern "C" void NAME(const float* const* in, float* const* out,
+//   extern "C" void NAME(const void* const* in, void* const* out,
 //                        const double* scalars, int64_t begin, int64_t end)
 // and computes [begin, end) of its work, so the runtime can split one call
 // across cores.
+//
+// Values inside a kernel are float32. An input of another dtype converts as it
+// is loaded, as ATen converts it to the float32 the op computes in (type
+// promotion, or a cast to float32); an output of another dtype (a cast:
+// _to_copy) converts as it is stored, and the cast's value inside the kernel is
+// already the stored one (truncated for integers, rounded for bfloat16).
 //
 // A flat kernel's work is elements: device buffers are contiguous, so its loop
 // indexes every tensor input and output by the same flat index. An output
@@ -20,7 +26,16 @@
 // sum), computes the row values, then one loop storing the element outputs;
 // element values are recomputed in each loop that needs them rather than
 // stored. Outputs never alias inputs.
+//
+// A column kernel is a row kernel whose group reduces over the rows: column
+// sums, like a bias gradient (sum over the leading dims). Its work is columns:
+// for a block of columns it runs over all rows in order, storing its element
+// outputs and adding each row into the column sums: float32 partial sums of
+// kColumnChunk rows, added up in float64, so rounding does not grow with the
+// row count. The same columns give the same sums however the call is split.
 #pragma once
+
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <optional>
@@ -48,7 +63,8 @@ struct FusedOp {
   };
   std::string op;  // "aten::mul.Tensor"
   std::vector<Operand> operands;
-  // Row kernels: kRow for a reduction over the row (and ops on row values).
+  // Row kernels: kRow for a reduction over the row (and ops on row values),
+  // kColumn for a reduction over the rows (a column kernel).
   Extent extent = Extent::kElement;
 };
 
@@ -63,25 +79,65 @@ struct FusedKernel {
   // row reductions, and its inputs have the extents below.
   int64_t row_length = 0;
   std::vector<Extent> input_extents;
-  // Inputs and outputs holding bool (one byte per element; read as 0 or 1,
-  // stored as value != 0); empty: none. All others are float32.
-  std::vector<bool> bool_inputs;
-  std::vector<bool> bool_outputs;
+  // The dtype of each input and output; empty or short: float32 (see
+  // KernelLoads and KernelStores for the others).
+  std::vector<c10::ScalarType> input_dtypes;
+  std::vector<c10::ScalarType> output_dtypes;
+  // Row kernels: the number of rows (a compile-time constant of column
+  // kernels' source only).
+  int64_t rows = 0;
 
-  bool IsBoolInput(int32_t v) const { return v < static_cast<int32_t>(bool_inputs.size()) && bool_inputs[v]; }
-  bool IsBoolOutput(int32_t i) const { return i < static_cast<int32_t>(bool_outputs.size()) && bool_outputs[i]; }
+  c10::ScalarType InputDtype(int32_t v) const {
+    return v < static_cast<int32_t>(input_dtypes.size()) ? input_dtypes[v] : c10::ScalarType::Float;
+  }
+  c10::ScalarType OutputDtype(int32_t i) const {
+    return i < static_cast<int32_t>(output_dtypes.size()) ? output_dtypes[i] : c10::ScalarType::Float;
+  }
 
   Extent ExtentOf(int32_t value) const {
     if (row_length == 0) return Extent::kElement;
     return value < num_inputs ? input_extents[value] : ops[value - num_inputs].extent;
+  }
+  bool IsColumnKernel() const {
+    for (const FusedOp& op : ops) {
+      if (op.extent == Extent::kColumn) return true;
+    }
+    return false;
   }
 };
 
 // Row reductions a row kernel computes: op -> identity, combining formula.
 bool IsRowReduction(const std::string& op);
 
-// Whether rule `op` computes a bool (a comparison).
-bool YieldsBool(const std::string& op);
+// Reductions over the rows a column kernel computes: sum and mean.
+bool IsColumnReduction(const std::string& op);
+
+// Rows per float32 partial sum of a column kernel.
+inline constexpr int64_t kColumnChunk = 64;
+
+// Columns per block of a column kernel; the runtime splits column kernels
+// across threads at multiples of it.
+inline constexpr int64_t kColumnBlock = 256;
+
+// The dtype of rule `op`'s result: float32, bool for comparisons, a cast's
+// target ("aten::_to_copy[Long]": int64).
+c10::ScalarType ResultDtype(const std::string& op);
+
+// The rule name of a cast to `dtype`, if codegen has one.
+std::optional<std::string> CastRule(c10::ScalarType dtype);
+
+// Dtypes a kernel input may have (converted to float32 as loaded): float32,
+// float64, bool, bfloat16 and the integer types.
+bool KernelLoads(c10::ScalarType dtype);
+
+// Dtypes a kernel output may have: float32, bool, and the targets of casts
+// (float64, int32, int64, bfloat16).
+bool KernelStores(c10::ScalarType dtype);
+
+// Whether every value of `dtype` is a float32 exactly (bool, bfloat16, the
+// integers up to 16 bits), so converting it through a kernel's float32 values
+// changes nothing.
+bool ExactInFloat(c10::ScalarType dtype);
 
 // Elements per block of a kernel's loop; the runtime splits calls across
 // threads at multiples of it.

@@ -113,14 +113,14 @@ bool IsFusedKernel(const c10::OperatorHandle& op) {
 constexpr size_t kKernelInputsArg = 2;
 constexpr size_t kKernelNumOutputsArg = 5;
 constexpr size_t kKernelReuseArg = 6;
-constexpr size_t kKernelBoolInputsArg = 7;
-constexpr size_t kKernelBoolOutputsArg = 8;
+constexpr size_t kKernelInputDtypesArg = 7;
+constexpr size_t kKernelOutputDtypesArg = 8;
 
 // Which donated parameter buffers a fused kernel may write its outputs into:
 // reuse[k] = the kernel input whose buffer output k takes, or -1. A buffer
 // qualifies when this instruction is its register's last use, the kernel reads
 // it once, and no other live register views it (a view taken earlier would see
-// the new values); only float32 outputs go into float32 inputs' buffers. Marks
+// the new values); an output goes only into an input of its own dtype. Marks
 // the parameters it picks in `overwritten`.
 std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10::IValue>& regs,
                                  const absl::flat_hash_map<int32_t, size_t>& donated_param_of,
@@ -128,15 +128,13 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
   std::vector<int64_t> reuse;
   const ProgramArg& inputs = inst.args[kKernelInputsArg];
   const int64_t num_outputs = inst.args[kKernelNumOutputsArg].constant.toInt();
-  const std::vector<int64_t> bool_inputs = inst.args[kKernelBoolInputsArg].constant.toIntVector();
-  const std::vector<int64_t> bool_outputs = inst.args[kKernelBoolOutputsArg].constant.toIntVector();
-  auto listed = [](const std::vector<int64_t>& list, int64_t i) {
-    return std::find(list.begin(), list.end(), i) != list.end();
-  };
-  auto qualifies = [&](size_t j) {
+  const std::vector<int64_t> input_dtypes = inst.args[kKernelInputDtypesArg].constant.toIntVector();
+  const std::vector<int64_t> output_dtypes = inst.args[kKernelOutputDtypesArg].constant.toIntVector();
+  std::vector<bool> taken(inputs.registers.size(), false);
+  auto qualifies = [&](size_t j, int64_t dtype) {
     const int32_t reg = inputs.registers[j];
     auto param = donated_param_of.find(reg);
-    if (listed(bool_inputs, static_cast<int64_t>(j)) || param == donated_param_of.end() ||
+    if (taken[j] || j >= input_dtypes.size() || input_dtypes[j] != dtype || param == donated_param_of.end() ||
         overwritten[param->second] || std::count(inst.release.begin(), inst.release.end(), reg) == 0 ||
         std::count(inputs.registers.begin(), inputs.registers.end(), reg) != 1) {
       return false;
@@ -148,15 +146,13 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
     }
     if (viewed) return false;
     overwritten[param->second] = true;
+    taken[j] = true;
     return true;
   };
-  size_t j = 0;  // the next input to consider
-  for (int64_t k = 0; k < num_outputs && j < inputs.registers.size(); ++k) {
+  for (int64_t k = 0; k < num_outputs && k < static_cast<int64_t>(output_dtypes.size()); ++k) {
     int64_t chosen = -1;
-    if (!listed(bool_outputs, k)) {
-      for (; j < inputs.registers.size() && chosen < 0; ++j) {
-        if (qualifies(j)) chosen = static_cast<int64_t>(j);
-      }
+    for (size_t j = 0; j < inputs.registers.size() && chosen < 0; ++j) {
+      if (qualifies(j, output_dtypes[k])) chosen = static_cast<int64_t>(j);
     }
     reuse.push_back(chosen);
   }

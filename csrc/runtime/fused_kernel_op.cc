@@ -4,13 +4,13 @@
 // instruction: the NEFF format and its reader need no case of their own.
 //
 //   fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars,
-//                int[] sizes, int num_outputs, int[] reuse, int[] bool_inputs,
-//                int[] bool_outputs) -> Tensor[]
+//                int[] sizes, int num_outputs, int[] reuse, int[] input_dtypes,
+//                int[] output_dtypes) -> Tensor[]
 //
-// Inputs are tensors of `sizes`, float32 except those bool_inputs names; the
-// outputs are tensors of `sizes` (bool where bool_outputs says), new ones in
-// device memory except where `reuse` names a float32 input whose buffer an
-// output is written into. Programs carry an empty `reuse`; the executor fills
+// Inputs are tensors of `sizes` and of input_dtypes (c10::ScalarType codes, one
+// per input); the outputs are tensors of `sizes` and output_dtypes, new ones in
+// device memory except where `reuse` names an input of the output's dtype whose
+// buffer the output is written into. Programs carry an empty `reuse`; the executor fills
 // it in for donated inputs (runtime/executor.cc). Large kernels are split
 // across ATen's intra-op threads. neuron::fused_row_kernel is its counterpart for row
 // kernels (below).
@@ -38,13 +38,16 @@ constexpr int64_t kMinElementsPerThread = 1 << 16;
 // block, compiler::kKernelBlock), so no block straddles two threads.
 constexpr int64_t kSplitQuantum = 512;
 
+// Column kernels split at multiples of this many columns (compiler::kColumnBlock).
+constexpr int64_t kColumnQuantum = 256;
+
 // Runs `fn` over work items [0, total), split at multiples of `quantum` items
 // across ATen's intra-op thread pool (torch.get_num_threads() threads) when
 // there are at least kMinElementsPerThread elements (`elements_per_item` each)
 // per thread. The pool's threads persist: a thread started per call cost an
 // AdamW step about 2 ms after the host had been idle a moment (bench_adamw's
 // interleaved peers).
-void RunSplit(KernelFn fn, const std::vector<const float*>& in, const std::vector<float*>& out,
+void RunSplit(KernelFn fn, const std::vector<const void*>& in, const std::vector<void*>& out,
               const std::vector<double>& scalars, int64_t total, int64_t quantum, int64_t elements_per_item) {
   const int64_t threads =
       std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1, at::get_num_threads());
@@ -68,17 +71,20 @@ std::vector<double> ScalarValues(const c10::IValue& list) {
   return scalars;
 }
 
-// Which of `count` inputs or outputs hold bool, from a list of their positions.
-std::vector<bool> BoolPositions(const c10::IValue& list, size_t count, const std::string& kernel) {
-  std::vector<bool> is_bool(count, false);
-  for (int64_t i : list.toIntVector()) {
-    TORCH_CHECK(i >= 0 && static_cast<size_t>(i) < count, "kernel ", kernel, ": bad bool position ", i);
-    is_bool[i] = true;
+// The dtypes of a kernel's `count` inputs or outputs, from their codes.
+std::vector<at::ScalarType> Dtypes(const c10::IValue& list, size_t count, const std::string& kernel,
+                                   const char* what) {
+  const std::vector<int64_t> codes = list.toIntVector();
+  TORCH_CHECK(codes.size() == count, "kernel ", kernel, ": ", codes.size(), " ", what, " dtypes for ", count, " ",
+              what, "s");
+  std::vector<at::ScalarType> dtypes;
+  for (int64_t code : codes) {
+    TORCH_CHECK(code >= 0 && code < static_cast<int64_t>(at::ScalarType::NumOptions), "kernel ", kernel,
+                ": bad dtype code ", code);
+    dtypes.push_back(static_cast<at::ScalarType>(code));
   }
-  return is_bool;
+  return dtypes;
 }
-
-at::ScalarType DtypeOf(bool is_bool) { return is_bool ? at::kBool : at::kFloat; }
 
 // The arguments both kernel operators start with (library, kernel, inputs,
 // scalars, at stack[base]...) and the kernel they name.
@@ -92,14 +98,13 @@ struct KernelCall {
   // Makes input i contiguous and records its data.
   void AddInput(size_t i) {
     contiguous.push_back(inputs[i].contiguous());
-    in.push_back(static_cast<const float*>(contiguous.back().const_data_ptr()));
+    in.push_back(contiguous.back().const_data_ptr());
   }
   // A new output in device memory: the output's DeviceData adopts the buffer, no copy.
-  void AddOutput(c10::IntArrayRef sizes, bool is_bool) {
+  void AddOutput(c10::IntArrayRef sizes, at::ScalarType dtype) {
     outputs.push_back(at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
-                                                c10::DispatchKeySet(c10::DispatchKey::CPU), DtypeOf(is_bool),
-                                                std::nullopt));
-    out.push_back(static_cast<float*>(outputs.back().data_ptr()));
+                                                c10::DispatchKeySet(c10::DispatchKey::CPU), dtype, std::nullopt));
+    out.push_back(outputs.back().data_ptr());
   }
   void Finish(torch::jit::Stack* stack, size_t num_args) {
     torch::jit::drop(*stack, num_args);
@@ -111,9 +116,9 @@ struct KernelCall {
   const std::vector<double> scalars;
   const KernelFn fn;
   std::vector<at::Tensor> contiguous;  // keeps the inputs' data alive
-  std::vector<const float*> in;
+  std::vector<const void*> in;
   std::vector<at::Tensor> outputs;
-  std::vector<float*> out;
+  std::vector<void*> out;
 };
 
 void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
@@ -125,55 +130,64 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   // reuse[k] >= 0: output k is written into input reuse[k]'s buffer, which the
   // caller no longer needs (the executor fills this in for donated parameters).
   const std::vector<int64_t> reuse = (*stack)[base + 6].toIntVector();
-  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 7], call.inputs.size(), call.kernel);
-  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 8], num_outputs, call.kernel);
+  const std::vector<at::ScalarType> in_dtypes = Dtypes((*stack)[base + 7], call.inputs.size(), call.kernel, "input");
+  const std::vector<at::ScalarType> out_dtypes = Dtypes((*stack)[base + 8], num_outputs, call.kernel, "output");
 
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const at::Tensor& t = call.inputs[i];
-    TORCH_CHECK(t.scalar_type() == DtypeOf(bool_in[i]) && t.sizes() == c10::IntArrayRef(sizes), "kernel ",
-                call.kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of sizes ", c10::IntArrayRef(sizes),
-                ", got ", t.scalar_type(), " ", t.sizes());
+    TORCH_CHECK(t.scalar_type() == in_dtypes[i] && t.sizes() == c10::IntArrayRef(sizes), "kernel ", call.kernel,
+                " input ", i, ": expected ", in_dtypes[i], " of sizes ", c10::IntArrayRef(sizes), ", got ",
+                t.scalar_type(), " ", t.sizes());
     call.AddInput(i);
   }
   for (int64_t i = 0; i < num_outputs; ++i) {
     const int64_t into = i < static_cast<int64_t>(reuse.size()) ? reuse[i] : -1;
     if (into < 0) {
-      call.AddOutput(sizes, bool_out[i]);
+      call.AddOutput(sizes, out_dtypes[i]);
       continue;
     }
     TORCH_CHECK(into < static_cast<int64_t>(call.inputs.size()) && call.inputs[into].is_contiguous() &&
-                    !bool_in[into] && !bool_out[i],
+                    in_dtypes[into] == out_dtypes[i],
                 "kernel ", call.kernel, ": output ", i, " cannot reuse input ", into);
     call.outputs.push_back(call.inputs[into]);
-    call.out.push_back(const_cast<float*>(call.in[into]));
+    call.out.push_back(const_cast<void*>(call.in[into]));
   }
   RunSplit(call.fn, call.in, call.out, call.scalars, c10::multiply_integers(sizes), kSplitQuantum, 1);
   call.Finish(stack, kNumArgs);
 }
 
+// The elements a value of `extent` (a compiler::Extent) holds in a domain of
+// rows x row_length: per element, per row, per row position, or one.
+int64_t ExtentNumel(int64_t extent, int64_t rows, int64_t row_length) {
+  const int64_t numel[] = {rows * row_length, rows, row_length, 1};
+  return numel[std::clamp<int64_t>(extent, 0, 3)];
+}
+
 // neuron::fused_row_kernel: a row kernel over `rows` rows of `row_length`
 // elements. input_extents[i] says how much of input i the kernel reads (0: a
 // value per element, 1: per row, 2: per row position, 3: one value; see
-// compiler::Extent); output_sizes holds each output's rank, then its sizes.
+// compiler::Extent), output_extents[k] how much output k holds; output_sizes
+// holds each output's rank, then its sizes. A kernel with a per-position
+// output (a column kernel: sums over the rows) runs by columns.
 void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  constexpr size_t kNumArgs = 10;
+  constexpr size_t kNumArgs = 11;
   const size_t base = stack->size() - kNumArgs;
   KernelCall call(*stack, base);
   const int64_t rows = (*stack)[base + 4].toInt();
   const int64_t row_length = (*stack)[base + 5].toInt();
   const std::vector<int64_t> extents = (*stack)[base + 6].toIntVector();
-  const std::vector<int64_t> output_sizes = (*stack)[base + 7].toIntVector();
-  const std::vector<bool> bool_in = BoolPositions((*stack)[base + 8], call.inputs.size(), call.kernel);
+  const std::vector<int64_t> output_extents = (*stack)[base + 7].toIntVector();
+  const std::vector<int64_t> output_sizes = (*stack)[base + 8].toIntVector();
+  const std::vector<at::ScalarType> in_dtypes = Dtypes((*stack)[base + 9], call.inputs.size(), call.kernel, "input");
 
   TORCH_CHECK(extents.size() == call.inputs.size(), "kernel ", call.kernel, " takes ", extents.size(),
               " inputs, got ", call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const int64_t expected[] = {rows * row_length, rows, row_length, 1};
-    const int64_t numel = expected[std::clamp<int64_t>(extents[i], 0, 3)];
+    const int64_t numel = ExtentNumel(extents[i], rows, row_length);
     const at::Tensor& t = call.inputs[i];
-    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && t.scalar_type() == DtypeOf(bool_in[i]) && t.numel() == numel,
-                "kernel ", call.kernel, " input ", i, ": expected ", DtypeOf(bool_in[i]), " of ", numel,
-                " elements, got ", t.scalar_type(), " ", t.sizes());
+    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && t.scalar_type() == in_dtypes[i] && t.numel() == numel, "kernel ",
+                call.kernel, " input ", i, ": expected ", in_dtypes[i], " of ", numel, " elements, got ",
+                t.scalar_type(), " ", t.sizes());
     call.AddInput(i);
   }
   std::vector<std::vector<int64_t>> shapes;  // per output
@@ -183,14 +197,24 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
     shapes.emplace_back(output_sizes.begin() + at + 1, output_sizes.begin() + at + 1 + rank);
     at += 1 + rank;
   }
-  const std::vector<bool> bool_out = BoolPositions((*stack)[base + 9], shapes.size(), call.kernel);
+  const std::vector<at::ScalarType> out_dtypes = Dtypes((*stack)[base + 10], shapes.size(), call.kernel, "output");
+  TORCH_CHECK(output_extents.size() == shapes.size(), "kernel ", call.kernel, ": ", output_extents.size(),
+              " output extents for ", shapes.size(), " outputs");
+  bool by_columns = false;
   for (size_t k = 0; k < shapes.size(); ++k) {
     const int64_t numel = c10::multiply_integers(shapes[k]);
-    TORCH_CHECK(numel == rows || numel == rows * row_length, "kernel ", call.kernel, ": an output of ",
-                c10::IntArrayRef(shapes[k]), " is neither per row nor per element");
-    call.AddOutput(shapes[k], bool_out[k]);
+    TORCH_CHECK(output_extents[k] >= 0 && output_extents[k] < 3 &&
+                    numel == ExtentNumel(output_extents[k], rows, row_length),
+                "kernel ", call.kernel, ": output ", k, " of ", c10::IntArrayRef(shapes[k]),
+                " does not hold extent ", output_extents[k], " of ", rows, " rows of ", row_length);
+    by_columns |= output_extents[k] == 2;
+    call.AddOutput(shapes[k], out_dtypes[k]);
   }
-  RunSplit(call.fn, call.in, call.out, call.scalars, rows, 1, row_length);
+  if (by_columns) {
+    RunSplit(call.fn, call.in, call.out, call.scalars, row_length, kColumnQuantum, rows);
+  } else {
+    RunSplit(call.fn, call.in, call.out, call.scalars, rows, 1, row_length);
+  }
   call.Finish(stack, kNumArgs);
 }
 
@@ -198,9 +222,11 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
 
 TORCH_LIBRARY(neuron, m) {
   m.def("fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
-        "int num_outputs, int[] reuse, int[] bool_inputs, int[] bool_outputs) -> Tensor[]");
+        "int num_outputs, int[] reuse, int[] input_dtypes, int[] output_dtypes) -> Tensor[]");
   m.def("fused_row_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int rows, "
-        "int row_length, int[] input_extents, int[] output_sizes, int[] bool_inputs, int[] bool_outputs) -> Tensor[]");
+        "int row_length, int[] input_extents, int[] output_extents, int[] output_sizes, int[] input_dtypes, "
+        "int[] output_dtypes) "
+        "-> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {

@@ -14,9 +14,9 @@
 
 namespace torch_neuron::runtime {
 
-// extern "C" void kernel(const float* const* in, float* const* out,
+// extern "C" void kernel(const void* const* in, void* const* out,
 //                        const double* scalars, int64_t begin, int64_t end)
-using KernelFn = void (*)(const float* const*, float* const*, const double*, int64_t, int64_t);
+using KernelFn = void (*)(const void* const*, void* const*, const double*, int64_t, int64_t);
 
 // Registers `bytes` under `name` (a content hash, so one name is one object);
 // a second registration of the name is a no-op.

@@ -1,6 +1,6 @@
 """Golden text of tier 1: for a fixed corpus of small graphs (an MLP training
 step, an AdamW update, layer norm forward and backward, softmax with
-cross-entropy), the IR after the compiler's passes and the generated kernels'
+cross-entropy, casts between dtypes), the IR after the compiler's passes and the generated kernels'
 C++ source, compared with tests/python/golden/*.txt. Any change in fusion or
 code generation shows in review as a diff of these files.
 
@@ -71,9 +71,21 @@ def softmax_cross_entropy():
     return [probs, loss, grad]
 
 
+def mixed_dtypes():
+    """Casts and type promotion: a bfloat16 activation and int64 positions
+    promoted into float32 math, results cast to bfloat16 and int64."""
+    torch.manual_seed(0)
+    h = torch.randn(4, 8).to(torch.bfloat16).neuron()
+    pos = torch.arange(32).reshape(4, 8).neuron()
+    w = torch.randn(4, 8).neuron()
+    settled()
+    y = torch.sigmoid(h.float() * w + pos)
+    return [y.to(torch.bfloat16), (y * 10).long()]
+
+
 CORPUS = {"mlp_step": mlp_step, "adamw_update": adamw_update,
           "layer_norm_forward_backward": layer_norm_forward_backward,
-          "softmax_cross_entropy": softmax_cross_entropy}
+          "softmax_cross_entropy": softmax_cross_entropy, "mixed_dtypes": mixed_dtypes}
 
 
 def golden_text(build) -> str:

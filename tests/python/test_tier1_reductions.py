@@ -99,14 +99,20 @@ def test_trailing_reductions_fuse_with_their_inputs(op, keepdim):
     check(fn, x, rtol=1e-5, atol=1e-5)
 
 
-def test_reduction_over_leading_dims_stays_a_library_call():
+def test_reduction_over_leading_dims_is_a_column_kernel():
+    """Sums over leading dims are column kernels (test_tier1_columns.py); amax
+    over leading dims stays a library call."""
     x = torch.randn(8, 32)
     dev = x.neuron()
     torch_neuron.mark_step()
     out = (dev * 2).sum(0)
     ir, _ = compiled([out])
-    assert "aten::sum.dim_IntList(" in ir and "fused_row_kernel" not in ir
+    assert "# columns of 8 rows of 32" in ir and "%2 = aten::sum" not in ir and ir.count("aten::sum") == 1, ir
     torch.testing.assert_close(out.cpu(), (x * 2).sum(0))
+    peak = (dev * 2).amax(0)
+    ir, _ = compiled([peak])
+    assert "= aten::amax(" in ir and "fused_row_kernel" not in ir, ir
+    torch.testing.assert_close(peak.cpu(), (x * 2).amax(0))
 
 
 @pytest.mark.parametrize("op", ["amax", "amin"])
