@@ -107,63 +107,59 @@ bool ReadsDtype(const std::string& rule, c10::ScalarType dtype) {
   return true;
 }
 
-// The split of a reduction a row kernel can compute (sum, mean, amax or amin
-// of a float32 tensor over its trailing dims, no dtype argument), or -1.
-int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
-  if (!Candidate(n) || !IsRowReduction(n.ir->op())) return -1;
+// A reduction (sum, mean, amax, amin; no dtype argument) of a float32 tensor
+// over some of its dims: the tensor's sizes, the dims sorted and made
+// non-negative, and keepdim.
+struct Reduction {
+  Sizes domain;
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+};
+
+std::optional<Reduction> ReductionOf(const CompileGraph& g, const CompileNode& n) {
+  if (!Candidate(n) || !IsRowReduction(n.ir->op())) return std::nullopt;
   const std::vector<ir::Arg>& args = n.ir->args();
   if (args.size() < 3 || args[0].kind != ir::Arg::Kind::kOperand || args[1].kind != ir::Arg::Kind::kAttr ||
       args[2].kind != ir::Arg::Kind::kAttr || !args[1].attr.isIntList() || !args[2].attr.isBool() ||
       (args.size() == 4 && !(args[3].kind == ir::Arg::Kind::kAttr && args[3].attr.isNone()))) {
-    return -1;
+    return std::nullopt;
   }
   const ValueRef v = n.operands[args[0].operands[0]];
   const CompileNode& src = g.nodes[v.node];
-  if (src.is_scalar_leaf() || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return -1;
-  const Sizes& domain = src.ir->shape(v.index).sizes();
-  const int n_dims = static_cast<int>(domain.size());
-  std::vector<int64_t> dims = args[1].attr.toIntVector();
-  if (dims.empty()) return -1;  // sum(dim=[]) reduces everything: a library call
-  for (int64_t& d : dims) d = d < 0 ? d + n_dims : d;
-  std::sort(dims.begin(), dims.end());
-  const int split = static_cast<int>(dims.front());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] != split + static_cast<int64_t>(i)) return -1;
+  if (src.is_scalar_leaf() || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return std::nullopt;
+  Reduction r{src.ir->shape(v.index).sizes(), args[1].attr.toIntVector(), args[2].attr.toBool()};
+  if (r.dims.empty()) return std::nullopt;  // sum(dim=[]) reduces everything: a library call
+  const int64_t n_dims = static_cast<int64_t>(r.domain.size());
+  for (int64_t& d : r.dims) d = d < 0 ? d + n_dims : d;
+  std::sort(r.dims.begin(), r.dims.end());
+  for (size_t i = 0; i < r.dims.size(); ++i) {
+    if (r.dims[i] < 0 || r.dims[i] >= n_dims || r.dims[i] != r.dims[0] + static_cast<int64_t>(i)) {
+      return std::nullopt;  // not one run of dims
+    }
   }
-  if (split < 0 || dims.back() != n_dims - 1) return -1;
-  if (n.ir->shape(0).sizes() != RowShape(domain, split, args[2].attr.toBool())) return -1;
-  return split;
+  return r;
+}
+
+// The split of a reduction a row kernel can compute (sum, mean, amax or amin
+// of a float32 tensor over its trailing dims), or -1.
+int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
+  const std::optional<Reduction> r = ReductionOf(g, n);
+  if (!r || r->dims.back() != static_cast<int64_t>(r->domain.size()) - 1) return -1;
+  const int split = static_cast<int>(r->dims.front());
+  return n.ir->shape(0).sizes() == RowShape(r->domain, split, r->keepdim) ? split : -1;
 }
 
 // The split of a reduction a column kernel can compute (sum or mean of a
-// float32 tensor over its leading dims, no dtype argument: a bias gradient),
-// or -1. The split is the number of reduced dims.
+// float32 tensor over its leading dims, not all: a bias gradient), or -1. The
+// split is the number of reduced dims.
 int ColumnReductionSplit(const CompileGraph& g, const CompileNode& n) {
-  if (!Candidate(n) || !IsColumnReduction(n.ir->op())) return -1;
-  const std::vector<ir::Arg>& args = n.ir->args();
-  if (args.size() < 3 || args[0].kind != ir::Arg::Kind::kOperand || args[1].kind != ir::Arg::Kind::kAttr ||
-      args[2].kind != ir::Arg::Kind::kAttr || !args[1].attr.isIntList() || !args[2].attr.isBool() ||
-      (args.size() == 4 && !(args[3].kind == ir::Arg::Kind::kAttr && args[3].attr.isNone()))) {
-    return -1;
-  }
-  const ValueRef v = n.operands[args[0].operands[0]];
-  const CompileNode& src = g.nodes[v.node];
-  if (src.is_scalar_leaf() || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return -1;
-  const Sizes& domain = src.ir->shape(v.index).sizes();
-  const int n_dims = static_cast<int>(domain.size());
-  std::vector<int64_t> dims = args[1].attr.toIntVector();
-  if (dims.empty()) return -1;
-  for (int64_t& d : dims) d = d < 0 ? d + n_dims : d;
-  std::sort(dims.begin(), dims.end());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] != static_cast<int64_t>(i)) return -1;
-  }
-  const int split = static_cast<int>(dims.size());
-  if (split >= n_dims) return -1;  // everything reduced: a row reduction's business
-  Sizes expected(domain.begin() + split, domain.end());
-  if (args[2].attr.toBool()) expected.insert(expected.begin(), split, 1);
-  if (n.ir->shape(0).sizes() != expected) return -1;
-  return split;
+  if (!IsColumnReduction(n.ir->op())) return -1;
+  const std::optional<Reduction> r = ReductionOf(g, n);
+  const int split = r ? static_cast<int>(r->dims.size()) : -1;
+  if (!r || r->dims.front() != 0 || split >= static_cast<int>(r->domain.size())) return -1;
+  Sizes expected(r->domain.begin() + split, r->domain.end());
+  if (r->keepdim) expected.insert(expected.begin(), split, 1);
+  return n.ir->shape(0).sizes() == expected ? split : -1;
 }
 
 // The name of an op's codegen rule: the op, then each string attribute in

@@ -473,6 +473,46 @@ std::string RowKernelBody(const FusedKernel& k) {
   return out;
 }
 
+// A flat kernel's strided general path (see kernel_codegen.h): element i's
+// multi-index is kept as the loop advances one run of the innermost dim at a
+// time; each input's offset comes from its strides.
+std::string StridedFlatKernel(const FusedKernel& k) {
+  std::string out = absl::StrCat(
+      "extern \"C\" void ", k.name, "_strided(const void* const* in, void* const* out, const double* scalars,\n",
+      "    int64_t begin, int64_t end, const int64_t* geometry) {\n", ScalarLocals(k),
+      "  const int64_t rank = geometry[0];\n", "  const int64_t* size = geometry + 1;\n",
+      "  int64_t index[", kMaxStridedRank, "];  // of element i\n",
+      "  for (int64_t d = rank - 1, rest = begin; d >= 0; --d) {\n", "    index[d] = rest % size[d];\n",
+      "    rest /= size[d];\n", "  }\n");
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    absl::StrAppend(&out, "  const int64_t* stride", v, " = geometry + 1 + rank * ", v + 1, ";\n");
+  }
+  absl::StrAppend(&out, "  for (int64_t i = begin; i < end;) {\n",
+                  "    const int64_t left = size[rank - 1] - index[rank - 1];\n",
+                  "    const int64_t n = left < end - i ? left : end - i;\n");
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    const char* type = CType(k.InputDtype(v));
+    absl::StrAppend(&out, "    int64_t at", v, " = 0;\n", "    for (int64_t d = 0; d < rank; ++d) at", v,
+                    " += index[d] * stride", v, "[d];\n", "    const ", type, "* in", v, " = static_cast<const ", type,
+                    "*>(in[", v, "]) + at", v, ";\n", "    const int64_t step", v, " = stride", v, "[rank - 1];\n");
+  }
+  absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) {\n");
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    absl::StrAppend(&out, "      const float v", v, " = ",
+                    InputLoad(k, v, absl::StrCat("in", v), absl::StrCat("j * step", v)), ";\n");
+  }
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ", OpExpr(k.ops[i]), ";  // ", k.ops[i].op, "\n");
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    absl::StrAppend(&out, "      ", OutputStore(k, i, "i + j", absl::StrCat("v", k.outputs[i])), ";\n");
+  }
+  absl::StrAppend(&out, "    }\n", "    i += n;\n", "    index[rank - 1] += n;\n",
+                  "    for (int64_t d = rank - 1; d > 0 && index[d] == size[d]; --d) {\n",
+                  "      index[d] = 0;\n", "      ++index[d - 1];\n", "    }\n", "  }\n", "}\n");
+  return out;
+}
+
 // A column kernel (see kernel_codegen.h): begin and end count columns. Per
 // block of kColumnBlock columns, the rows in order, in chunks of kColumnChunk
 // whose partial sums are added to the block's sums.
@@ -708,7 +748,7 @@ std::string KernelSource(const FusedKernel& k) {
                       OutputStore(k, i, "base + i", absl::StrCat("block", i, "[i]")), ";\n");
     }
   }
-  absl::StrAppend(&out, "  }\n}\n");
+  absl::StrAppend(&out, "  }\n}\n\n", StridedFlatKernel(k));
   return out;
 }
 

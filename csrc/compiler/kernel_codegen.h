@@ -14,11 +14,15 @@
 // _to_copy) converts as it is stored, and the cast's value inside the kernel is
 // already the stored one (truncated for integers, rounded for bfloat16).
 //
-// A flat kernel's work is elements: device buffers are contiguous, so its loop
-// indexes every tensor input and output by the same flat index. An output
-// pointer may equal an input pointer (the runtime writes an output into a
-// donated input's buffer); element i is read before it is written, so that is
-// safe.
+// A flat kernel's work is elements. Its contiguous fast path indexes every
+// tensor input and output by the same flat index. Its strided general path,
+//   extern "C" void NAME_strided(..., int64_t begin, int64_t end,
+//                                const int64_t* geometry)
+// with geometry = rank, sizes, then each input's strides (in elements), reads
+// inputs through their strides (a transposed or expanded view) and writes the
+// contiguous outputs, one innermost-dim run at a time. An output pointer may
+// equal an input pointer (the runtime writes an output into a donated input's
+// contiguous buffer); element i is read before it is written, so that is safe.
 //
 // A row kernel's work is rows of a [rows, row_length] domain (the trailing dims
 // of a tensor collapsed into the row). Per row it runs one loop per reduction
@@ -142,6 +146,9 @@ bool ExactInFloat(c10::ScalarType dtype);
 // Elements per block of a kernel's loop; the runtime splits calls across
 // threads at multiples of it.
 inline constexpr int64_t kKernelBlock = 512;
+
+// The most dims a flat kernel's strided path indexes.
+inline constexpr int64_t kMaxStridedRank = 8;
 
 // Identifies what codegen emits (formulas, helpers, and the source generated
 // for fixed probe kernels, so any change of loop structure counts): part of the

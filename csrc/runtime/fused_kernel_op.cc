@@ -10,10 +10,12 @@
 // Inputs are tensors of `sizes` and of input_dtypes (c10::ScalarType codes, one
 // per input); the outputs are tensors of `sizes` and output_dtypes, new ones in
 // device memory except where `reuse` names an input of the output's dtype whose
-// buffer the output is written into. Programs carry an empty `reuse`; the executor fills
-// it in for donated inputs (runtime/executor.cc). Large kernels are split
-// across ATen's intra-op threads. neuron::fused_row_kernel is its counterpart for row
-// kernels (below).
+// buffer the output is written into. Programs carry an empty `reuse`; the
+// executor fills it in for donated inputs (runtime/executor.cc). Inputs may be
+// strided (a view run as a view); the kernel's strided path then reads them in
+// place. Large kernels are split across ATen's intra-op threads.
+// neuron::fused_row_kernel is its counterpart for row kernels (below), whose
+// inputs are made contiguous.
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/metrics.h"
 #include "runtime/native_library.h"
 #include "runtime/neuron_allocator.h"
 #include "runtime/torch_status.h"
@@ -41,27 +44,29 @@ constexpr int64_t kSplitQuantum = 512;
 // Column kernels split at multiples of this many columns (compiler::kColumnBlock).
 constexpr int64_t kColumnQuantum = 256;
 
-// Runs `fn` over work items [0, total), split at multiples of `quantum` items
-// across ATen's intra-op thread pool (torch.get_num_threads() threads) when
-// there are at least kMinElementsPerThread elements (`elements_per_item` each)
-// per thread. The pool's threads persist: a thread started per call cost an
-// AdamW step about 2 ms after the host had been idle a moment (bench_adamw's
-// interleaved peers).
-void RunSplit(KernelFn fn, const std::vector<const void*>& in, const std::vector<void*>& out,
-              const std::vector<double>& scalars, int64_t total, int64_t quantum, int64_t elements_per_item) {
+// The most dims a flat kernel's strided path indexes (compiler::kMaxStridedRank);
+// inputs of more are made contiguous.
+constexpr size_t kMaxStridedRank = 8;
+
+// Runs `body(begin, end)` over work items [0, total), split at multiples of
+// `quantum` items across ATen's intra-op thread pool (torch.get_num_threads()
+// threads) when there are at least kMinElementsPerThread elements
+// (`elements_per_item` each) per thread. The pool's threads persist: a thread
+// started per call cost an AdamW step about 2 ms after the host had been idle
+// a moment (bench_adamw's interleaved peers).
+template <typename Body>
+void RunSplit(const Body& body, int64_t total, int64_t quantum, int64_t elements_per_item) {
   const int64_t threads =
       std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1, at::get_num_threads());
   const int64_t per_thread = (total + threads - 1) / threads;
   const int64_t chunk = (per_thread + quantum - 1) / quantum * quantum;
   if (threads == 1 || chunk >= total) {
-    fn(in.data(), out.data(), scalars.data(), 0, total);
+    body(0, total);
     return;
   }
   const int64_t pieces = (total + chunk - 1) / chunk;
   at::parallel_for(0, pieces, /*grain_size=*/1, [&](int64_t first, int64_t last) {
-    for (int64_t piece = first; piece < last; ++piece) {
-      fn(in.data(), out.data(), scalars.data(), piece * chunk, std::min(total, (piece + 1) * chunk));
-    }
+    for (int64_t piece = first; piece < last; ++piece) body(piece * chunk, std::min(total, (piece + 1) * chunk));
   });
 }
 
@@ -90,16 +95,20 @@ std::vector<at::ScalarType> Dtypes(const c10::IValue& list, size_t count, const 
 // scalars, at stack[base]...) and the kernel they name.
 struct KernelCall {
   KernelCall(const torch::jit::Stack& stack, size_t base)
-      : kernel(stack[base + 1].toStringRef()),
+      : library(stack[base].toStringRef()),
+        kernel(stack[base + 1].toStringRef()),
         inputs(stack[base + 2].toTensorVector()),
         scalars(ScalarValues(stack[base + 3])),
         fn(ValueOrThrow(FindKernel(stack[base].toStringRef(), kernel))) {}
 
-  // Makes input i contiguous and records its data.
-  void AddInput(size_t i) {
-    contiguous.push_back(inputs[i].contiguous());
+  // Records input i's data: made contiguous, unless the kernel reads it
+  // through its strides.
+  void AddInput(size_t i, bool strided = false) {
+    contiguous.push_back(strided ? inputs[i] : inputs[i].contiguous());
     in.push_back(contiguous.back().const_data_ptr());
   }
+  // Runs the kernel over [begin, end).
+  void Run(int64_t begin, int64_t end) const { fn(in.data(), out.data(), scalars.data(), begin, end); }
   // A new output in device memory: the output's DeviceData adopts the buffer, no copy.
   void AddOutput(c10::IntArrayRef sizes, at::ScalarType dtype) {
     outputs.push_back(at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
@@ -111,11 +120,12 @@ struct KernelCall {
     stack->push_back(c10::IValue(outputs));
   }
 
+  const std::string library;
   const std::string kernel;
   const std::vector<at::Tensor> inputs;
   const std::vector<double> scalars;
   const KernelFn fn;
-  std::vector<at::Tensor> contiguous;  // keeps the inputs' data alive
+  std::vector<at::Tensor> contiguous;  // the inputs as the kernel reads them; keeps their data alive
   std::vector<const void*> in;
   std::vector<at::Tensor> outputs;
   std::vector<void*> out;
@@ -133,12 +143,22 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   const std::vector<at::ScalarType> in_dtypes = Dtypes((*stack)[base + 7], call.inputs.size(), call.kernel, "input");
   const std::vector<at::ScalarType> out_dtypes = Dtypes((*stack)[base + 8], num_outputs, call.kernel, "output");
 
+  // The strided general path reads an input that is not contiguous (a view run
+  // as a view) through its strides, with no copy, where its innermost dim is
+  // contiguous or broadcast (an expand, a slice, a permute of outer dims). A
+  // transposed innermost dim is copied first: read in place, each element
+  // would cost a cache line (a 2048 x 2048 transpose-add took 25 ms in
+  // place, against 12 ms for ATen's copy and 3 ms for the contiguous kernel).
+  const bool rank_fits = !sizes.empty() && sizes.size() <= kMaxStridedRank;
+  bool strided = false;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const at::Tensor& t = call.inputs[i];
     TORCH_CHECK(t.scalar_type() == in_dtypes[i] && t.sizes() == c10::IntArrayRef(sizes), "kernel ", call.kernel,
                 " input ", i, ": expected ", in_dtypes[i], " of sizes ", c10::IntArrayRef(sizes), ", got ",
                 t.scalar_type(), " ", t.sizes());
-    call.AddInput(i);
+    const bool in_place = rank_fits && !t.is_contiguous() && (t.strides().back() <= 1 || t.sizes().back() == 1);
+    strided |= in_place;
+    call.AddInput(i, in_place);
   }
   for (int64_t i = 0; i < num_outputs; ++i) {
     const int64_t into = i < static_cast<int64_t>(reuse.size()) ? reuse[i] : -1;
@@ -152,7 +172,20 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
     call.outputs.push_back(call.inputs[into]);
     call.out.push_back(const_cast<void*>(call.in[into]));
   }
-  RunSplit(call.fn, call.in, call.out, call.scalars, c10::multiply_integers(sizes), kSplitQuantum, 1);
+  const int64_t numel = c10::multiply_integers(sizes);
+  if (strided) {
+    static metrics::Counter* const strided_calls = metrics::GetCounter("kernel.strided.count");
+    strided_calls->Add(1);
+    const StridedKernelFn fn = ValueOrThrow(FindStridedKernel(call.library, call.kernel));
+    std::vector<int64_t> geometry = {static_cast<int64_t>(sizes.size())};
+    geometry.insert(geometry.end(), sizes.begin(), sizes.end());
+    for (const at::Tensor& t : call.contiguous) geometry.insert(geometry.end(), t.strides().begin(), t.strides().end());
+    RunSplit([&](int64_t begin, int64_t end) {
+      fn(call.in.data(), call.out.data(), call.scalars.data(), begin, end, geometry.data());
+    }, numel, kSplitQuantum, 1);
+  } else {
+    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, numel, kSplitQuantum, 1);
+  }
   call.Finish(stack, kNumArgs);
 }
 
@@ -211,9 +244,9 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
     call.AddOutput(shapes[k], out_dtypes[k]);
   }
   if (by_columns) {
-    RunSplit(call.fn, call.in, call.out, call.scalars, row_length, kColumnQuantum, rows);
+    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, row_length, kColumnQuantum, rows);
   } else {
-    RunSplit(call.fn, call.in, call.out, call.scalars, rows, 1, row_length);
+    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, rows, 1, row_length);
   }
   call.Finish(stack, kNumArgs);
 }

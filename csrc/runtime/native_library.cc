@@ -19,7 +19,7 @@ namespace {
 struct Library {
   std::string bytes;
   void* handle = nullptr;  // loaded on first lookup; never unloaded (kernels may be running)
-  absl::flat_hash_map<std::string, KernelFn> symbols;
+  absl::flat_hash_map<std::string, void*> symbols;
 };
 
 class Registry {
@@ -30,7 +30,7 @@ class Registry {
     if (slot == nullptr) slot = std::make_unique<Library>(Library{std::move(bytes)});
   }
 
-  absl::StatusOr<KernelFn> Find(const std::string& name, const std::string& symbol) {
+  absl::StatusOr<void*> Find(const std::string& name, const std::string& symbol) {
     absl::MutexLock lock(&mu_);
     auto it = libraries_.find(name);
     if (it == libraries_.end()) {
@@ -47,7 +47,7 @@ class Registry {
     if (fn == nullptr) {
       return absl::NotFoundError(absl::StrCat("native library ", name, " has no kernel ", symbol));
     }
-    return lib.symbols[symbol] = reinterpret_cast<KernelFn>(fn);
+    return lib.symbols[symbol] = fn;
   }
 
  private:
@@ -87,7 +87,15 @@ void RegisterNativeLibrary(const std::string& name, std::string bytes) {
 }
 
 absl::StatusOr<KernelFn> FindKernel(const std::string& name, const std::string& symbol) {
-  return Libraries().Find(name, symbol);
+  absl::StatusOr<void*> fn = Libraries().Find(name, symbol);
+  if (!fn.ok()) return fn.status();
+  return reinterpret_cast<KernelFn>(*fn);
+}
+
+absl::StatusOr<StridedKernelFn> FindStridedKernel(const std::string& name, const std::string& symbol) {
+  absl::StatusOr<void*> fn = Libraries().Find(name, absl::StrCat(symbol, "_strided"));
+  if (!fn.ok()) return fn.status();
+  return reinterpret_cast<StridedKernelFn>(*fn);
 }
 
 }  // namespace torch_neuron::runtime
