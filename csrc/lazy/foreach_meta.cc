@@ -75,6 +75,7 @@ bool AnySymbolic(const Args&... tensors) {
 // What the Scalar forms pass to the per-tensor op: ATen's own Scalar overloads
 // wrap the number the same way before they reach the structured kernel.
 at::Tensor Wrapped(const at::Scalar& scalar) { return at::native::wrapped_scalar_tensor(scalar); }
+const at::Scalar& AsIs(const at::Scalar& scalar) { return scalar; }
 
 // The Tensor forms take one 0-dim tensor for the whole list.
 void CheckScalarTensor(const at::Tensor& scalar) {
@@ -113,50 +114,37 @@ void Each(at::TensorList self, PerTensor per_tensor) {
   } \
   }
 
-// mul_ and div_: the same four forms without alpha.
-#define TN_FOREACH_BINARY_META(OP)                                                                 \
+// The Scalar, List and ScalarList forms without alpha: mul_ and div_ pass
+// their scalars wrapped (Wrapped), clamp_min_, clamp_max_ and pow_ as they are
+// (AsIs: their per-tensor ops have Scalar overloads).
+#define TN_FOREACH_BINARY_META(OP, AS_OPERAND)                                                     \
   namespace foreach_##OP {                                                                         \
-  void Scalar(at::TensorList self, const at::Scalar& scalar) {                                \
+  void Scalar(at::TensorList self, const at::Scalar& scalar) {                                     \
     if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
     check_foreach_api_restrictions(self);                                                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, Wrapped(scalar)); });               \
+    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, AS_OPERAND(scalar)); });            \
   }                                                                                                \
-  void List(at::TensorList self, at::TensorList other) {                                       \
+  void List(at::TensorList self, at::TensorList other) {                                           \
     if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other); \
     check_foreach_api_restrictions(self, other);                                                   \
     Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i]); });                    \
   }                                                                                                \
-  void ScalarList(at::TensorList self, Scalars scalars) {                                   \
+  void ScalarList(at::TensorList self, Scalars scalars) {                                          \
     if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars); \
     check_foreach_api_restrictions(self, scalars);                                                 \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, Wrapped(scalars[i])); });         \
+    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, AS_OPERAND(scalars[i])); });      \
   }                                                                                                \
-  void Tensor(at::TensorList self, const at::Tensor& other) {                                  \
+  }
+
+// mul_ and div_ also take one 0-dim tensor for the whole list.
+#define TN_FOREACH_TENSOR_META(OP)                                                                 \
+  namespace foreach_##OP {                                                                         \
+  void Tensor(at::TensorList self, const at::Tensor& other) {                                      \
     if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_tensor_kernel_slow_(self, other); \
     CheckScalarTensor(other);                                                                      \
     check_foreach_api_restrictions(self);                                                          \
     Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                         \
-  } \
-  }
-
-// clamp_min_, clamp_max_ and pow_: the per-tensor op has its own Scalar overload.
-#define TN_FOREACH_SCALAR_OVERLOAD_META(OP)                                                        \
-  namespace foreach_##OP {                                                                         \
-  void Scalar(at::TensorList self, const at::Scalar& scalar) {                                \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
-    check_foreach_api_restrictions(self);                                                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, scalar); });                        \
   }                                                                                                \
-  void List(at::TensorList self, at::TensorList other) {                                       \
-    if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other); \
-    check_foreach_api_restrictions(self, other);                                                   \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i]); });                    \
-  }                                                                                                \
-  void ScalarList(at::TensorList self, Scalars scalars) {                                   \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars); \
-    check_foreach_api_restrictions(self, scalars);                                                 \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, scalars[i]); });                  \
-  } \
   }
 
 // addcmul_ and addcdiv_: self += value * (tensor1 op tensor2). The Tensor form
@@ -191,11 +179,13 @@ void Each(at::TensorList self, PerTensor per_tensor) {
 
 TN_FOREACH_ALPHA_META(add)
 TN_FOREACH_ALPHA_META(sub)
-TN_FOREACH_BINARY_META(mul)
-TN_FOREACH_BINARY_META(div)
-TN_FOREACH_SCALAR_OVERLOAD_META(clamp_min)
-TN_FOREACH_SCALAR_OVERLOAD_META(clamp_max)
-TN_FOREACH_SCALAR_OVERLOAD_META(pow)
+TN_FOREACH_BINARY_META(mul, Wrapped)
+TN_FOREACH_BINARY_META(div, Wrapped)
+TN_FOREACH_TENSOR_META(mul)
+TN_FOREACH_TENSOR_META(div)
+TN_FOREACH_BINARY_META(clamp_min, AsIs)
+TN_FOREACH_BINARY_META(clamp_max, AsIs)
+TN_FOREACH_BINARY_META(pow, AsIs)
 TN_FOREACH_POINTWISE_META(addcmul)
 TN_FOREACH_POINTWISE_META(addcdiv)
 TN_FOREACH_UNARY_META(sqrt)
@@ -206,7 +196,7 @@ TN_FOREACH_UNARY_META(zero)
 
 #undef TN_FOREACH_ALPHA_META
 #undef TN_FOREACH_BINARY_META
-#undef TN_FOREACH_SCALAR_OVERLOAD_META
+#undef TN_FOREACH_TENSOR_META
 #undef TN_FOREACH_POINTWISE_META
 #undef TN_FOREACH_UNARY_META
 
