@@ -1,5 +1,6 @@
 #include "compiler/decomposition.h"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
@@ -37,10 +38,16 @@ class Decomposer {
   }
   const ir::Shape& row_shape() const { return row_; }
 
-  ValueRef Reduce(const std::string& op, ValueRef x) {
-    std::vector<Input> inputs = {x, c10::IValue(dims_), c10::IValue(true)};
+  ValueRef Reduce(const std::string& op, ValueRef x, bool keepdim = true) {
+    std::vector<Input> inputs = {x, c10::IValue(dims_), c10::IValue(keepdim)};
     if (op != "aten::amax") inputs.emplace_back(c10::IValue());  // dtype
-    return b_.Op(op, inputs, row_, n_.ir->source());
+    std::vector<int64_t> row(full_.sizes().begin(), full_.sizes().begin() + split_);
+    return b_.Op(op, inputs, keepdim ? row_ : ir::Shape(c10::ScalarType::Float, row), n_.ir->source());
+  }
+  int64_t RowLength() const {
+    int64_t length = 1;
+    for (size_t d = split_; d < full_.sizes().size(); ++d) length *= full_.sizes()[d];
+    return length;
   }
   ValueRef Unary(const std::string& op, ValueRef x) { return b_.Op(op, {x}, b_.ShapeOf(x), n_.ir->source()); }
   // add/sub.Tensor (alpha 1), mul/div.Tensor, with the shape of the first operand
@@ -61,6 +68,9 @@ class Decomposer {
   }
   ValueRef AddScalar(ValueRef x, double value) {
     return b_.Op("aten::add.Scalar", {x, c10::IValue(value), b_.One()}, b_.ShapeOf(x), n_.ir->source());
+  }
+  ValueRef DivScalar(ValueRef x, double value) {
+    return b_.Op("aten::div.Scalar", {x, c10::IValue(value)}, b_.ShapeOf(x), n_.ir->source());
   }
 
  private:
@@ -125,6 +135,49 @@ std::optional<std::vector<ValueRef>> SoftmaxBackward(const CompileNode& n, NodeB
   // output * (grad - sum(grad * output))
   const ValueRef sum = d.Reduce("aten::sum.dim_IntList", d.Binary("aten::mul.Tensor", *grad, *out));
   return std::vector<ValueRef>{d.Binary("aten::mul.Tensor", *out, d.Binary("aten::sub.Tensor", *grad, sum))};
+}
+
+// var.correction / std.correction(self, dim, correction, keepdim) over the
+// trailing dims (or all), the correction a constant (0 or 1; None is 1): the mean, then
+// the sum of squared deviations over max(0, N - correction), as ATen divides.
+// (ATen accumulates float32 in float64; the row kernel's two float32 passes
+// differ by rounding.)
+std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder& b, bool root) {
+  std::optional<ValueRef> x = FloatOperand(n, b, 0);
+  const c10::IValue dims = Attr(n, 1), keepdim = Attr(n, 3);
+  if (!x || !keepdim.isBool()) return std::nullopt;
+  int64_t correction = 1;  // None: Bessel's correction
+  if (n.ir->args()[2].kind == ir::Arg::Kind::kOperand) {
+    const CompileNode& c = b.NodeOf(n.operands[n.ir->args()[2].operands[0]]);
+    if (c.ir->kind() != ir::NodeKind::kConstant || !c.ir->scalar().isIntegral(false)) return std::nullopt;
+    correction = c.ir->scalar().toLong();
+  } else if (!Attr(n, 2).isNone()) {
+    return std::nullopt;
+  }
+  const int64_t rank = static_cast<int64_t>(b.ShapeOf(*x).sizes().size());
+  std::vector<int64_t> reduced;
+  if (dims.isNone()) {
+    reduced.resize(rank);
+    std::iota(reduced.begin(), reduced.end(), 0);
+  } else if (dims.isIntList()) {
+    reduced = dims.toIntVector();
+  } else {
+    return std::nullopt;
+  }
+  for (int64_t& d : reduced) d = d < 0 ? d + rank : d;
+  std::sort(reduced.begin(), reduced.end());
+  for (size_t i = 0; i < reduced.size(); ++i) {
+    if (reduced[i] != rank - static_cast<int64_t>(reduced.size() - i)) return std::nullopt;  // not trailing
+  }
+  if (reduced.empty()) return std::nullopt;
+  Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(rank - reduced.size()));
+  const ValueRef centered = d.Binary("aten::sub.Tensor", *x, d.Reduce("aten::mean.dim", *x));
+  const ValueRef squares = d.Reduce("aten::sum.dim_IntList", d.Binary("aten::mul.Tensor", centered, centered),
+                                    keepdim.toBool());
+  if (b.ShapeOf(squares).sizes() != n.ir->shape(0).sizes()) return std::nullopt;
+  const int64_t divisor = std::max<int64_t>(0, d.RowLength() - correction);
+  const ValueRef var = d.DivScalar(squares, static_cast<double>(divisor));
+  return std::vector<ValueRef>{root ? d.Unary("aten::sqrt", var) : var};
 }
 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
@@ -207,6 +260,8 @@ absl::StatusOr<bool> Decomposition::Run(CompileGraph& g) {
     if (op == "aten::_softmax_backward_data") return SoftmaxBackward(n, b, false);
     if (op == "aten::_log_softmax_backward_data") return SoftmaxBackward(n, b, true);
     if (op == "aten::native_layer_norm") return LayerNorm(n, b);
+    if (op == "aten::var.correction") return Variance(n, b, false);
+    if (op == "aten::std.correction") return Variance(n, b, true);
     if (op == "aten::native_layer_norm_backward") return LayerNormBackward(n, b);
     return std::nullopt;
   });

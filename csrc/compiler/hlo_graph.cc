@@ -120,6 +120,8 @@ ValueRef NodeBuilder::One() {
 
 const ir::Shape& NodeBuilder::ShapeOf(ValueRef v) const { return nodes_[v.node].ir->shape(v.index); }
 
+const CompileNode& NodeBuilder::NodeOf(ValueRef v) const { return nodes_[v.node]; }
+
 bool RewriteNodes(CompileGraph& g,
                   const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand) {
   std::vector<CompileNode> nodes;

@@ -77,6 +77,8 @@ class NodeBuilder {
   // The constant 1 (an int64 leaf), made once per rebuild.
   ValueRef One();
   const ir::Shape& ShapeOf(ValueRef v) const;
+  // The node (in the graph being rebuilt) that produces `v`.
+  const CompileNode& NodeOf(ValueRef v) const;
 
  private:
   friend bool RewriteNodes(CompileGraph&, const std::function<std::optional<std::vector<ValueRef>>(

@@ -1,6 +1,6 @@
 """Tier 1 fuses row reductions (sum, mean, amax, amin over trailing dims) with
-the elementwise ops around them, decomposes softmax, log-softmax and layer norm
-(forward and backward) into such row kernels, and fuses operands broadcast per
+the elementwise ops around them, decomposes softmax, log-softmax, var, std and
+layer norm (forward and backward) into such row kernels, and fuses operands broadcast per
 row, per row position (a bias) or as one value. Each case is compared with the
 CPU and checked to compile to the expected kernels.
 """
@@ -150,3 +150,41 @@ def test_opt_level_0_keeps_the_aten_ops():
         got = out.cpu()
     assert "aten::_softmax(" in ir and sources == ""
     torch.testing.assert_close(got, torch.softmax(x, -1))
+
+
+VARIANCES = {
+    "var_last_dim": lambda t: t.var(-1),
+    "var_population_keepdim": lambda t: t.var(-1, unbiased=False, keepdim=True),
+    "std_trailing_dims": lambda t: t.std(dim=(1, 2)),
+    "std_everything": lambda t: t.std(),
+    "var_in_a_chain": lambda t: (t * 2 - 1).var(-1, keepdim=True).sqrt() + 1,
+    # A normalization written by hand: mean and var of one row, in one kernel.
+    "normalize_by_hand": lambda t: (t - t.mean(-1, keepdim=True)) / (t.var(-1, keepdim=True) + 1e-5).sqrt(),
+}
+
+
+@pytest.mark.parametrize("name", VARIANCES)
+def test_var_and_std_over_trailing_dims_are_row_kernels(name):
+    x = torch.randn(6, 8, 40) * 3 + 2
+    check(VARIANCES[name], x, absent=["var.correction", "std.correction"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:var\\(\\)")
+def test_var_of_one_element_is_nan_as_on_the_cpu():
+    # Rows of one element: element and row values have one shape, so the
+    # squares and their sum land in two kernels.
+    x = torch.randn(5, 1)
+    check(lambda t: t.var(-1), x, row_kernels=2, absent=["var.correction"], equal_nan=True)
+
+
+def test_var_with_a_correction_other_than_0_or_1_stays_a_library_call():
+    # The correction is then a graph parameter, not a constant of the graph.
+    x = torch.randn(6, 40)
+    ir = check(lambda t: torch.var(t, -1, correction=2), x, row_kernels=0)
+    assert "aten::var.correction(" in ir
+
+
+def test_var_over_leading_dims_stays_a_library_call():
+    x = torch.randn(30, 20)
+    ir = check(lambda t: t.var(0), x, row_kernels=0)
+    assert "aten::var.correction(" in ir
