@@ -194,7 +194,11 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
     if (src.is_scalar_leaf()) {
       scalar.push_back(true);
     } else {
-      if (src.folded || !ReadsDtype(rule, src.ir->shape(v.index).dtype())) return false;
+      // A folded constant of one element (where(c, x, 0.0)'s 0.0, made by a
+      // factory and folded) is read as one value; larger ones stay ATen inputs.
+      if ((src.folded && src.folded->numel() != 1) || !ReadsDtype(rule, src.ir->shape(v.index).dtype())) {
+        return false;
+      }
       scalar.push_back(false);
     }
   }

@@ -42,6 +42,8 @@ CASES = {
     "over_two_leading_dims_keepdim": (lambda t: torch.tanh(t["g3"]).mean([0, 1], keepdim=True), 1, 0),
     "negative_dims": (lambda t: (t["g3"] - t["h3"]).sum([-3, -2]), 1, 0),
     "bool_mask_in_the_sum": (lambda t: torch.where(t["h"] > 0, t["g"], t["h"]).sum(0), 1, 0),
+    # where's Python 0.0 is a folded 0-dim constant: read as one value.
+    "where_with_a_constant_zero": (lambda t: torch.where(t["h"] > 0, t["g"], 0.0).sum(0), 1, 0),
     # The sum read inside the same expression: that reader is another kernel.
     "sum_read_by_an_element_op": (lambda t: (lambda p: p.sum(0) * p)(t["g"] * t["h"]), 1, 0),
     # Not over leading dims: an ATen call.

@@ -22,6 +22,8 @@ CAUSAL = torch.ones(8, 8).tril().bool()
 
 CASES = {
     "where_of_a_comparison": (lambda x: torch.where(x > 0, x * 2, x - 1), [X]),
+    # The Python 0.0 becomes a folded 0-dim constant, read as one value.
+    "where_with_a_constant": (lambda x: torch.where(x > 0, x * 2, 0.0) + 1, [X]),
     "masked_fill": (lambda x, m: (x * 2).masked_fill(m, -1.5) + 1, [X, MASK]),
     "comparison_result": (lambda x: (x * 2) > 1, [X]),
     "comparisons_combined": (lambda x: torch.where((x * 3 <= 1) == (x >= -0.5), x, -x), [X]),
