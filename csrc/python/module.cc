@@ -3,6 +3,7 @@
 // libtorch_neuron.so); _init() then reads the configuration.
 #include "python/bindings.h"
 
+#include "absl/synchronization/mutex.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::python {
@@ -27,6 +28,13 @@ void RaiseIfError(const absl::Status& status) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_neuron's C++ core";
+#ifdef NDEBUG
+  // Debian builds Abseil with its debug-mode deadlock detector on: every Mutex
+  // lock and destruction then updates a global lock-order graph. A release
+  // build of torch_neuron turns it off for the process; a Debug build
+  // (TORCH_NEURON_BUILD_TYPE=Debug) keeps it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   torch_neuron::python::BindCache(m);
   torch_neuron::python::BindConfig(m);
   torch_neuron::python::BindDevice(m);
