@@ -40,7 +40,7 @@ class Decomposer {
 
   ValueRef Reduce(const std::string& op, ValueRef x, bool keepdim = true) {
     std::vector<Input> inputs = {x, c10::IValue(dims_), c10::IValue(keepdim)};
-    if (op != "aten::amax") inputs.emplace_back(c10::IValue());  // dtype
+    if (op != "aten::amax" && op != "aten::amin") inputs.emplace_back(c10::IValue());  // dtype
     std::vector<int64_t> row(full_.sizes().begin(), full_.sizes().begin() + split_);
     return b_.Op(op, inputs, keepdim ? row_ : ir::Shape(c10::ScalarType::Float, row), n_.ir->source());
   }
@@ -180,6 +180,26 @@ std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder&
   return std::vector<ValueRef>{root ? d.Unary("aten::sqrt", var) : var};
 }
 
+// sum(self, dtype=None) and mean(self, dtype=None), the whole tensor: the same
+// reductions over every dim, which fusion takes as a row kernel of one row (a
+// loss written by hand, ((y - t) ** 2).mean()). amax/amin(self, dim=[]) too.
+std::optional<std::vector<ValueRef>> WholeReduction(const CompileNode& n, NodeBuilder& b, const std::string& op) {
+  std::optional<ValueRef> x = FloatOperand(n, b, 0);
+  if (!x || n.ir->shape(0).dtype() != c10::ScalarType::Float) return std::nullopt;
+  const bool extreme = op == "aten::amax" || op == "aten::amin";
+  bool keepdim = false;
+  if (extreme) {
+    const c10::IValue dims = Attr(n, 1), keep = Attr(n, 2);
+    if (!dims.isIntList() || !dims.toIntVector().empty() || !keep.isBool()) return std::nullopt;
+    keepdim = keep.toBool();
+  } else if (!Attr(n, 1).isNone()) {
+    return std::nullopt;  // a dtype
+  }
+  Decomposer d(n, b, b.ShapeOf(*x), 0);
+  return std::vector<ValueRef>{
+      d.Reduce(extreme ? op : (op == "aten::sum" ? "aten::sum.dim_IntList" : "aten::mean.dim"), *x, keepdim)};
+}
+
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
 std::optional<std::vector<ValueRef>> LayerNorm(const CompileNode& n, NodeBuilder& b) {
   std::optional<ValueRef> x = FloatOperand(n, b, 0);
@@ -260,6 +280,9 @@ absl::StatusOr<bool> Decomposition::Run(CompileGraph& g) {
     if (op == "aten::_softmax_backward_data") return SoftmaxBackward(n, b, false);
     if (op == "aten::_log_softmax_backward_data") return SoftmaxBackward(n, b, true);
     if (op == "aten::native_layer_norm") return LayerNorm(n, b);
+    if (op == "aten::sum" || op == "aten::mean" || op == "aten::amax" || op == "aten::amin") {
+      return WholeReduction(n, b, op);
+    }
     if (op == "aten::var.correction") return Variance(n, b, false);
     if (op == "aten::std.correction") return Variance(n, b, true);
     if (op == "aten::native_layer_norm_backward") return LayerNormBackward(n, b);

@@ -1,11 +1,13 @@
 """Tier 1 fuses row reductions (sum, mean, amax, amin over trailing dims) with
-the elementwise ops around them, decomposes softmax, log-softmax, var, std and
-layer norm (forward and backward) into such row kernels, and fuses operands broadcast per
-row, per row position (a bias) or as one value. Each case is compared with the
+the elementwise ops around them (whole-tensor sum, mean, amax and amin too),
+decomposes softmax, log-softmax, var, std and layer norm (forward and backward)
+into such row kernels, and fuses operands broadcast per row, per row position
+(a bias) or as one value. Each case is compared with the
 CPU and checked to compile to the expected kernels.
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -188,3 +190,22 @@ def test_var_over_leading_dims_stays_a_library_call():
     x = torch.randn(30, 20)
     ir = check(lambda t: t.var(0), x, row_kernels=0)
     assert "aten::var.correction(" in ir
+
+
+WHOLE = {
+    "mse_by_hand": (lambda t, u: (t - u).pow(2).mean(), 1),
+    "sum_of_product": (lambda t, u: (t * u).sum(), 1),
+    "amin_keepdim": (lambda t, u: (t + u).amin(dim=[], keepdim=True), 1),
+    "two_whole_reductions_in_one_kernel": (lambda t, u: t.sum() * 2 + u.mean(), 1),
+    # A lone amax: one op, so the ATen call (over every dim) is as good.
+    "lone_amax": (lambda t, u: t.amax(), 0),
+}
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_whole_tensor_reductions_are_row_kernels_of_one_row(name):
+    fn, kernels = WHOLE[name]
+    x, y = torch.randn(6, 8, 40), torch.randn(6, 8, 40)
+    ir = check(fn, x, y, row_kernels=kernels, rtol=1e-5, atol=1e-5)
+    instructions = [line for line in ir.splitlines() if line.strip().startswith("%")]
+    assert not [i for i in instructions if re.search(r"= aten::(sum|mean|amin)\(", i)], ir
