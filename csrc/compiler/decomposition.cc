@@ -4,6 +4,8 @@
 #include <limits>
 #include <numeric>
 
+#include <c10/util/accumulate.h>
+
 namespace torch_neuron::compiler {
 namespace {
 
@@ -44,11 +46,7 @@ class Decomposer {
     std::vector<int64_t> row(full_.sizes().begin(), full_.sizes().begin() + split_);
     return b_.Op(op, inputs, keepdim ? row_ : ir::Shape(c10::ScalarType::Float, row), n_.ir->source());
   }
-  int64_t RowLength() const {
-    int64_t length = 1;
-    for (size_t d = split_; d < full_.sizes().size(); ++d) length *= full_.sizes()[d];
-    return length;
-  }
+  int64_t RowLength() const { return c10::multiply_integers(full_.sizes().begin() + split_, full_.sizes().end()); }
   ValueRef Unary(const std::string& op, ValueRef x) { return b_.Op(op, {x}, b_.ShapeOf(x), n_.ir->source()); }
   // add/sub.Tensor (alpha 1), mul/div.Tensor, with the shape of the first operand
   // or, when it is a row value, of the second (broadcasting).

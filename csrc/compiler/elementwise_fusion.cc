@@ -100,9 +100,9 @@ size_t KernelArgs(const CompileNode& n) {
 // float32 or bool (an integer comparison is not a float32 one); a cast to
 // float32 anything, to another dtype only what float32 holds exactly (ATen
 // converts directly, without passing through float32).
-bool ReadsDtype(const std::string& rule, c10::ScalarType dtype) {
+bool ReadsDtype(const CompileNode& n, const std::string& rule, c10::ScalarType dtype) {
   if (!KernelLoads(dtype)) return false;
-  if (rule.rfind("aten::_to_copy[", 0) == 0) return rule == "aten::_to_copy[Float]" || ExactInFloat(dtype);
+  if (IsCast(n)) return n.ir->shape(0).dtype() == c10::ScalarType::Float || ExactInFloat(dtype);
   if (ResultDtype(rule) != c10::ScalarType::Float) return FloatOrBool(dtype);
   return true;
 }
@@ -165,7 +165,7 @@ int ColumnReductionSplit(const CompileGraph& g, const CompileNode& n) {
 // The name of an op's codegen rule: the op, then each string attribute in
 // brackets ("aten::gelu[tanh]"); a cast, its target dtype ("aten::_to_copy[Long]").
 std::string RuleName(const CompileNode& n) {
-  if (IsCast(n)) return absl::StrCat(n.ir->op(), "[", c10::toString(n.ir->shape(0).dtype()), "]");
+  if (IsCast(n)) return CastRule(n.ir->shape(0).dtype()).value_or(n.ir->op());  // none: not generated
   std::string name = n.ir->op();
   for (const ir::Arg& a : n.ir->args()) {
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) absl::StrAppend(&name, "[", a.attr.toStringRef(), "]");
@@ -196,7 +196,7 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
     } else {
       // A folded constant of one element (where(c, x, 0.0)'s 0.0, made by a
       // factory and folded) is read as one value; larger ones stay ATen inputs.
-      if ((src.folded && src.folded->numel() != 1) || !ReadsDtype(rule, src.ir->shape(v.index).dtype())) {
+      if ((src.folded && src.folded->numel() != 1) || !ReadsDtype(n, rule, src.ir->shape(v.index).dtype())) {
         return false;
       }
       scalar.push_back(false);
@@ -296,17 +296,14 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
   auto frames_for = [&](int32_t i) {
     const CompileNode& n = g.nodes[i];
     std::vector<Frame> frames;
-    const int reduction_split = RowReductionSplit(g, n);
-    if (reduction_split >= 0) {
+    // A reduction over the trailing dims (a row value) or the leading ones (a
+    // column value), in its operand's domain.
+    const int row_split = RowReductionSplit(g, n);
+    const int split = row_split >= 0 ? row_split : ColumnReductionSplit(g, n);
+    if (split >= 0) {
       const ValueRef v = n.operands[n.ir->args()[0].operands[0]];
-      frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), reduction_split, Extent::kRow,
-                             std::vector<Extent>(n.operands.size(), Extent::kElement)});
-      return frames;
-    }
-    const int column_split = ColumnReductionSplit(g, n);
-    if (column_split >= 0) {
-      const ValueRef v = n.operands[n.ir->args()[0].operands[0]];
-      frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), column_split, Extent::kColumn,
+      frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), split,
+                             row_split >= 0 ? Extent::kRow : Extent::kColumn,
                              std::vector<Extent>(n.operands.size(), Extent::kElement)});
       return frames;
     }

@@ -680,10 +680,6 @@ std::optional<std::string> CastRule(c10::ScalarType dtype) {
 
 bool KernelLoads(c10::ScalarType dtype) { return CType(dtype) != nullptr; }
 
-bool KernelStores(c10::ScalarType dtype) {
-  return dtype == c10::ScalarType::Float || dtype == c10::ScalarType::Bool || CastRule(dtype).has_value();
-}
-
 bool ExactInFloat(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::ScalarType::Float:

@@ -131,12 +131,9 @@ c10::ScalarType ResultDtype(const std::string& op);
 std::optional<std::string> CastRule(c10::ScalarType dtype);
 
 // Dtypes a kernel input may have (converted to float32 as loaded): float32,
-// float64, bool, bfloat16 and the integer types.
+// float64, bool, bfloat16 and the integer types. Outputs are float32, bool, or
+// a cast's target (CastRule).
 bool KernelLoads(c10::ScalarType dtype);
-
-// Dtypes a kernel output may have: float32, bool, and the targets of casts
-// (float64, int32, int64, bfloat16).
-bool KernelStores(c10::ScalarType dtype);
 
 // Whether every value of `dtype` is a float32 exactly (bool, bfloat16, the
 // integers up to 16 bits), so converting it through a kernel's float32 values

@@ -99,7 +99,8 @@ void Each(at::TensorList self, PerTensor per_tensor) {
   void Scalar(at::TensorList self, const at::Scalar& scalar) {                                \
     if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
     check_foreach_api_restrictions(self);                                                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, Wrapped(scalar)); });               \
+    const at::Tensor other = Wrapped(scalar);  /* once, not per tensor */                          \
+    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                         \
   }                                                                                                \
   void List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {             \
     if (AnySymbolic(self, other))                                                                  \
@@ -122,7 +123,8 @@ void Each(at::TensorList self, PerTensor per_tensor) {
   void Scalar(at::TensorList self, const at::Scalar& scalar) {                                     \
     if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
     check_foreach_api_restrictions(self);                                                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, AS_OPERAND(scalar)); });            \
+    const auto other = AS_OPERAND(scalar);  /* once, not per tensor */                              \
+    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                         \
   }                                                                                                \
   void List(at::TensorList self, at::TensorList other) {                                           \
     if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other); \

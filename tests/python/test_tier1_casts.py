@@ -60,6 +60,8 @@ CASES = {
     # Not exact through float32: ATen converts these directly; they stay ATen calls.
     "big_long_to_int": (lambda t: (t["big"] + 1).int(), 0),
     "f64_to_long": (lambda t: (t["f64"] * 1e4).long(), 0),
+    # No cast rule for float16: the cast stays an ATen call.
+    "float_to_half": (lambda t: (t["x"] * 2).half(), 0),
     "compare_big_longs": (lambda t: (t["big"] > t["big"].flip(0)).float() * t["w"], 1),
 }
 
