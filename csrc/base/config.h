@@ -34,6 +34,9 @@ struct Config {
   // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
   // ATen call per op), 1 = elementwise fusion into generated kernels.
   int opt_level = 1;
+  // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
+  // 0 = one per host core.
+  int kernel_threads = 0;
 };
 
 // Largest number of emulated devices; c10 device indices are int8.

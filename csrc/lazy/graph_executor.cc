@@ -18,6 +18,7 @@
 #include "runtime/execution_queue.h"
 #include "runtime/executor.h"
 #include "runtime/generator.h"
+#include "runtime/kernel_team.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -235,7 +236,11 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   auto job = std::make_shared<std::tuple<std::vector<c10::IValue>,
                                          std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
       std::move(params), std::move(inputs));
-  queue.Enqueue([program, job, outputs]() {
+  // The kernel team's size is the config's when the graph is queued: the
+  // queue thread does not read the config (a test's override may change it
+  // meanwhile).
+  queue.Enqueue([program, job, outputs, threads = GlobalConfig().kernel_threads]() {
+    runtime::ScopedKernelThreads team(threads);
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs);
   });
   if (CurrentMode() == ExecutionMode::kEager) WaitDevice(device);

@@ -29,6 +29,7 @@ py::dict ConfigToDict(const Config& c) {
   d["debug_dir"] = c.debug_dir;
   d["shape_registry"] = c.shape_registry;
   d["opt_level"] = c.opt_level;
+  d["kernel_threads"] = c.kernel_threads;
   return d;
 }
 

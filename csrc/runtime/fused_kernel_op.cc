@@ -18,7 +18,6 @@
 // inputs are made contiguous.
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
-#include <ATen/Parallel.h>
 #include <c10/util/accumulate.h>
 #include <torch/library.h>
 
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "base/metrics.h"
+#include "runtime/kernel_team.h"
 #include "runtime/native_library.h"
 #include "runtime/neuron_allocator.h"
 #include "runtime/torch_status.h"
@@ -36,6 +36,11 @@ namespace {
 // Below this many elements one thread does the whole kernel: starting threads
 // would cost more than they save.
 constexpr int64_t kMinElementsPerThread = 1 << 16;
+
+// A split call has up to this many pieces per thread, of at least
+// kMinElementsPerPiece elements each (see RunSplit).
+constexpr int64_t kPiecesPerThread = 8;
+constexpr int64_t kMinElementsPerPiece = 1 << 15;
 
 // Threads split a call at multiples of this many elements (the generated loop's
 // block, compiler::kKernelBlock), so no block straddles two threads.
@@ -49,24 +54,36 @@ constexpr int64_t kColumnQuantum = 256;
 constexpr size_t kMaxStridedRank = 8;
 
 // Runs `body(begin, end)` over work items [0, total), split at multiples of
-// `quantum` items across ATen's intra-op thread pool (torch.get_num_threads()
-// threads) when there are at least kMinElementsPerThread elements
-// (`elements_per_item` each) per thread. The pool's threads persist: a thread
-// started per call cost an AdamW step about 2 ms after the host had been idle
-// a moment (bench_adamw's interleaved peers).
+// `quantum` items across the kernel team (KernelThreads() threads: the
+// config's TORCH_NEURON_KERNEL_THREADS on a queue thread) when there are at
+// least kMinElementsPerThread elements (`elements_per_item` each) per thread.
+// Not ATen's intra-op pool: the queue thread's OpenMP team is one thread.
+//
+// The call is cut into up to kPiecesPerThread pieces per thread, claimed in
+// turn, so a thread that gets less of its core finishes fewer pieces: after a
+// CPU op, libgomp's idle workers spin for milliseconds on the cores the team
+// wants, and with one piece per thread the call took as long as on one thread.
 template <typename Body>
 void RunSplit(const Body& body, int64_t total, int64_t quantum, int64_t elements_per_item) {
-  const int64_t threads =
-      std::clamp<int64_t>(total * elements_per_item / kMinElementsPerThread, 1, at::get_num_threads());
-  const int64_t per_thread = (total + threads - 1) / threads;
-  const int64_t chunk = (per_thread + quantum - 1) / quantum * quantum;
-  if (threads == 1 || chunk >= total) {
+  const int64_t elements = total * elements_per_item;
+  const int64_t threads = std::clamp<int64_t>(elements / kMinElementsPerThread, 1, KernelThreads());
+  if (threads == 1) {
     body(0, total);
     return;
   }
+  const int64_t pieces_wanted =
+      std::clamp<int64_t>(elements / kMinElementsPerPiece, threads, threads * kPiecesPerThread);
+  const int64_t per_piece = (total + pieces_wanted - 1) / pieces_wanted;
+  const int64_t chunk = (per_piece + quantum - 1) / quantum * quantum;
+  if (chunk >= total) {
+    body(0, total);
+    return;
+  }
+  static metrics::Counter* const split_calls = metrics::GetCounter("kernel.split.count");
+  split_calls->Add(1);
   const int64_t pieces = (total + chunk - 1) / chunk;
-  at::parallel_for(0, pieces, /*grain_size=*/1, [&](int64_t first, int64_t last) {
-    for (int64_t piece = first; piece < last; ++piece) body(piece * chunk, std::min(total, (piece + 1) * chunk));
+  KernelTeam::Global().Run(pieces, static_cast<int>(threads), [&](int64_t piece) {
+    body(piece * chunk, std::min(total, (piece + 1) * chunk));
   });
 }
 

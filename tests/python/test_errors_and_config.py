@@ -242,6 +242,7 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_CACHE": "no",
             "TORCH_NEURON_IR_DEBUG": "on",
             "TORCH_NEURON_OPT_LEVEL": "0",
+            "TORCH_NEURON_KERNEL_THREADS": "3",
         }
     )
     assert parsed == {
@@ -259,6 +260,7 @@ def test_parse_converts_every_known_setting():
         "debug_dir": "",
         "shape_registry": "",
         "opt_level": 0,
+        "kernel_threads": 3,
     }
 
 
@@ -291,8 +293,10 @@ def test_parse_of_an_empty_mapping_gives_the_defaults():
          "TORCH_NEURON_CACHE='maybe' is not valid: expected one of 0, 1, readonly."),
         ({"TORCH_NEURON_OPT_LEVEL": "2"},
          "TORCH_NEURON_OPT_LEVEL='2' is not valid: expected an integer from 0 to 1."),
+        ({"TORCH_NEURON_KERNEL_THREADS": "-1"},
+         "TORCH_NEURON_KERNEL_THREADS='-1' is not valid: expected an integer from 0 to 256."),
     ],
-    ids=["num_devices", "cache_max_mb", "debug", "cache", "opt_level"],
+    ids=["num_devices", "cache_max_mb", "debug", "cache", "opt_level", "kernel_threads"],
 )
 def test_parse_rejects_a_malformed_value_naming_it(env, message):
     with pytest.raises(ValueError) as info:

@@ -3,8 +3,8 @@
 which runs by columns over all rows in order.
 
 Each case is checked against the CPU at both optimization levels, by the
-kernels it compiles to, and the sums must not depend on how many threads run
-the kernel.
+kernels it compiles to. test_kernel_threads.py checks that the sums do not
+depend on how many threads run the kernel.
 """
 
 import pytest
@@ -104,23 +104,6 @@ def test_long_columns_sum_in_chunks_and_stay_accurate():
     got = (xn * 3).sum(0).cpu().double()
     # about 60000 per column: float32 spacing there is 0.0039
     assert (got - reference).abs().max().item() <= cpu_error
-
-
-def test_sums_do_not_depend_on_the_thread_count():
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(3000, 1000, generator=gen)
-    results = []
-    threads = torch.get_num_threads()
-    try:
-        for n in (1, 2):
-            torch.set_num_threads(n)
-            xn = x.neuron()
-            torch_neuron.mark_step()
-            results.append((xn * 2 + 1).sum(0).cpu())
-    finally:
-        torch.set_num_threads(threads)
-    assert torch.equal(results[0], results[1])
-    torch.testing.assert_close(results[0], (x * 2 + 1).sum(0), rtol=1e-5, atol=1e-3)
 
 
 def test_mlp_bias_gradients_come_from_column_kernels():

@@ -12,6 +12,7 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(c->num_devices, 1);
   EXPECT_EQ(c->memory_limit_bytes, 0);
   EXPECT_TRUE(c->allow_cpu_fallback);
+  EXPECT_EQ(c->kernel_threads, 0);
 }
 
 TEST(ConfigTest, ParsesEveryKnownVariable) {
@@ -20,7 +21,8 @@ TEST(ConfigTest, ParsesEveryKnownVariable) {
                                             {"TORCH_NEURON_MEMORY_LIMIT_MB", "64"},
                                             {"TORCH_NEURON_FALLBACK", "off"},
                                             {"TORCH_NEURON_CACHE", "0"},
-                                            {"TORCH_NEURON_CACHE_DIR", "/tmp/x"}});
+                                            {"TORCH_NEURON_CACHE_DIR", "/tmp/x"},
+                                            {"TORCH_NEURON_KERNEL_THREADS", "2"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->mode, ExecutionMode::kEager);
   EXPECT_EQ(c->num_devices, 4);
@@ -28,6 +30,7 @@ TEST(ConfigTest, ParsesEveryKnownVariable) {
   EXPECT_FALSE(c->allow_cpu_fallback);
   EXPECT_FALSE(c->cache_enabled);
   EXPECT_EQ(c->cache_dir, "/tmp/x");
+  EXPECT_EQ(c->kernel_threads, 2);
 }
 
 TEST(ConfigTest, MalformedValueNamesVariableAndValue) {
@@ -44,6 +47,7 @@ TEST(ConfigTest, OutOfRangeAndUnknownWordsAreRejected) {
   EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_MEMORY_LIMIT_MB", "-1"}}).ok());
   EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_MODE", "fast"}}).ok());
   EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_FALLBACK", "maybe"}}).ok());
+  EXPECT_FALSE(ConfigFromMap({{"TORCH_NEURON_KERNEL_THREADS", "257"}}).ok());
 }
 
 TEST(ConfigTest, ScopedOverrideRestoresPreviousConfig) {

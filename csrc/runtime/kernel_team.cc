@@ -1,0 +1,105 @@
+#include "runtime/kernel_team.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
+namespace torch_neuron::runtime {
+
+namespace {
+
+// The most threads one call may use: a bound on a misconfigured value, far
+// above any host this runs on.
+constexpr int kMaxThreads = 256;
+
+int HostCores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+thread_local int kernel_threads = 1;
+
+}  // namespace
+
+KernelTeam& KernelTeam::Global() {
+  // Never destroyed (kernels may run while the interpreter exits). After a
+  // fork the child has none of the parent's workers: it starts its own team
+  // and leaves the copied one alone.
+  static std::atomic<KernelTeam*> team{nullptr};
+  static std::atomic<pid_t> owner{0};
+  KernelTeam* current = team.load(std::memory_order_acquire);
+  if (current != nullptr && owner.load(std::memory_order_acquire) == ::getpid()) return *current;
+  static absl::Mutex create_mu;
+  absl::MutexLock lock(&create_mu);
+  if (team.load(std::memory_order_relaxed) == nullptr || owner.load(std::memory_order_relaxed) != ::getpid()) {
+    team.store(new KernelTeam(), std::memory_order_release);
+    owner.store(::getpid(), std::memory_order_release);
+  }
+  return *team.load(std::memory_order_relaxed);
+}
+
+KernelTeam::~KernelTeam() {
+  std::vector<std::thread> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    workers.swap(workers_);
+  }
+  for (std::thread& t : workers) t.join();
+}
+
+void KernelTeam::StartWorkers(int count) {
+  while (static_cast<int>(workers_.size()) < count) workers_.emplace_back([this] { Work(); });
+}
+
+void KernelTeam::RunPieces(Job& job) {
+  while (job.next < job.pieces) {
+    const int64_t piece = job.next++;
+    mu_.Unlock();
+    job.fn(piece);
+    mu_.Lock();
+    --job.unfinished;
+  }
+}
+
+void KernelTeam::Work() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || (job_ != nullptr && job_->helpers > 0 && job_->next < job_->pieces);
+    };
+    mu_.Await(absl::Condition(&wanted));
+    if (stop_) return;
+    Job& job = *job_;
+    --job.helpers;
+    RunPieces(job);
+  }
+}
+
+void KernelTeam::Run(int64_t pieces, int threads, absl::FunctionRef<void(int64_t)> fn) {
+  threads = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(threads, pieces), 1, kMaxThreads));
+  // One thread, or the workers busy with another device's call: run here.
+  if (threads == 1 || !run_mu_.TryLock()) {
+    for (int64_t piece = 0; piece < pieces; ++piece) fn(piece);
+    return;
+  }
+  {
+    Job job{fn, pieces, 0, pieces, threads - 1};
+    absl::MutexLock lock(&mu_);
+    StartWorkers(threads - 1);
+    job_ = &job;
+    RunPieces(job);
+    auto finished = [&job]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return job.unfinished == 0; };
+    mu_.Await(absl::Condition(&finished));
+    job_ = nullptr;
+  }
+  run_mu_.Unlock();
+}
+
+int KernelThreads() { return kernel_threads; }
+
+ScopedKernelThreads::ScopedKernelThreads(int threads) : saved_(kernel_threads) {
+  kernel_threads = threads > 0 ? std::min(threads, kMaxThreads) : HostCores();
+}
+
+ScopedKernelThreads::~ScopedKernelThreads() { kernel_threads = saved_; }
+
+}  // namespace torch_neuron::runtime
