@@ -1,7 +1,10 @@
 """Steady-state training step time of the MLP, the CNN and the small transformer
-(tests/python/models.py), four peers side by side in one process:
+(tests/python/models.py), five peers side by side in one process:
 
   neuron lazy    the step traced, one mark_step, waited for (the whole step)
+  neuron pipelined  4 steps, a mark_step after each, waited for once at the
+                 end, time / 4: a training loop that reads its loss now and
+                 then, where tracing a step overlaps the previous one's run
   neuron eager   TORCH_NEURON_MODE=eager: every op runs as it is traced
   cpu eager      PyTorch on the CPU
   torch.compile  inductor on the CPU (model compiled; not in --quick)
@@ -42,14 +45,16 @@ from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches  # noqa: E4
 
 MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}
 BATCH = {"mlp": 64, "cnn": 32, "transformer": 16}
+PIPELINE = 4  # steps per measurement of the pipelined peer
 
 
 class Peer:
     """One model + optimizer on one device, stepping through a fixed batch."""
 
-    def __init__(self, kind: str, device: str, compiled: bool = False, eager: bool = False):
+    def __init__(self, kind: str, device: str, compiled: bool = False, eager: bool = False,
+                 pipelined: int = 1):
         torch.manual_seed(0)
-        self.kind, self.device, self.eager = kind, device, eager
+        self.kind, self.device, self.eager, self.pipelined = kind, device, eager, pipelined
         self.model = MODELS[kind]().to(device)
         self.forward = torch.compile(self.model) if compiled else self.model
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
@@ -63,17 +68,19 @@ class Peer:
         if self.eager:
             torch_neuron.set_mode("eager")
         start = time.perf_counter()
-        loss = loss_fn(self.kind, self.forward, self.x, self.y)
-        self.opt.zero_grad()
-        loss.backward()
-        self.opt.step()
+        for _ in range(self.pipelined):
+            loss = loss_fn(self.kind, self.forward, self.x, self.y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            if self.device == "neuron":
+                torch_neuron.mark_step()
         if self.device == "neuron":
-            torch_neuron.mark_step()
             torch_neuron.wait_device_ops()
         elapsed = time.perf_counter() - start
         if self.eager:
             torch_neuron.set_mode("lazy")
-        return elapsed * 1e3
+        return elapsed * 1e3 / self.pipelined
 
 
 def neuron_step_peak(peer: Peer) -> dict:
@@ -123,8 +130,8 @@ def cpu_step_peak(peer: Peer) -> int:
 
 
 def measure(kind: str, repeats: int, inductor: bool) -> dict:
-    peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_eager": Peer(kind, "neuron", eager=True),
-             "cpu_eager": Peer(kind, "cpu")}
+    peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_pipelined": Peer(kind, "neuron", pipelined=PIPELINE),
+             "neuron_eager": Peer(kind, "neuron", eager=True), "cpu_eager": Peer(kind, "cpu")}
     if inductor:
         peers["inductor"] = Peer(kind, "cpu", compiled=True)
     for p in peers.values():  # warm-up: compiles, optimizer state, allocator pools
@@ -132,9 +139,10 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
             p.step()
     samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1)
     result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}}
-    for other in samples:
-        if other != "neuron_lazy":
-            result["ratios"][f"{other}/neuron_lazy"] = ratios(samples[other], samples["neuron_lazy"])
+    for base in ("neuron_lazy", "neuron_pipelined"):
+        for other in ("cpu_eager", "inductor", "neuron_eager", "neuron_lazy"):
+            if other in samples and other != base:
+                result["ratios"][f"{other}/{base}"] = ratios(samples[other], samples[base])
     neuron = neuron_step_peak(peers["neuron_lazy"])
     result["peak_bytes"] = {"neuron_arena": neuron["arena"], "neuron_intermediates": neuron["intermediates"],
                             "neuron_lazy": neuron["arena"] + neuron["intermediates"],
@@ -151,10 +159,10 @@ def main(argv=None) -> int:
         print(f"  {kind}: {repeats} interleaved steps per peer ...", flush=True)
         results[kind] = measure(kind, repeats, inductor=not args.quick)
 
-    peers = [p for p in ("neuron_lazy", "neuron_eager", "cpu_eager", "inductor")
+    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_eager", "cpu_eager", "inductor")
              if all(p in r["step_ms"] for r in results.values())]
     step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) for p in peers] for kind, r in results.items()]
-    ratio_names = [f"{p}/neuron_lazy" for p in peers if p != "neuron_lazy"]
+    ratio_names = [n for n in next(iter(results.values()))["ratios"]]
     ratio_rows = [[kind] + [f"{fmt(r['ratios'][n]['median'])} ({fmt(r['ratios'][n]['min'])}-"
                             f"{fmt(r['ratios'][n]['max'])})" for n in ratio_names]
                   for kind, r in results.items()]
@@ -164,10 +172,12 @@ def main(argv=None) -> int:
                 for kind, r in results.items()]
     headline = {}
     for kind, r in results.items():
-        parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names]
-        headline[f"training step, {kind}"] = (
-            f"neuron lazy {fmt(r['step_ms']['neuron_lazy']['median'])} ms; peer time / neuron lazy "
-            f"time: {', '.join(parts)} (above 1: neuron lazy is faster)")
+        for base in ("neuron_lazy", "neuron_pipelined"):
+            parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names
+                     if n.endswith("/" + base) and not n.startswith("neuron")]
+            headline[f"training step, {kind}, {base.replace('_', ' ')}"] = (
+                f"{base.replace('_', ' ')} {fmt(r['step_ms'][base]['median'])} ms; peer time / its "
+                f"time: {', '.join(parts)} (above 1: neuron is faster)")
         headline[f"peak step memory, {kind}"] = (
             f"neuron {r['peak_bytes']['neuron_lazy']} B (arena + graph intermediates) vs CPU eager "
             f"{r['peak_bytes']['cpu_eager']} B")
@@ -177,8 +187,9 @@ def main(argv=None) -> int:
         "title": "Training step time and peak memory",
         "description": (
             "Steady-state step of the MLP, the CNN and the small transformer with SGD and "
-            "momentum, four peers side by side in one process: neuron lazy (the step traced, "
-            "one mark_step, waited for), neuron eager (every op run as it is traced), CPU "
+            "momentum, five peers side by side in one process: neuron lazy (the step traced, "
+            "one mark_step, waited for), neuron pipelined (4 steps with a mark_step each, "
+            "waited for once: tracing overlaps the previous step's run), neuron eager (every op run as it is traced), CPU "
             "eager, and torch.compile (inductor, CPU). Each peer has its own model copy; "
             "warm-up steps (compiles) are discarded, then peers alternate step by step and "
             "ratios are taken pair by pair. Peak memory of one step above its starting state: "
@@ -189,7 +200,7 @@ def main(argv=None) -> int:
             "storages from their op to their last tensor's death)."),
         "tables": [
             table("Step time (ms, median)", ["model"] + peers, step_rows),
-            table("Peer step time / neuron lazy step time (median, min-max)", ["model"] + ratio_names,
+            table("Peer step time / neuron step time (median, min-max)", ["model"] + ratio_names,
                   ratio_rows),
             table("Peak memory of one step above its starting state (bytes)",
                   ["model", "neuron arena", "neuron graph intermediates", "neuron total (bound)",

@@ -38,24 +38,12 @@ def machine_info() -> Dict[str, str]:
     }
 
 
-# Idle time before each interleaved measurement (see interleaved()).
-SETTLE_SECONDS = 0.05
-
-
-def interleaved(peers: Dict[str, Callable[[], float]], repeats: int, warmup: int = 1,
-                settle: float = SETTLE_SECONDS) -> Dict[str, List[float]]:
+def interleaved(peers: Dict[str, Callable[[], float]], repeats: int, warmup: int = 1) -> Dict[str, List[float]]:
     """Runs each peer's measurement in turn, A B A B ..., discarding warm-ups.
-    Each callable returns one measurement (seconds or a derived figure).
-
-    `settle` seconds pass idle before each measurement: after a parallel CPU
-    op, libgomp's worker threads spin for several milliseconds before they
-    sleep, and on a small host they take the cores that the next peer (the
-    neuron device's own kernel threads) would use."""
+    Each callable returns one measurement (seconds or a derived figure)."""
     samples: Dict[str, List[float]] = {name: [] for name in peers}
     for r in range(warmup + repeats):
         for name, fn in peers.items():
-            if settle > 0:
-                time.sleep(settle)
             value = fn()
             if r >= warmup:
                 samples[name].append(value)
