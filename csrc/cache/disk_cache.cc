@@ -124,8 +124,15 @@ absl::Status DiskCache::Store(const std::string& key, std::string_view bytes) {
   }
   SyncDirectory(path.parent_path());
   metrics::Increment("cache.write.count");
-  if (max_bytes_ > 0) return Prune();
+  if (max_bytes_ > 0 && PruneDue(static_cast<int64_t>(bytes.size()))) return Prune();
   return absl::OkStatus();
+}
+
+bool DiskCache::PruneDue(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (known_bytes_ < 0) return true;
+  known_bytes_ += bytes;
+  return known_bytes_ > max_bytes_ || ++stores_since_scan_ >= kStoresPerScan;
 }
 
 DiskCache::KeyLock::~KeyLock() {
@@ -194,6 +201,7 @@ absl::Status DiskCache::Prune() {
       if (now - fs::last_write_time(it->path(), tec) > std::chrono::hours(1)) fs::remove(it->path(), tec);
     }
   }
+  metrics::Increment("cache.scan.count");
   if (max_bytes_ <= 0) return absl::OkStatus();
   std::vector<DiskEntry> entries = List();
   int64_t total = 0;
@@ -205,6 +213,9 @@ absl::Status DiskCache::Prune() {
       metrics::Increment("cache.evict.count");
     }
   }
+  absl::MutexLock lock(&mu_);
+  known_bytes_ = total;
+  stores_since_scan_ = 0;
   return absl::OkStatus();
 }
 

@@ -9,15 +9,19 @@
 // renamed into place, so a reader sees a whole file or none. Every read is
 // validated by the caller's check (checksum, fingerprint, structure); a corrupt
 // or truncated entry is moved to quarantine/, counted, and reported as a miss so
-// the caller rebuilds it. Size is bounded: after a write the least recently used
-// entries (by mtime, refreshed on every hit) are removed.
+// the caller rebuilds it. Size is bounded: Prune removes the least recently
+// used entries (by mtime, refreshed on every hit). A scan of the directory costs
+// a stat per entry, so a write prunes only when it may have crossed the bound:
+// on this object's first write, when the size it knows of (its last scan plus
+// its own writes since) exceeds the bound, and every kStoresPerScan writes
+// (for other processes' writes).
 //
 // Single-flight across processes: LockKey takes an flock on the key's lock file.
 // The kernel releases it when the holder exits or is killed, so a dead holder
 // never blocks others (nothing waits for a timeout to notice).
 //
-// Thread-safe: no mutable state beyond the filesystem; per-key locks are
-// advisory locks of open file descriptions.
+// Thread-safe: the size estimate is behind a mutex; per-key locks are advisory
+// locks of open file descriptions.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +32,10 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torch_neuron::cache {
 
@@ -43,6 +49,9 @@ struct DiskEntry {
 class DiskCache {
  public:
   DiskCache(std::string root, int64_t max_bytes, bool read_only);
+
+  // Writes between two scans of the directory by Store (see above).
+  static constexpr int kStoresPerScan = 256;
 
   const std::string& root() const { return root_; }
   bool read_only() const { return read_only_; }
@@ -75,7 +84,8 @@ class DiskCache {
   std::vector<DiskEntry> List() const;
 
   // Removes least recently used entries until the total is within the bound,
-  // and temporary files older than an hour (left by killed writers).
+  // and temporary files older than an hour (left by killed writers). Counts
+  // the scan in cache.scan.count.
   absl::Status Prune();
 
   // Removes every entry, lock file and quarantined file.
@@ -85,9 +95,15 @@ class DiskCache {
   std::string QuarantineDir() const;
 
  private:
+  // Whether a write of `bytes` may have crossed the bound (see above).
+  bool PruneDue(int64_t bytes);
+
   std::string root_;  // <root>/v1
   int64_t max_bytes_;
   bool read_only_;
+  absl::Mutex mu_;
+  int64_t known_bytes_ ABSL_GUARDED_BY(mu_) = -1;  // -1: never scanned
+  int stores_since_scan_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The directory used when TORCH_NEURON_CACHE_DIR is not set:

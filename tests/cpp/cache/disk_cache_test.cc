@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -117,6 +118,40 @@ TEST_F(DiskCacheTest, PruneEvictsLeastRecentlyUsedBeyondTheBoundAndOldTempFiles)
   EXPECT_FALSE(fs::exists(cache.EntryPath(kOther)));
   EXPECT_FALSE(fs::exists(temp));
   EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);
+}
+
+// The key of entry i: 32 hex digits.
+std::string KeyOf(int i) {
+  char key[33];
+  std::snprintf(key, sizeof(key), "%032x", i);
+  return key;
+}
+
+TEST_F(DiskCacheTest, WritesScanTheDirectoryOnlyWhenTheBoundMayBeCrossed) {
+  DiskCache cache(dir_.string(), 1000, false);
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(cache.Store(KeyOf(i), std::string(100, 'a')).ok());
+  EXPECT_EQ(metrics::CounterValue("cache.scan.count"), 1);  // the first write's
+  EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 0);
+  // 1100 bytes: over the bound, so this write scans and evicts the oldest.
+  fs::last_write_time(cache.EntryPath(KeyOf(0)), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  ASSERT_TRUE(cache.Store(KeyOf(9), std::string(200, 'b')).ok());
+  EXPECT_EQ(metrics::CounterValue("cache.scan.count"), 2);
+  EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);
+  EXPECT_FALSE(fs::exists(cache.EntryPath(KeyOf(0))));
+  EXPECT_EQ(cache.List().size(), 9u);
+}
+
+TEST_F(DiskCacheTest, OtherWritersAreNoticedWithinAScanPeriod) {
+  DiskCache cache(dir_.string(), 1 << 20, false);
+  DiskCache other(dir_.string(), 1 << 20, false);
+  ASSERT_TRUE(cache.Store(KeyOf(0), "x").ok());
+  ASSERT_TRUE(other.Store(KeyOf(1), std::string(1 << 20, 'o')).ok());  // unseen by `cache`
+  fs::last_write_time(other.EntryPath(KeyOf(1)), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  metrics::Reset();
+  for (int i = 2; i < 2 + DiskCache::kStoresPerScan; ++i) ASSERT_TRUE(cache.Store(KeyOf(i), "x").ok());
+  EXPECT_EQ(metrics::CounterValue("cache.scan.count"), 1);  // the last write's
+  EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);  // the other writer's, the oldest
+  EXPECT_FALSE(fs::exists(other.EntryPath(KeyOf(1))));
 }
 
 TEST_F(DiskCacheTest, MalformedKeysAreRefused) {
