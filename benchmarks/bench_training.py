@@ -2,8 +2,8 @@
 (tests/python/models.py), five peers side by side in one process:
 
   neuron lazy    the step traced, one mark_step, waited for (the whole step)
-  neuron pipelined  4 steps, a mark_step after each, waited for once at the
-                 end, time / 4: a training loop that reads its loss now and
+  neuron pipelined  10 steps, a mark_step after each, waited for once at the
+                 end, time / 10: a training loop that reads its loss now and
                  then, where tracing a step overlaps the previous one's run
   neuron eager   TORCH_NEURON_MODE=eager: every op runs as it is traced
   cpu eager      PyTorch on the CPU
@@ -45,7 +45,7 @@ from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches  # noqa: E4
 
 MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}
 BATCH = {"mlp": 64, "cnn": 32, "transformer": 16}
-PIPELINE = 4  # steps per measurement of the pipelined peer
+PIPELINE = 10  # steps per measurement of the pipelined peer
 
 
 class Peer:
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
         "description": (
             "Steady-state step of the MLP, the CNN and the small transformer with SGD and "
             "momentum, five peers side by side in one process: neuron lazy (the step traced, "
-            "one mark_step, waited for), neuron pipelined (4 steps with a mark_step each, "
+            "one mark_step, waited for), neuron pipelined (10 steps with a mark_step each, "
             "waited for once: tracing overlaps the previous step's run), neuron eager (every op run as it is traced), CPU "
             "eager, and torch.compile (inductor, CPU). Each peer has its own model copy; "
             "warm-up steps (compiles) are discarded, then peers alternate step by step and "

@@ -50,7 +50,18 @@ def _register_backend() -> None:
     )
 
 
+def _run_backward_on_the_caller() -> None:
+    # PyTorch's autograd engine runs a device's backward nodes on a thread of
+    # its own per device (for CUDA streams). A neuron backward pass only traces
+    # ops, and the caller waits for it anyway: the two hand-offs cost about a
+    # quarter of a small model's training step (MLP: 0.19 of 0.76 ms). Setting
+    # is per thread; this one is the importing thread's.
+    if not config.current()["autograd_thread"]:
+        torch.autograd.set_multithreading_enabled(False)
+
+
 _register_backend()
+_run_backward_on_the_caller()
 _C._register_tracer()
 _tensor_support.install()
 debug._install_source_locations()

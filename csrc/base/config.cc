@@ -105,6 +105,9 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     TN_ASSIGN_OR_RETURN(int64_t level, ParseInt("TORCH_NEURON_OPT_LEVEL", v, 0, 1));
     c.opt_level = static_cast<int>(level);
   }
+  if (std::string v = lookup("TORCH_NEURON_AUTOGRAD_THREAD"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.autograd_thread, ParseBool("TORCH_NEURON_AUTOGRAD_THREAD", v));
+  }
   if (std::string v = lookup("TORCH_NEURON_KERNEL_THREADS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(int64_t threads, ParseInt("TORCH_NEURON_KERNEL_THREADS", v, 0, 256));
     c.kernel_threads = static_cast<int>(threads);

@@ -37,6 +37,10 @@ struct Config {
   // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
   // 0 = one per host core.
   int kernel_threads = 0;
+  // Whether backward passes on neuron tensors run on autograd's per-device
+  // thread (PyTorch's default for a device) rather than the thread that calls
+  // backward (TORCH_NEURON_AUTOGRAD_THREAD).
+  bool autograd_thread = false;
 };
 
 // Largest number of emulated devices; c10 device indices are int8.

@@ -30,6 +30,7 @@ py::dict ConfigToDict(const Config& c) {
   d["shape_registry"] = c.shape_registry;
   d["opt_level"] = c.opt_level;
   d["kernel_threads"] = c.kernel_threads;
+  d["autograd_thread"] = c.autograd_thread;
   return d;
 }
 

@@ -243,6 +243,7 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_IR_DEBUG": "on",
             "TORCH_NEURON_OPT_LEVEL": "0",
             "TORCH_NEURON_KERNEL_THREADS": "3",
+            "TORCH_NEURON_AUTOGRAD_THREAD": "1",
         }
     )
     assert parsed == {
@@ -261,6 +262,7 @@ def test_parse_converts_every_known_setting():
         "shape_registry": "",
         "opt_level": 0,
         "kernel_threads": 3,
+        "autograd_thread": True,
     }
 
 
