@@ -80,6 +80,7 @@ const absl::flat_hash_map<std::string, OpRule>& Rules() {
       {"aten::_to_copy[Int]", {"T", "std::trunc($0)", c10::ScalarType::Int}},
       {"aten::_to_copy[Long]", {"T", "std::trunc($0)", c10::ScalarType::Long}},
       {"aten::_to_copy[BFloat16]", {"T", "tn_bf16_round($0)", c10::ScalarType::BFloat16}},
+      {"aten::_to_copy[Half]", {"T", "tn_f16_round($0)", c10::ScalarType::Half}},
       {"aten::masked_fill.Scalar", {"TTS", "($1 != 0.0f ? $2 : $0)"}},
       {"aten::native_dropout_backward", {"TTS", "($0 * $1 * $2)"}},
       // GELU: an op's string attribute is part of its rule name. erf is
@@ -204,10 +205,50 @@ static inline uint16_t tn_bf16_bits(float f) {
 static inline float tn_bf16_round(float f) { return tn_bf16_load(tn_bf16_bits(f)); }
 )";
 
+// float16: loading is exact (a subnormal is its mantissa times 2^-24);
+// storing rounds to nearest even, as c10::Half does, a NaN to the quiet NaN
+// 0x7E00 with its sign.
+constexpr char kHalfSource[] = R"(static inline float tn_f16_load(uint16_t h) {
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  const uint32_t mantissa = h & 0x3FFu;
+  const float small = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // 2^-24
+  uint32_t small_bits;
+  __builtin_memcpy(&small_bits, &small, 4);
+  const uint32_t magnitude = exponent == 0 ? small_bits
+                             : exponent == 31 ? (0x7F800000u | (mantissa << 13))
+                                              : (((exponent + 112u) << 23) | (mantissa << 13));
+  const uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) | magnitude;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+static inline uint16_t tn_f16_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  const uint32_t magnitude = u & 0x7FFFFFFFu;
+  // Below 2^-14, the smallest normal: adding 0.5 rounds |f| to a multiple of
+  // 2^-24 (the float spacing at 0.5), to even; the sum's low bits count them.
+  const float shifted = __builtin_fabsf(f) + 0.5f;
+  uint32_t shifted_bits;
+  __builtin_memcpy(&shifted_bits, &shifted, 4);
+  const uint32_t subnormal = shifted_bits - 0x3F000000u;
+  // Normal: rebias the exponent (127 to 15), drop 13 mantissa bits rounding to even.
+  const uint32_t normal = (magnitude - 0x38000000u + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13;
+  const uint32_t result = magnitude > 0x7F800000u    ? 0x7E00u  // NaN
+                          : magnitude >= 0x477FF000u ? 0x7C00u  // 65520 and above round to infinity
+                          : magnitude < 0x38800000u  ? subnormal
+                                                     : normal;
+  return static_cast<uint16_t>(((u >> 16) & 0x8000u) | result);
+}
+
+static inline float tn_f16_round(float f) { return tn_f16_load(tn_f16_bits(f)); }
+)";
+
 // The helper functions a kernel's formulas and conversions call, in
 // dependency order.
 std::string MathPreamble(const FusedKernel& k) {
-  bool exp = false, tanh = false, erf = false, bf16 = false;
+  bool exp = false, tanh = false, erf = false, bf16 = false, f16 = false;
   for (const FusedOp& op : k.ops) {
     if (IsRowReduction(op.op)) continue;
     const std::string& expr = Rules().at(op.op).expr;
@@ -215,18 +256,25 @@ std::string MathPreamble(const FusedKernel& k) {
     erf |= expr.find("tn_erf(") != std::string::npos;
     exp |= tanh || erf || expr.find("tn_exp(") != std::string::npos;
     bf16 |= expr.find("tn_bf16_") != std::string::npos;
+    f16 |= expr.find("tn_f16_") != std::string::npos;
   }
-  for (c10::ScalarType t : k.input_dtypes) bf16 |= t == c10::ScalarType::BFloat16;
-  for (c10::ScalarType t : k.output_dtypes) bf16 |= t == c10::ScalarType::BFloat16;
+  for (const std::vector<c10::ScalarType>* dtypes : {&k.input_dtypes, &k.output_dtypes}) {
+    for (c10::ScalarType t : *dtypes) {
+      bf16 |= t == c10::ScalarType::BFloat16;
+      f16 |= t == c10::ScalarType::Half;
+    }
+  }
   std::string out;
   if (exp) absl::StrAppend(&out, kExpSource, "\n");
   if (tanh) absl::StrAppend(&out, kTanhSource, "\n");
   if (erf) absl::StrAppend(&out, kErfSource, "\n");
   if (bf16) absl::StrAppend(&out, kBFloat16Source, "\n");
+  if (f16) absl::StrAppend(&out, kHalfSource, "\n");
   return out;
 }
 
-// The C type of one element of `dtype` in a kernel's buffers (bfloat16: its bits).
+// The C type of one element of `dtype` in a kernel's buffers (bfloat16 and
+// float16: their bits).
 const char* CType(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::ScalarType::Float: return "float";
@@ -238,6 +286,7 @@ const char* CType(c10::ScalarType dtype) {
     case c10::ScalarType::Int: return "int32_t";
     case c10::ScalarType::Long: return "int64_t";
     case c10::ScalarType::BFloat16: return "uint16_t";
+    case c10::ScalarType::Half: return "uint16_t";
     default: return nullptr;
   }
 }
@@ -284,6 +333,7 @@ std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index
     case c10::ScalarType::Float: converted = value; break;
     case c10::ScalarType::Bool: converted = absl::StrCat(value, " != 0.0f"); break;
     case c10::ScalarType::BFloat16: converted = absl::StrCat("tn_bf16_bits(", value, ")"); break;
+    case c10::ScalarType::Half: converted = absl::StrCat("tn_f16_bits(", value, ")"); break;
     default: converted = absl::StrCat("static_cast<", type, ">(", value, ")"); break;
   }
   return absl::StrCat("static_cast<", type, "*>(out[", i, "])[", index, "] = ", converted);
@@ -295,6 +345,7 @@ std::string InputLoad(const FusedKernel& k, int32_t v, const std::string& pointe
   switch (k.InputDtype(v)) {
     case c10::ScalarType::Float: return element;
     case c10::ScalarType::BFloat16: return absl::StrCat("tn_bf16_load(", element, ")");
+    case c10::ScalarType::Half: return absl::StrCat("tn_f16_load(", element, ")");
     default: return absl::StrCat("static_cast<float>(", element, ")");
   }
 }
@@ -687,7 +738,8 @@ bool ExactInFloat(c10::ScalarType dtype) {
     case c10::ScalarType::Byte:
     case c10::ScalarType::Char:
     case c10::ScalarType::Short:
-    case c10::ScalarType::BFloat16: return true;
+    case c10::ScalarType::BFloat16:
+    case c10::ScalarType::Half: return true;
     default: return false;
   }
 }

@@ -84,7 +84,7 @@ struct FusedKernel {
   int64_t row_length = 0;
   std::vector<Extent> input_extents;
   // The dtype of each input and output; empty or short: float32 (see
-  // KernelLoads and KernelStores for the others).
+  // KernelLoads and CastRule for the others).
   std::vector<c10::ScalarType> input_dtypes;
   std::vector<c10::ScalarType> output_dtypes;
   // Row kernels: the number of rows (a compile-time constant of column
@@ -131,12 +131,12 @@ c10::ScalarType ResultDtype(const std::string& op);
 std::optional<std::string> CastRule(c10::ScalarType dtype);
 
 // Dtypes a kernel input may have (converted to float32 as loaded): float32,
-// float64, bool, bfloat16 and the integer types. Outputs are float32, bool, or
+// float64, bool, bfloat16, float16 and the integer types. Outputs are float32, bool, or
 // a cast's target (CastRule).
 bool KernelLoads(c10::ScalarType dtype);
 
-// Whether every value of `dtype` is a float32 exactly (bool, bfloat16, the
-// integers up to 16 bits), so converting it through a kernel's float32 values
+// Whether every value of `dtype` is a float32 exactly (bool, bfloat16,
+// float16, the integers up to 16 bits), so converting it through a kernel's float32 values
 // changes nothing.
 bool ExactInFloat(c10::ScalarType dtype);
 

@@ -29,6 +29,7 @@ def inputs():
         "u8": torch.randint(0, 255, (37, 29), generator=gen, dtype=torch.uint8),
         "mask": torch.rand(37, 29, generator=gen) > 0.5,
         "bf16": (torch.randn(37, 29, generator=gen) * 10).to(torch.bfloat16),
+        "f16": (torch.randn(37, 29, generator=gen) * 10).half(),
         "f64": torch.randn(37, 29, generator=gen, dtype=torch.float64) * 1e3,
         "d0": torch.tensor(0.1, dtype=torch.float64),  # a 0-dim double: the op stays float32
     }
@@ -41,6 +42,10 @@ CASES = {
     "float_to_bool": (lambda t: torch.relu(t["x"] - 10).bool(), 1),
     "float_to_double": (lambda t: (t["x"] * t["w"]).double(), 1),
     "float_to_bfloat16": (lambda t: torch.tanh(t["x"] * 0.01).to(torch.bfloat16), 1),
+    "float_to_half": (lambda t: (t["x"] * 0.37 + 1).half(), 1),
+    "half_to_float": (lambda t: t["f16"].float() * t["w"] + 1, 1),
+    "promote_float_plus_half": (lambda t: (t["w"] + t["f16"]) * 2, 1),
+    "half_cast_read_inside_kernel": (lambda t: (t["x"] * 0.1).half() * t["w"], 1),
     "bool_to_float": (lambda t: t["mask"].float() * t["x"] + 1, 1),
     "u8_i8_i16_to_float": (lambda t: t["u8"].float() + t["i8"].float() * t["i16"].float(), 1),
     "i32_to_float": (lambda t: t["i32"].float() * 0.25 + t["w"], 1),
@@ -60,8 +65,8 @@ CASES = {
     # Not exact through float32: ATen converts these directly; they stay ATen calls.
     "big_long_to_int": (lambda t: (t["big"] + 1).int(), 0),
     "f64_to_long": (lambda t: (t["f64"] * 1e4).long(), 0),
-    # No cast rule for float16: the cast stays an ATen call.
-    "float_to_half": (lambda t: (t["x"] * 2).half(), 0),
+    # No cast rule for int16: the cast stays an ATen call.
+    "float_to_int16": (lambda t: (t["x"] * 2).to(torch.int16), 0),
     "compare_big_longs": (lambda t: (t["big"] > t["big"].flip(0)).float() * t["w"], 1),
 }
 
@@ -120,6 +125,34 @@ def test_bfloat16_stores_round_to_nearest_even_and_keep_nan():
     assert nan.tolist() == [False] * 6 + [True, False, False]
     assert got[nan].isnan().all()
     assert got[~nan].view(torch.int16).tolist() == expected[~nan].view(torch.int16).tolist()
+
+
+def test_float16_loads_every_value_and_stores_round_to_nearest_even():
+    # Every float16 bit pattern converted in a kernel; then float32 values
+    # across float16's range, ties between two float16 values (normal and
+    # subnormal), the overflow boundary (65520 rounds to infinity) and the
+    # specials, stored as float16.
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    ones = torch.ones(every.shape)
+    gen = torch.Generator().manual_seed(0)
+    ties = torch.tensor([0x3F801000, 0x3F803000, 0x33000000, 0x33800000, 0x33C00000, 0x387FC000, 0x387FE000,
+                         0x477FEFFF, 0x477FF000, 0x477FE000, 0x80000000, 0x7F800000, 0x7FC00000],
+                        dtype=torch.int64).to(torch.int32).view(torch.float32)
+    x = torch.cat([torch.randn(20000, generator=gen) * s for s in (1e-7, 1e-5, 1, 3e4, 1e5)] + [ties, -ties])
+    loaded_expected, stored_expected = every.float() * ones, (x * 1.0).half()
+    with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL="1"):
+        every_n, ones_n, xn = every.neuron(), ones.neuron(), x.neuron()
+        torch_neuron.mark_step()
+        loaded, stored = every_n.float() * ones_n, (xn * 1.0).half()
+        ir, _ = torch_neuron.debug.compiled_text([loaded, stored])
+        loaded, stored = loaded.cpu(), stored.cpu()
+    assert ir.count("neuron::fused_kernel(") == 2 and "aten::_to_copy(" not in ir, ir
+    for got, expected in ((loaded, loaded_expected), (stored, stored_expected)):
+        # Bit for bit; NaNs as NaNs (their payload bits are the converter's).
+        nan = expected.isnan()
+        assert got[nan].isnan().all()
+        bits = torch.int32 if got.dtype == torch.float32 else torch.int16
+        assert torch.equal(got[~nan].view(bits), expected[~nan].view(bits))
 
 
 def test_donated_buffer_takes_only_an_output_of_its_dtype():
