@@ -149,8 +149,9 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
   return n.ir->shape(0).sizes() == RowShape(r->domain, split, r->keepdim) ? split : -1;
 }
 
-// The split of a reduction a column kernel can compute (sum or mean of a
-// float32 tensor over its leading dims, not all: a bias gradient), or -1. The
+// The split of a reduction a column kernel can compute (sum, mean, amax or
+// amin of a float32 tensor over its leading dims, not all: a bias gradient),
+// or -1. The
 // split is the number of reduced dims.
 int ColumnReductionSplit(const CompileGraph& g, const CompileNode& n) {
   if (!IsColumnReduction(n.ir->op())) return -1;

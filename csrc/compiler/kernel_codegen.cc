@@ -564,9 +564,13 @@ std::string StridedFlatKernel(const FusedKernel& k) {
   return out;
 }
 
+// Whether a reduction is amax or amin (a running extreme, not a sum).
+bool IsExtremum(const std::string& op) { return op == "aten::amax" || op == "aten::amin"; }
+
 // A column kernel (see kernel_codegen.h): begin and end count columns. Per
 // block of kColumnBlock columns, the rows in order, in chunks of kColumnChunk
-// whose partial sums are added to the block's sums.
+// whose partial sums are added to the block's sums. amax and amin keep one
+// running value per column instead; a NaN, once met, stays.
 std::string ColumnKernelBody(const FusedKernel& k) {
   const int32_t num_values = k.num_inputs + static_cast<int32_t>(k.ops.size());
   std::vector<int32_t> targets, sums;  // values the row loop computes; column reductions
@@ -590,16 +594,29 @@ std::string ColumnKernelBody(const FusedKernel& k) {
       absl::StrAppend(&out, "  const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "0"), ";\n");
     }
   }
+  auto op_of = [&](int32_t v) -> const FusedOp& { return k.ops[v - k.num_inputs]; };
   for (int32_t v : sums) {
-    absl::StrAppend(&out, "  alignas(64) double sum", v, "[kBlock];  // ", k.ops[v - k.num_inputs].op, " of v",
-                    k.ops[v - k.num_inputs].operands[0].index, "\n", "  alignas(64) float part", v, "[kBlock];\n");
+    const std::string comment = absl::StrCat("  // ", op_of(v).op, " of v", op_of(v).operands[0].index, "\n");
+    if (IsExtremum(op_of(v).op)) {
+      absl::StrAppend(&out, "  alignas(64) float extreme", v, "[kBlock];", comment);
+    } else {
+      absl::StrAppend(&out, "  alignas(64) double sum", v, "[kBlock];", comment, "  alignas(64) float part", v,
+                      "[kBlock];\n");
+    }
   }
   absl::StrAppend(&out, "  for (int64_t c0 = begin; c0 < end; c0 += kBlock) {\n",
                   "    const int64_t n = end - c0 < kBlock ? end - c0 : kBlock;\n");
-  for (int32_t v : sums) absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) sum", v, "[j] = 0.0;\n");
+  for (int32_t v : sums) {
+    absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) ",
+                    IsExtremum(op_of(v).op) ? absl::StrCat("extreme", v, "[j] = ", ReductionRules().at(op_of(v).op).identity)
+                                            : absl::StrCat("sum", v, "[j] = 0.0"),
+                    ";\n");
+  }
   absl::StrAppend(&out, "    for (int64_t r0 = 0; r0 < R; r0 += kChunk) {\n",
                   "      const int64_t r1 = R - r0 < kChunk ? R : r0 + kChunk;\n");
-  for (int32_t v : sums) absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) part", v, "[j] = 0.0f;\n");
+  for (int32_t v : sums) {
+    if (!IsExtremum(op_of(v).op)) absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) part", v, "[j] = 0.0f;\n");
+  }
   absl::StrAppend(&out, "      for (int64_t r = r0; r < r1; ++r) {\n");
   for (int32_t v = 0; v < k.num_inputs; ++v) {
     if (k.input_extents[v] == Extent::kElement) {
@@ -612,7 +629,14 @@ std::string ColumnKernelBody(const FusedKernel& k) {
   absl::StrAppend(&out, "        for (int64_t j = 0; j < n; ++j) {\n", "          const int64_t c = c0 + j;\n",
                   ElementBody(k, targets, std::vector<bool>(num_values, false), "          "));
   for (int32_t v : sums) {
-    absl::StrAppend(&out, "          part", v, "[j] += v", k.ops[v - k.num_inputs].operands[0].index, ";\n");
+    const std::string x = absl::StrCat("v", op_of(v).operands[0].index);
+    if (IsExtremum(op_of(v).op)) {
+      const std::string e = absl::StrCat("extreme", v, "[j]");
+      absl::StrAppend(&out, "          ", e, " = ", x, " != ", x, " ? ", x, " : ",
+                      Substitute(ReductionRules().at(op_of(v).op).combine, {e, x}), ";\n");
+    } else {
+      absl::StrAppend(&out, "          part", v, "[j] += ", x, ";\n");
+    }
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
@@ -620,14 +644,20 @@ std::string ColumnKernelBody(const FusedKernel& k) {
     }
   }
   absl::StrAppend(&out, "        }\n      }\n");
-  for (int32_t v : sums) absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) sum", v, "[j] += part", v, "[j];\n");
+  for (int32_t v : sums) {
+    if (!IsExtremum(op_of(v).op)) {
+      absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) sum", v, "[j] += part", v, "[j];\n");
+    }
+  }
   absl::StrAppend(&out, "    }\n");
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     const int32_t v = k.outputs[i];
     if (k.ExtentOf(v) != Extent::kColumn) continue;
-    const bool mean = ReductionRules().at(k.ops[v - k.num_inputs].op).mean;
+    const bool mean = ReductionRules().at(op_of(v).op).mean;
     const std::string sum = absl::StrCat("static_cast<float>(sum", v, "[j])");
-    const std::string value = mean ? absl::StrCat(sum, " / static_cast<float>(R)") : sum;
+    const std::string value = IsExtremum(op_of(v).op) ? absl::StrCat("extreme", v, "[j]")
+                              : mean                   ? absl::StrCat(sum, " / static_cast<float>(R)")
+                                                       : sum;
     absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) ", OutputStore(k, i, "c0 + j", value), ";\n");
   }
   absl::StrAppend(&out, "  }\n");
@@ -716,7 +746,7 @@ std::string CodegenId() {
 
 bool IsRowReduction(const std::string& op) { return ReductionRules().contains(op); }
 
-bool IsColumnReduction(const std::string& op) { return op == "aten::sum.dim_IntList" || op == "aten::mean.dim"; }
+bool IsColumnReduction(const std::string& op) { return ReductionRules().contains(op); }
 
 c10::ScalarType ResultDtype(const std::string& op) {
   auto it = Rules().find(op);

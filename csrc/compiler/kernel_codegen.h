@@ -37,6 +37,7 @@
 // outputs and adding each row into the column sums: float32 partial sums of
 // kColumnChunk rows, added up in float64, so rounding does not grow with the
 // row count. The same columns give the same sums however the call is split.
+// amax and amin over the rows keep one running value per column (NaN wins).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -113,7 +114,7 @@ struct FusedKernel {
 // Row reductions a row kernel computes: op -> identity, combining formula.
 bool IsRowReduction(const std::string& op);
 
-// Reductions over the rows a column kernel computes: sum and mean.
+// Reductions over the rows a column kernel computes: sum, mean, amax and amin.
 bool IsColumnReduction(const std::string& op);
 
 // Rows per float32 partial sum of a column kernel.

@@ -46,6 +46,9 @@ CASES = {
     "where_with_a_constant_zero": (lambda t: torch.where(t["h"] > 0, t["g"], 0.0).sum(0), 1, 0),
     # The sum read inside the same expression: that reader is another kernel.
     "sum_read_by_an_element_op": (lambda t: (lambda p: p.sum(0) * p)(t["g"] * t["h"]), 1, 0),
+    "amax_over_rows": (lambda t: (t["g"] * t["h"] + t["b"]).amax(0), 1, 0),
+    "amin_keepdim": (lambda t: torch.tanh(t["g3"]).amin([0, 1], keepdim=True), 1, 0),
+    "amax_and_sum_of_one_product": (lambda t: (lambda p: [p.amax(0), p.sum(0)])(t["g"] * t["h"]), 1, 0),
     # Not over leading dims: an ATen call.
     "middle_dim": (lambda t: (t["g3"] * t["h3"]).sum(1), 0, 0),
     # Leading dims of the whole tensor: a row reduction (one row).
@@ -88,7 +91,29 @@ def test_column_reduction_compiles_to_the_expected_kernels(name):
     assert len(kernels) - columns == others, ir
     if columns:
         instructions = [line.strip() for line in ir.splitlines() if line.strip().startswith("%")]
-        assert not [i for i in instructions if "aten::sum" in i or "aten::mean" in i], ir
+        assert not [i for i in instructions if any(f"aten::{r}" in i for r in ("sum", "mean", "amax", "amin"))], ir
+
+
+def test_column_amax_and_amin_keep_nan_and_infinities():
+    """A NaN anywhere in a column is that column's amax and amin; infinities
+    and an all-negative column come through as on the CPU."""
+    x = torch.randn(300, 300, generator=torch.Generator().manual_seed(2))
+    x[17, 3] = float("nan")   # early in its column
+    x[299, 5] = float("nan")  # the last row
+    x[150, 7] = float("inf")
+    x[40, 9] = float("-inf")
+    x[:, 11] = -torch.rand(300) - 1
+    fn = lambda t: (lambda p: [p.amax(0), p.amin(0)])(t * 2)  # noqa: E731
+    with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL="1"):
+        xn = x.neuron()
+        torch_neuron.mark_step()
+        got = fn(xn)
+        ir, _ = torch_neuron.debug.compiled_text(got)
+        got = [g.cpu() for g in got]
+    assert ir.count("# columns of") == 1, ir
+    for g, e in zip(got, fn(x)):
+        assert torch.equal(g.isnan(), e.isnan())
+        assert torch.equal(g.nan_to_num(0.0), e.nan_to_num(0.0))
 
 
 def test_long_columns_sum_in_chunks_and_stay_accurate():
