@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         step()
         step()
     print(f"  {tensors} x {numel} parameters, {repeats} interleaved steps per peer ...", flush=True)
-    samples = interleaved(peers, repeats=repeats, warmup=1)
+    samples = interleaved(peers, repeats=repeats, warmup=1, settle=1)
     ms = {k: summary(v) for k, v in samples.items()}
     speedup = {k: ratios(v, samples["neuron"]) for k, v in samples.items() if k != "neuron"}
     rows = peer_rows(ms, speedup)

@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         compiled(src)  # compile outside the timing
         peers["torch_compile"] = timed(lambda: compiled(src))
     print(f"  {mb} MB, {repeats} interleaved repeats per peer ...", flush=True)
-    samples = interleaved(peers, repeats=repeats, warmup=2)
+    samples = interleaved(peers, repeats=repeats, warmup=2, settle=1)
     gbps = {k: summary(v) for k, v in samples.items()}
     fraction = {k: ratios(v, samples["copy"]) for k, v in samples.items() if k != "copy"}
     rows = peer_rows(gbps, fraction)

@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     print(f"  {rows_} x {cols} floats, {repeats} interleaved repeats per peer ...", flush=True)
     for name, fn in WORKLOADS.items():
         peers = {"neuron": neuron(fn, "1"), "neuron_tier0": neuron(fn, "0"), "cpu_eager": eager(fn)}
-        samples = interleaved(peers, repeats=repeats, warmup=2)
+        samples = interleaved(peers, repeats=repeats, warmup=2, settle=1)
         ms[name] = {k: summary(v) for k, v in samples.items()}
         speedup[name] = {k: ratios(v, samples["neuron"]) for k, v in samples.items() if k != "neuron"}
     rows = [[name, fmt(ms[name]["neuron"]["median"]), fmt(ms[name]["neuron_tier0"]["median"]),

@@ -137,7 +137,8 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
     for p in peers.values():  # warm-up: compiles, optimizer state, allocator pools
         for _ in range(3):
             p.step()
-    samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1)
+    samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1,
+                          settle=1)
     result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}}
     for base in ("neuron_lazy", "neuron_pipelined"):
         for other in ("cpu_eager", "inductor", "neuron_eager", "neuron_lazy"):

@@ -38,12 +38,21 @@ def machine_info() -> Dict[str, str]:
     }
 
 
-def interleaved(peers: Dict[str, Callable[[], float]], repeats: int, warmup: int = 1) -> Dict[str, List[float]]:
+def interleaved(peers: Dict[str, Callable[[], float]], repeats: int, warmup: int = 1,
+                settle: int = 0) -> Dict[str, List[float]]:
     """Runs each peer's measurement in turn, A B A B ..., discarding warm-ups.
-    Each callable returns one measurement (seconds or a derived figure)."""
+    Each callable returns one measurement (seconds or a derived figure).
+
+    With `settle`, each turn first runs the peer `settle` more times and keeps
+    only its last measurement: the first one after a switch pays for the
+    previous peer's threads. After a parallel CPU op libgomp's idle workers
+    spin for milliseconds, on the cores the neuron device's threads need; and
+    a CPU peer that follows the device finds its own workers asleep."""
     samples: Dict[str, List[float]] = {name: [] for name in peers}
     for r in range(warmup + repeats):
         for name, fn in peers.items():
+            for _ in range(settle):
+                fn()
             value = fn()
             if r >= warmup:
                 samples[name].append(value)
