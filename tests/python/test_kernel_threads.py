@@ -14,6 +14,8 @@ CASES = {
     "flat": (lambda x: torch.sigmoid(torch.relu(x * 2 + 1) * x), (1024, 1024)),
     "row": (lambda x: torch.softmax(x * 3, dim=-1), (512, 1024)),
     "column": (lambda x: (x * 2 + 1).sum(0), (3000, 1000)),
+    # A narrowed input, read through its strides (the flat kernels' strided path).
+    "strided": (lambda x: torch.relu(x[:, :1000] * 3 - 1), (1024, 1030)),
 }
 
 
@@ -37,6 +39,8 @@ def test_a_split_call_gives_the_bits_of_one_thread(case):
     one, one_splits = run(fn, x, 1)
     two, two_splits = run(fn, x, 2)
     assert (one_splits, two_splits) == (0, 1)
+    if case == "strided":
+        assert torch_neuron.metrics.counter("kernel.strided.count") == 1
     assert torch.equal(one, two)
     torch.testing.assert_close(two, fn(x), rtol=1e-5, atol=1e-4)
 
