@@ -116,7 +116,11 @@ Node::~Node() {
 void Node::ComputeHashes() {
   hash_t h = MHash(static_cast<uint8_t>(kind_), op_);
   for (const Arg& a : args_) h = HashCombine(h, HashArg(a));
-  for (const Shape& s : shapes_) h = HashCombine(h, Hash(s));
+  shape_hashes_.clear();
+  for (const Shape& s : shapes_) {
+    shape_hashes_.push_back(Hash(s));
+    h = HashCombine(h, shape_hashes_.back());
+  }
   if (kind_ == NodeKind::kConstant) h = HashCombine(h, HashScalar(scalar_));
   local_hash_ = h;
   for (const Value& v : operands_) h = HashCombine(h, v.hash());

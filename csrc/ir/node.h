@@ -99,6 +99,9 @@ class Node {
   const std::vector<Shape>& shapes() const { return shapes_; }
   const Shape& shape(int index = 0) const { return shapes_.at(index); }
   int num_outputs() const { return static_cast<int>(shapes_.size()); }
+  // Hash(shape(index)), computed once with the node's hash (the tracer keys
+  // its Meta cache on operand shapes).
+  hash_t shape_hash(int index = 0) const { return shape_hashes_.at(index); }
 
   // Hash of op, arguments, shapes and the operands' hashes.
   hash_t hash() const { return hash_; }
@@ -138,6 +141,7 @@ class Node {
   std::shared_ptr<const LeafData> data_;
   hash_t local_hash_ = 0;
   hash_t hash_ = 0;
+  std::vector<hash_t> shape_hashes_;
   // Metadata only: set once right after construction by the tracer.
   mutable std::string source_;
   mutable std::vector<NodePtr> materialized_;

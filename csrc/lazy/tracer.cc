@@ -410,7 +410,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (!exempt_from_stale_check) lazy->CheckNoLostWrite();
       value = lazy->GetValue();
       defer(lazy->shape());
-      signature = ir::HashCombine(signature, ir::Hash(lazy->shape()));
+      signature = ir::HashCombine(signature, value.node->shape_hash(value.index));
     } else if (t.device().is_cpu() && t.dim() == 0) {
       const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
       const c10::Scalar item = t.item();
@@ -425,7 +425,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
       value = LazyTensor::FromData(data)->GetValue();
       defer(value.shape());
-      signature = ir::HashCombine(signature, ir::Hash(value.shape()));
+      signature = ir::HashCombine(signature, value.node->shape_hash(value.index));
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                   "devices, neuron:", device, " and ", t.device(), "! (in ", name,
