@@ -92,7 +92,7 @@ bool PlainCast(const CompileNode& n) {
 // its input (dims and keepdim are the frame), a cast its input (the dtype is
 // in the rule name), other ops all.
 size_t KernelArgs(const CompileNode& n) {
-  return IsRowReduction(n.ir->op()) || IsCast(n) ? 1 : n.ir->args().size();
+  return IsReduction(n.ir->op()) || IsCast(n) ? 1 : n.ir->args().size();
 }
 
 // Whether an op of `rule` may read a tensor of `dtype`. Ops computing float32
@@ -117,7 +117,7 @@ struct Reduction {
 };
 
 std::optional<Reduction> ReductionOf(const CompileGraph& g, const CompileNode& n) {
-  if (!Candidate(n) || !IsRowReduction(n.ir->op())) return std::nullopt;
+  if (!Candidate(n) || !IsReduction(n.ir->op())) return std::nullopt;
   const std::vector<ir::Arg>& args = n.ir->args();
   if (args.size() < 3 || args[0].kind != ir::Arg::Kind::kOperand || args[1].kind != ir::Arg::Kind::kAttr ||
       args[2].kind != ir::Arg::Kind::kAttr || !args[1].attr.isIntList() || !args[2].attr.isBool() ||
@@ -154,7 +154,7 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
 // or -1. The
 // split is the number of reduced dims.
 int ColumnReductionSplit(const CompileGraph& g, const CompileNode& n) {
-  if (!IsColumnReduction(n.ir->op())) return -1;
+  if (!IsReduction(n.ir->op())) return -1;
   const std::optional<Reduction> r = ReductionOf(g, n);
   const int split = r ? static_cast<int>(r->dims.size()) : -1;
   if (!r || r->dims.front() != 0 || split >= static_cast<int>(r->domain.size())) return -1;

@@ -111,11 +111,9 @@ struct FusedKernel {
   }
 };
 
-// Row reductions a row kernel computes: op -> identity, combining formula.
-bool IsRowReduction(const std::string& op);
-
-// Reductions over the rows a column kernel computes: sum, mean, amax and amin.
-bool IsColumnReduction(const std::string& op);
+// Reductions a kernel computes (sum, mean, amax, amin): over trailing dims in
+// a row kernel, over leading dims in a column kernel.
+bool IsReduction(const std::string& op);
 
 // Rows per float32 partial sum of a column kernel.
 inline constexpr int64_t kColumnChunk = 64;

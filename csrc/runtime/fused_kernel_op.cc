@@ -67,15 +67,11 @@ template <typename Body>
 void RunSplit(const Body& body, int64_t total, int64_t quantum, int64_t elements_per_item) {
   const int64_t elements = total * elements_per_item;
   const int64_t threads = std::clamp<int64_t>(elements / kMinElementsPerThread, 1, KernelThreads());
-  if (threads == 1) {
-    body(0, total);
-    return;
-  }
   const int64_t pieces_wanted =
       std::clamp<int64_t>(elements / kMinElementsPerPiece, threads, threads * kPiecesPerThread);
   const int64_t per_piece = (total + pieces_wanted - 1) / pieces_wanted;
   const int64_t chunk = (per_piece + quantum - 1) / quantum * quantum;
-  if (chunk >= total) {
+  if (threads == 1 || chunk >= total) {
     body(0, total);
     return;
   }
