@@ -173,8 +173,10 @@ std::string InputPointer(const FusedKernel& k, int32_t v, const std::string& off
 }
 
 // The store of `value` into output i at `index`, converted to its dtype (a
-// bool stores value != 0, an integer the truncated value).
-std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index, const std::string& value) {
+// bool stores value != 0, an integer the truncated value). `pointer`, if given,
+// names a local pointer to the output's elements (else out[i] is cast).
+std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index, const std::string& value,
+                        const std::string& pointer = "") {
   const c10::ScalarType dtype = k.OutputDtype(static_cast<int32_t>(i));
   const char* type = CType(dtype);
   std::string converted;
@@ -185,7 +187,8 @@ std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index
     case c10::ScalarType::Half: converted = absl::StrCat("tn_f16_bits(", value, ")"); break;
     default: converted = absl::StrCat("static_cast<", type, ">(", value, ")"); break;
   }
-  return absl::StrCat("static_cast<", type, "*>(out[", i, "])[", index, "] = ", converted);
+  const std::string target = pointer.empty() ? absl::StrCat("static_cast<", type, "*>(out[", i, "])") : pointer;
+  return absl::StrCat(target, "[", index, "] = ", converted);
 }
 
 // Input v's element `index` as a float32.
@@ -643,6 +646,19 @@ bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scal
   return true;
 }
 
+// The statements of a flat loop over i: the inputs' loads, then each op.
+std::string FlatElementBody(const FusedKernel& k, const std::string& indent) {
+  std::string out;
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    absl::StrAppend(&out, indent, "const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "i"), ";\n");
+  }
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    absl::StrAppend(&out, indent, "const float v", k.num_inputs + i, " = ", OpExpr(k.ops[i]), ";  // ", k.ops[i].op,
+                    "\n");
+  }
+  return out;
+}
+
 std::string KernelSource(const FusedKernel& k) {
   std::string out = absl::StrCat("// ", k.name, ": ", k.ops.size(), " ops, ", k.num_inputs, " inputs, ", k.outputs.size(),
                                  " outputs\n#include <cmath>\n#include <cstdint>\n\n",
@@ -651,26 +667,45 @@ std::string KernelSource(const FusedKernel& k) {
     absl::StrAppend(&out, Signature(k), k.IsColumnKernel() ? ColumnKernelBody(k) : RowKernelBody(k), "}\n");
     return out;
   }
-  // The loop runs over blocks: each block's results go to local arrays, then to
-  // the outputs. An output may be written into the buffer of an input the
-  // execution no longer needs (a donated parameter), so inputs and outputs may
-  // alias; no pointer is __restrict__, and the locals, which alias nothing, keep
-  // the compute loop vectorizable without runtime alias checks.
-  absl::StrAppend(&out, Signature(k), "  constexpr int64_t kBlock = ", kKernelBlock, ";\n", ScalarLocals(k));
+  // An output is a new buffer or, where the executor donates one, the very
+  // buffer of an input (runtime/fused_kernel_op.cc): outputs and inputs overlap
+  // exactly or not at all. With no output on an input's buffer (the usual
+  // case) one loop stores straight to the outputs through __restrict__
+  // pointers. Otherwise the loop runs over blocks whose results go to local
+  // arrays, then to the outputs: the locals alias nothing, so the compute loop
+  // stays vectorizable without runtime alias checks.
+  absl::StrAppend(&out, Signature(k), ScalarLocals(k));
+  std::vector<std::string> distinct;  // "out[i] != in[v]" for every pair
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    for (int32_t v = 0; v < k.num_inputs; ++v) distinct.push_back(absl::StrCat("out[", i, "] != in[", v, "]"));
+  }
+  absl::StrAppend(&out, distinct.empty() ? "  {\n" : absl::StrCat("  if (", absl::StrJoin(distinct, " && "), ") {\n"));
+  for (int32_t v = 0; v < k.num_inputs; ++v) {
+    const char* type = CType(k.InputDtype(v));
+    absl::StrAppend(&out, "    const ", type, "* __restrict__ in", v, " = static_cast<const ", type, "*>(in[", v,
+                    "]);\n");
+  }
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    const char* type = CType(k.OutputDtype(static_cast<int32_t>(i)));
+    absl::StrAppend(&out, "    ", type, "* __restrict__ out", i, " = static_cast<", type, "*>(out[", i, "]);\n");
+  }
+  absl::StrAppend(&out, "    for (int64_t i = begin; i < end; ++i) {\n", FlatElementBody(k, "      "));
+  for (size_t i = 0; i < k.outputs.size(); ++i) {
+    absl::StrAppend(&out, "      ", OutputStore(k, i, "i", absl::StrCat("v", k.outputs[i]), absl::StrCat("out", i)),
+                    ";\n");
+  }
+  if (distinct.empty()) {  // no inputs
+    absl::StrAppend(&out, "    }\n  }\n}\n\n", StridedFlatKernel(k));
+    return out;
+  }
+  absl::StrAppend(&out, "    }\n    return;\n  }\n  constexpr int64_t kBlock = ", kKernelBlock, ";\n");
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     absl::StrAppend(&out, "  alignas(64) float block", i, "[kBlock];\n");
   }
   absl::StrAppend(&out, "  for (int64_t base = begin; base < end; base += kBlock) {\n",
                   "    const int64_t n = end - base < kBlock ? end - base : kBlock;\n");
   for (int32_t i = 0; i < k.num_inputs; ++i) absl::StrAppend(&out, "    ", InputPointer(k, i, "base"));
-  absl::StrAppend(&out, "    for (int64_t i = 0; i < n; ++i) {\n");
-  for (int32_t i = 0; i < k.num_inputs; ++i) {
-    absl::StrAppend(&out, "      const float v", i, " = ", InputLoad(k, i, absl::StrCat("in", i), "i"), ";\n");
-  }
-  for (size_t i = 0; i < k.ops.size(); ++i) {
-    const FusedOp& op = k.ops[i];
-    absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ", OpExpr(op), ";  // ", op.op, "\n");
-  }
+  absl::StrAppend(&out, "    for (int64_t i = 0; i < n; ++i) {\n", FlatElementBody(k, "      "));
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     absl::StrAppend(&out, "      block", i, "[i] = v", k.outputs[i], ";\n");
   }
