@@ -1,9 +1,11 @@
 #include "runtime/execution_queue.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <c10/util/Exception.h>
@@ -81,6 +83,8 @@ thread_local int queue_device = -1;
 int CurrentQueueDevice() { return queue_device; }
 
 void ExecutionQueue::Loop() {
+  // Named for perf, top and gdb (at most 15 characters).
+  pthread_setname_np(pthread_self(), ("neuron-queue-" + std::to_string(device_ % 100)).c_str());
   UseOneOpenMpThread();
   queue_device = device_;
   while (true) {

@@ -64,42 +64,48 @@ c10::StorageImpl* StorageOf(const c10::IValue& v) {
                                                     : nullptr;
 }
 
-// The bytes of the intermediate tensors an execution holds at once: storages
-// made by its instructions (not the parameters'), from the instruction that
-// makes them until the last register holding them is released. On the
-// emulated device they live in host memory beside the arena, so the arena's
+// The storages an execution's registers hold, with how many registers hold
+// each, and the bytes of the intermediate ones held at once: storages made by
+// its instructions (not the parameters'), from the instruction that makes them
+// until the last register holding them is released. On the emulated device
+// intermediates live in host memory beside the arena, so the arena's
 // statistics do not see them; graph.execute.peak_bytes reports them.
-class IntermediateBytes {
+class RegisterStorages {
  public:
-  explicit IntermediateBytes(const std::vector<c10::IValue>& parameters) {
+  explicit RegisterStorages(const std::vector<c10::IValue>& parameters) {
     for (const c10::IValue& p : parameters) {
       if (c10::StorageImpl* s = StorageOf(p)) parameters_.insert(s);
     }
   }
   void Hold(const c10::IValue& v) {
     c10::StorageImpl* s = StorageOf(v);
-    if (s == nullptr || parameters_.contains(s)) return;
-    auto [it, fresh] = live_.try_emplace(s, 0);
-    if (fresh) {
+    if (s == nullptr) return;
+    auto [it, fresh] = holders_.try_emplace(s, 0);
+    ++it->second;
+    if (fresh && !parameters_.contains(s)) {
       current_ += static_cast<int64_t>(s->nbytes());
       peak_ = std::max(peak_, current_);
     }
-    ++it->second;
   }
   void Drop(const c10::IValue& v) {
     c10::StorageImpl* s = StorageOf(v);
-    auto it = s == nullptr ? live_.end() : live_.find(s);
-    if (it == live_.end()) return;
+    auto it = s == nullptr ? holders_.end() : holders_.find(s);
+    if (it == holders_.end()) return;
     if (--it->second == 0) {
-      current_ -= static_cast<int64_t>(s->nbytes());
-      live_.erase(it);
+      if (!parameters_.contains(s)) current_ -= static_cast<int64_t>(s->nbytes());
+      holders_.erase(it);
     }
+  }
+  // How many registers hold `s` now.
+  int Holders(const c10::StorageImpl* s) const {
+    auto it = holders_.find(s);
+    return it == holders_.end() ? 0 : it->second;
   }
   int64_t peak() const { return peak_; }
 
  private:
   absl::flat_hash_set<const c10::StorageImpl*> parameters_;
-  absl::flat_hash_map<c10::StorageImpl*, int> live_;
+  absl::flat_hash_map<const c10::StorageImpl*, int> holders_;
   int64_t current_ = 0;
   int64_t peak_ = 0;
 };
@@ -123,6 +129,7 @@ constexpr size_t kKernelOutputDtypesArg = 8;
 // the new values); an output goes only into an input of its own dtype. Marks
 // the parameters it picks in `overwritten`.
 std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10::IValue>& regs,
+                                 const RegisterStorages& storages,
                                  const absl::flat_hash_map<int32_t, size_t>& donated_param_of,
                                  std::vector<bool>& overwritten) {
   std::vector<int64_t> reuse;
@@ -139,12 +146,8 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
         std::count(inputs.registers.begin(), inputs.registers.end(), reg) != 1) {
       return false;
     }
-    c10::StorageImpl* storage = StorageOf(regs[reg]);
-    bool viewed = storage == nullptr;
-    for (size_t r = 0; r < regs.size() && !viewed; ++r) {
-      viewed = static_cast<int32_t>(r) != reg && StorageOf(regs[r]) == storage;
-    }
-    if (viewed) return false;
+    const c10::StorageImpl* storage = StorageOf(regs[reg]);
+    if (storage == nullptr || storages.Holders(storage) != 1) return false;  // viewed by another register
     overwritten[param->second] = true;
     taken[j] = true;
     return true;
@@ -183,7 +186,8 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   }
   std::vector<bool> written(parameters.size(), false);
 
-  IntermediateBytes intermediates(parameters);
+  RegisterStorages storages(parameters);
+  for (const c10::IValue& r : regs) storages.Hold(r);
   torch::jit::Stack stack;
   for (const Instruction& inst : program.instructions) {
     stack.clear();
@@ -194,7 +198,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
       }
     }
     if (!donated_param_of.empty() && IsFusedKernel(inst.op)) {
-      stack[kKernelReuseArg] = KernelReuse(inst, regs, donated_param_of, written);
+      stack[kKernelReuseArg] = KernelReuse(inst, regs, storages, donated_param_of, written);
     }
     try {
       inst.op.callBoxed(stack);
@@ -214,18 +218,22 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
       }
     }
     for (int32_t r : inst.outputs) {
-      if (r >= 0) intermediates.Hold(regs[r]);
+      if (r >= 0) storages.Hold(regs[r]);
     }
     for (int32_t r : inst.release) {
-      intermediates.Drop(regs[r]);
+      storages.Drop(regs[r]);
       regs[r] = c10::IValue();
     }
   }
   static metrics::Counter* peak = metrics::GetCounter("graph.execute.peak_bytes");
-  peak->Max(intermediates.peak());
+  peak->Max(storages.peak());
   stack.clear();  // the last call's results: outputs must be the only holders (adoption)
 
   if (in_place != nullptr) in_place->assign(parameters.size(), -1);
+  absl::flat_hash_map<const c10::StorageImpl*, size_t> param_of_storage;  // the first parameter on each
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    if (const c10::StorageImpl* s = StorageOf(parameters[p])) param_of_storage.try_emplace(s, p);
+  }
   std::vector<at::Tensor> outputs;
   outputs.reserve(program.outputs.size());
   for (size_t i = 0; i < program.outputs.size(); ++i) {
@@ -243,14 +251,14 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     // An output that is (a view of) an input buffer gets memory of its own: the
     // caller may reuse input buffers for outputs (donation). A kernel's output
     // written into a donated buffer stays there: the caller takes that buffer.
-    for (size_t p = 0; p < parameters.size(); ++p) {
-      if (t.has_storage() && StorageOf(parameters[p]) == t.storage().unsafeGetStorageImpl()) {
-        if (!written[p]) {
-          t = t.clone();
-        } else if (in_place != nullptr && (*in_place)[p] < 0) {
-          (*in_place)[p] = static_cast<int>(i);
-        }
-        break;
+    auto param = t.has_storage() ? param_of_storage.find(t.storage().unsafeGetStorageImpl())
+                                 : param_of_storage.end();
+    if (param != param_of_storage.end()) {
+      const size_t p = param->second;
+      if (!written[p]) {
+        t = t.clone();
+      } else if (in_place != nullptr && (*in_place)[p] < 0) {
+        (*in_place)[p] = static_cast<int>(i);
       }
     }
     outputs.push_back(std::move(t));

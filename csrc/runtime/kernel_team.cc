@@ -1,5 +1,6 @@
 #include "runtime/kernel_team.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,7 @@ void KernelTeam::RunPieces(Job& job) {
 }
 
 void KernelTeam::Work() {
+  pthread_setname_np(pthread_self(), "neuron-kernel");  // for perf, top and gdb
   absl::MutexLock lock(&mu_);
   while (true) {
     auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
