@@ -180,7 +180,9 @@ std::string RuleName(const CompileNode& n) {
 bool Elementwise(const CompileGraph& g, const CompileNode& n) {
   if (n.ir->kind() != ir::NodeKind::kOp || (IsCast(n) && !PlainCast(n))) return false;
   const std::string rule = RuleName(n);
-  if (!Candidate(n, ResultDtype(rule))) return false;
+  const c10::ScalarType result = ResultDtype(rule);
+  const c10::ScalarType dtype = n.ir->num_outputs() == 1 ? n.ir->shape(0).dtype() : result;
+  if (!Candidate(n, result == c10::ScalarType::Float && RoundsTo(rule, dtype) ? dtype : result)) return false;
   std::vector<bool> scalar;
   for (size_t i = 0; i < KernelArgs(n); ++i) {
     const ir::Arg& a = n.ir->args()[i];
@@ -533,6 +535,8 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
       FusedOp op{RuleName(n), {}, row_kernel ? extent_of[m] : Extent::kElement};
+      const c10::ScalarType dtype = n.ir->shape(0).dtype();
+      if (dtype != c10::ScalarType::Float && ResultDtype(op.op) == c10::ScalarType::Float) op.rounding = dtype;
       for (size_t a = 0; a < n.ir->args().size(); ++a) {
         const ir::Arg& arg = n.ir->args()[a];
         if (a >= KernelArgs(n)) break;

@@ -163,7 +163,38 @@ std::vector<std::string> OperandNames(const FusedOp& op) {
   return names;
 }
 
-std::string OpExpr(const FusedOp& op) { return Substitute(Rules().at(op.op).expr, OperandNames(op)); }
+// How ATen's CPU kernels read a scalar operand (a Python number, alpha) of an
+// op with a bfloat16 or float16 result: add and sub round it to the result's
+// dtype first; mul, div and the rest of the rules take it as a float. The
+// rules left out compute otherwise (a fused multiply-add, another formula) and
+// keep reduced-precision results as library calls.
+bool RoundsScalars(const std::string& rule) {
+  return rule == "aten::add.Tensor" || rule == "aten::sub.Tensor" || rule == "aten::add.Scalar" ||
+         rule == "aten::sub.Scalar";
+}
+bool RoundedResultRule(const std::string& rule) {
+  return rule != "aten::lerp.Scalar" && rule != "aten::addcmul" && rule != "aten::addcdiv" &&
+         rule != "aten::pow.Tensor_Scalar";
+}
+
+// The helper that rounds a float to `dtype` (FusedOp::rounding), or null.
+const char* RoundingHelper(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::BFloat16: return "tn_bf16_round";
+    case c10::ScalarType::Half: return "tn_f16_round";
+    default: return nullptr;
+  }
+}
+
+std::string OpExpr(const FusedOp& op) {
+  const char* round = RoundingHelper(op.rounding);
+  std::vector<std::string> names = OperandNames(op);
+  if (round == nullptr) return Substitute(Rules().at(op.op).expr, names);
+  for (size_t i = 0; i < names.size() && RoundsScalars(op.op); ++i) {
+    if (op.operands[i].scalar || op.operands[i].literal) names[i] = absl::StrCat(round, "(", names[i], ")");
+  }
+  return absl::StrCat(round, "(", Substitute(Rules().at(op.op).expr, names), ")");
+}
 
 // Input v's pointer at element `offset` ("in[0] + base"), declared as in<v>.
 std::string InputPointer(const FusedKernel& k, int32_t v, const std::string& offset) {
@@ -207,7 +238,7 @@ std::string InputLoad(const FusedKernel& k, int32_t v, const std::string& pointe
 std::string MathPreamble(const FusedKernel& k) {
   std::string calls;
   for (const FusedOp& op : k.ops) {
-    if (!IsReduction(op.op)) absl::StrAppend(&calls, Rules().at(op.op).expr);
+    if (!IsReduction(op.op)) absl::StrAppend(&calls, OpExpr(op));
   }
   for (int32_t v = 0; v < k.num_inputs; ++v) absl::StrAppend(&calls, InputLoad(k, v, "in", "0"));
   for (size_t i = 0; i < k.outputs.size(); ++i) absl::StrAppend(&calls, OutputStore(k, i, "0", "x"));
@@ -585,7 +616,15 @@ std::vector<FusedKernel> ProbeKernels() {
                      40,
                      {Extent::kElement, Extent::kRow, Extent::kColumn, Extent::kOne}};
   column.rows = 300;
-  return {flat, row, typed, column};
+  // Results rounded to bfloat16 and float16, with a scalar read each way.
+  FusedKernel reduced{"probe", 1, 1,
+                      {{"aten::add.Tensor", {O{false, 0}, O{true, 0}, O{false, 0, 1.0}}, Extent::kElement,
+                        ScalarType::BFloat16},                                                     // v1
+                       {"aten::mul.Tensor", {O{false, 1}, O{true, 0}}, Extent::kElement, ScalarType::Half}},  // v2
+                      {1, 2}, 0, {},
+                      {ScalarType::BFloat16},
+                      {ScalarType::BFloat16, ScalarType::Half}};
+  return {flat, row, typed, column, reduced};
 }
 
 }  // namespace
@@ -621,6 +660,10 @@ std::optional<std::string> CastRule(c10::ScalarType dtype) {
 }
 
 bool KernelLoads(c10::ScalarType dtype) { return CType(dtype) != nullptr; }
+
+bool RoundsTo(const std::string& rule, c10::ScalarType dtype) {
+  return dtype == c10::ScalarType::Float || (RoundingHelper(dtype) != nullptr && RoundedResultRule(rule));
+}
 
 bool ExactInFloat(c10::ScalarType dtype) {
   switch (dtype) {
@@ -748,7 +791,10 @@ std::string KernelSummary(const FusedKernel& k) {
                                  absl::StrJoin(OperandNames(k.ops[i]), ", "), ")",
                                  k.ops[i].extent == Extent::kRow      ? " [row]"
                                  : k.ops[i].extent == Extent::kColumn ? " [column]"
-                                                                      : ""));
+                                                                      : "",
+                                 k.ops[i].rounding == c10::ScalarType::Float
+                                     ? ""
+                                     : absl::StrCat(" [", c10::toString(k.ops[i].rounding), "]")));
   }
   std::vector<std::string> outs;
   for (int32_t v : k.outputs) outs.push_back(absl::StrCat("v", v));

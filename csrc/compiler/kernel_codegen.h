@@ -71,6 +71,10 @@ struct FusedOp {
   // Row kernels: kRow for a reduction over the row (and ops on row values),
   // kColumn for a reduction over the rows (a column kernel).
   Extent extent = Extent::kElement;
+  // BFloat16 or Half: an op computing float32 whose ATen result has this
+  // dtype; its value is rounded to it, as ATen rounds each op's result (see
+  // RoundsTo).
+  c10::ScalarType rounding = c10::ScalarType::Float;
 };
 
 struct FusedKernel {
@@ -133,6 +137,13 @@ std::optional<std::string> CastRule(c10::ScalarType dtype);
 // float64, bool, bfloat16, float16 and the integer types. Outputs are float32, bool, or
 // a cast's target (CastRule).
 bool KernelLoads(c10::ScalarType dtype);
+
+// Whether an op of `rule` (which computes float32) may give a result of
+// `dtype`: float32, or bfloat16 and float16, which ATen's CPU kernels compute
+// in float32 and round once per op (most rules; scalars read as ATen reads
+// them). A fused op of those rounds its value (FusedOp::rounding), so later
+// ops read what ATen's would.
+bool RoundsTo(const std::string& rule, c10::ScalarType dtype);
 
 // Whether every value of `dtype` is a float32 exactly (bool, bfloat16,
 // float16, the integers up to 16 bits), so converting it through a kernel's float32 values
