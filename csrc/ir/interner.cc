@@ -2,15 +2,21 @@
 
 #include <cstdint>
 
+#include "absl/container/inlined_vector.h"
+
 namespace torch_neuron::ir {
 namespace {
 
+// The local hash, then each operand's node address and output index, hashed
+// in one call (the key lives in this process only: addresses are fine).
 hash_t IdentityKey(const Node& node) {
-  hash_t key = node.local_hash();
+  absl::InlinedVector<uint64_t, 16> words = {absl::Uint128High64(node.local_hash()),
+                                              absl::Uint128Low64(node.local_hash())};
   for (const Value& v : node.operands()) {
-    key = HashCombine(key, MHash(reinterpret_cast<uintptr_t>(v.node.get()), v.index));
+    words.push_back(reinterpret_cast<uintptr_t>(v.node.get()));
+    words.push_back(static_cast<uint64_t>(v.index));
   }
-  return key;
+  return HashBytes(words.data(), words.size() * sizeof(uint64_t), 0x696e7465726e);
 }
 
 bool SameOperands(const Node& a, const Node& b) {

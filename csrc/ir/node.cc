@@ -8,21 +8,28 @@
 namespace torch_neuron::ir {
 namespace {
 
+// An attribute's hash is tagged by its type, operand indices by their kind,
+// so the three kinds of argument hash apart.
 hash_t HashArg(const Arg& arg) {
-  hash_t h = Hash(static_cast<uint8_t>(arg.kind));
   if (arg.kind == Arg::Kind::kAttr) {
     hash_t attr = 0;
     TORCH_INTERNAL_ASSERT(HashIValue(arg.attr, &attr), "unhashable IR attribute ",
                           arg.attr.tagKind());
-    return HashCombine(h, attr);
+    return attr;
   }
-  return HashCombine(h, Hash(arg.operands));
+  return HashTagged(arg.kind == Arg::Kind::kOperand ? kTagOperands : kTagOperandList, arg.operands.data(),
+                    arg.operands.size() * sizeof(int32_t));
+}
+
+template <typename T>
+hash_t HashValue(HashTag tag, T value) {
+  return HashTagged(tag, &value, sizeof(value));
 }
 
 hash_t HashScalar(const c10::Scalar& s) {
-  if (s.isFloatingPoint()) return MHash(uint8_t{1}, s.toDouble());
-  if (s.isBoolean()) return MHash(uint8_t{2}, s.toBool());
-  return MHash(uint8_t{3}, s.toLong());
+  if (s.isFloatingPoint()) return HashValue(kTagScalarDouble, s.toDouble());
+  if (s.isBoolean()) return HashValue(kTagScalarBool, s.toBool());
+  return HashValue(kTagScalarInt, s.toLong());
 }
 
 }  // namespace
@@ -59,23 +66,27 @@ hash_t Value::hash() const { return HashCombine(node->hash(), Hash(index)); }
 bool HashIValue(const c10::IValue& v, hash_t* out) {
   hash_t h;
   if (v.isNone()) {
-    h = Hash("None");
+    h = HashTagged(kTagNone, nullptr, 0);
   } else if (v.isBool()) {
-    h = MHash("b", v.toBool());
+    h = HashValue(kTagBool, v.toBool());
   } else if (v.isInt()) {
-    h = MHash("i", v.toInt());
+    h = HashValue(kTagInt, v.toInt());
   } else if (v.isDouble()) {
-    h = MHash("d", v.toDouble());
+    h = HashValue(kTagDouble, v.toDouble());
   } else if (v.isString()) {
-    h = MHash("s", v.toStringRef());
+    const std::string& text = v.toStringRef();
+    h = HashTagged(kTagString, text.data(), text.size());
   } else if (v.isDevice()) {
-    h = MHash("dev", static_cast<int>(v.toDevice().type()), static_cast<int>(v.toDevice().index()));
+    const int32_t device[2] = {static_cast<int32_t>(v.toDevice().type()), v.toDevice().index()};
+    h = HashTagged(kTagDevice, device, sizeof(device));
   } else if (v.isScalar()) {
-    h = MHash("S", HashScalar(v.toScalar()));
+    h = HashScalar(v.toScalar());
   } else if (v.isIntList()) {
-    h = MHash("il", v.toIntVector());
+    const std::vector<int64_t> ints = v.toIntVector();
+    h = HashTagged(kTagIntList, ints.data(), ints.size() * sizeof(int64_t));
   } else if (v.isDoubleList()) {
-    h = MHash("dl", v.toDoubleVector());
+    const std::vector<double> doubles = v.toDoubleVector();
+    h = HashTagged(kTagDoubleList, doubles.data(), doubles.size() * sizeof(double));
   } else if (v.isBoolList()) {
     std::vector<bool> bools;
     for (bool b : v.toBoolList()) bools.push_back(b);
@@ -114,7 +125,7 @@ Node::~Node() {
 }
 
 void Node::ComputeHashes() {
-  hash_t h = MHash(static_cast<uint8_t>(kind_), op_);
+  hash_t h = HashTagged(kTagOp + static_cast<uint64_t>(kind_), op_.data(), op_.size());
   for (const Arg& a : args_) h = HashCombine(h, HashArg(a));
   shape_hashes_.clear();
   for (const Shape& s : shapes_) {

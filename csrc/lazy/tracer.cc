@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "base/config.h"
@@ -31,6 +32,27 @@
 
 namespace torch_neuron::lazy {
 namespace {
+
+// The Meta-cache key of a traced call: the op's name hash, then per argument a
+// tag and its words, hashed once at the end (one XXH3 call per op, not a
+// combine per argument). Tags make the word sequence unambiguous. The key
+// lives in this process only.
+class SignatureKey {
+ public:
+  enum Tag : uint64_t { kTensor = 1, kCpuScalar, kScalar, kList, kGenerator, kDtype, kDevice, kAttr };
+
+  explicit SignatureKey(ir::hash_t name) { Add(name); }
+  SignatureKey& Tagged(Tag tag) { return Word(tag); }
+  SignatureKey& Word(uint64_t word) {
+    words_.push_back(word);
+    return *this;
+  }
+  SignatureKey& Add(ir::hash_t h) { return Word(absl::Uint128High64(h)).Word(absl::Uint128Low64(h)); }
+  ir::hash_t Hash() const { return ir::HashBytes(words_.data(), words_.size() * sizeof(uint64_t), 0x6d657461); }
+
+ private:
+  absl::InlinedVector<uint64_t, 32> words_;
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -391,7 +413,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<DeferredMeta> deferred;
   size_t list_position = 0;
   bool in_list = false;
-  ir::hash_t signature = info.name_hash;
+  SignatureKey signature(info.name_hash);
   std::vector<const c10::GeneratorImpl*> generators;
 
   // A view's base and an out= argument may be stale (see LazyTensor): the
@@ -410,7 +432,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (!exempt_from_stale_check) lazy->CheckNoLostWrite();
       value = lazy->GetValue();
       defer(lazy->shape());
-      signature = ir::HashCombine(signature, value.node->shape_hash(value.index));
+      signature.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
     } else if (t.device().is_cpu() && t.dim() == 0) {
       const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
       const c10::Scalar item = t.item();
@@ -420,12 +442,15 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       // tensor's might (the Meta kernel sees its data).
       ir::hash_t value_hash = 0;
       if (!wrapped || info.shape_from_scalar_values) ir::HashIValue(c10::IValue(item), &value_hash);
-      signature = ir::HashCombine(signature, ir::MHash(t.scalar_type(), wrapped, "cpu-scalar", value_hash));
+      signature.Tagged(SignatureKey::kCpuScalar)
+          .Word(static_cast<uint64_t>(t.scalar_type()))
+          .Word(wrapped)
+          .Add(value_hash);
     } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
       value = LazyTensor::FromData(data)->GetValue();
       defer(value.shape());
-      signature = ir::HashCombine(signature, value.node->shape_hash(value.index));
+      signature.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                   "devices, neuron:", device, " and ", t.device(), "! (in ", name,
@@ -441,7 +466,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // of the Meta signature only where it shapes the result (arange).
     ir::hash_t value_hash = 0;
     if (info.shape_from_scalar_values) ir::HashIValue(c10::IValue(s), &value_hash);
-    signature = ir::HashCombine(signature, ir::MHash("scalar", ScalarDtype(s), value_hash));
+    signature.Tagged(SignatureKey::kScalar).Word(static_cast<uint64_t>(ScalarDtype(s))).Add(value_hash);
     return static_cast<int32_t>(operands.size() - 1);
   };
 
@@ -486,7 +511,8 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       meta_stack.swap(saved_meta);
       in_list = false;
       meta_stack.push_back(meta_list);
-      signature = ir::HashCombine(signature, ir::Hash(indices));
+      signature.Tagged(SignatureKey::kList).Word(indices.size());
+      for (int32_t index : indices) signature.Word(static_cast<uint64_t>(index));
       args.push_back(ir::Arg::OperandList(std::move(indices)));
     } else if (IsNumberType(type) && !v.isNone()) {
       const c10::Scalar s = v.toScalar();
@@ -507,7 +533,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       operands.push_back(ir::Value{ir::Node::MakeGenerator(std::make_shared<GeneratorLeaf>(gen)), 0});
       args.push_back(ir::Arg::Operand(static_cast<int32_t>(operands.size() - 1)));
       meta_stack.push_back(c10::IValue());
-      signature = ir::HashCombine(signature, ir::Hash("generator"));
+      signature.Tagged(SignatureKey::kGenerator);
     } else if (schema.arguments()[i].name() == "pin_memory" && v.isBool() && v.toBool()) {
       TORCH_CHECK(false, "only CPU tensors can be pinned, not neuron tensors (in ", name, ")");
     } else if (Unwrapped(type)->kind() == c10::TypeKind::LayoutType && v.isInt() &&
@@ -518,13 +544,14 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
       args.push_back(ir::Arg::Attr(v));
       meta_stack.push_back(v);
-      signature = ir::HashCombine(signature, ir::MHash("dtype", v.toInt()));
+      signature.Tagged(SignatureKey::kDtype).Word(static_cast<uint64_t>(v.toInt()));
     } else if (v.isDevice()) {
       args.push_back(ir::Arg::Attr(v));
       const bool neuron = v.toDevice().type() == c10::DeviceType::PrivateUse1;
       meta_stack.push_back(neuron ? c10::IValue(c10::Device(c10::DeviceType::Meta)) : v);
-      signature = ir::HashCombine(signature, ir::MHash("device", static_cast<int>(v.toDevice().type()),
-                                                        static_cast<int>(v.toDevice().index())));
+      signature.Tagged(SignatureKey::kDevice)
+          .Word(static_cast<uint64_t>(v.toDevice().type()))
+          .Word(static_cast<uint64_t>(v.toDevice().index()));
     } else {
       ir::hash_t h = 0;
       if (!ir::HashIValue(v, &h)) {
@@ -532,11 +559,11 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
       args.push_back(ir::Arg::Attr(v));
       meta_stack.push_back(v);
-      signature = ir::HashCombine(signature, h);
+      signature.Tagged(SignatureKey::kAttr).Add(h);
     }
   }
 
-  std::optional<MetaResult> meta = InferMeta(op, signature, info.meta_fixup, [&] {
+  std::optional<MetaResult> meta = InferMeta(op, signature.Hash(), info.meta_fixup, [&] {
     for (const DeferredMeta& d : deferred) {
       at::Tensor t = at::empty(d.shape.sizes(), at::TensorOptions().dtype(d.shape.dtype()).device(at::kMeta));
       c10::IValue& slot = meta_stack[d.position];
