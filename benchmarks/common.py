@@ -38,21 +38,32 @@ def machine_info() -> Dict[str, str]:
     }
 
 
+# With settle, the least time a turn runs its peer unrecorded (seconds).
+SETTLE_SECONDS = 0.03
+
+
 def interleaved(peers: Dict[str, Callable[[], float]], repeats: int, warmup: int = 1,
                 settle: int = 0) -> Dict[str, List[float]]:
     """Runs each peer's measurement in turn, A B A B ..., discarding warm-ups.
     Each callable returns one measurement (seconds or a derived figure).
 
-    With `settle`, each turn first runs the peer `settle` more times and keeps
-    only its last measurement: the first one after a switch pays for the
-    previous peer's threads. After a parallel CPU op libgomp's idle workers
-    spin for milliseconds, on the cores the neuron device's threads need; and
-    a CPU peer that follows the device finds its own workers asleep."""
+    With `settle`, each turn first runs the peer unrecorded, at least `settle`
+    times and for at least SETTLE_SECONDS, and keeps only the measurement after
+    that: the first runs after a switch pay for the previous peer's threads.
+    After a parallel CPU op (ATen's or inductor's code) libgomp's idle workers
+    spin before they sleep, on the cores the neuron device's threads need: on
+    this 2-vCPU host a neuron kernel after a torch.compile peer took 4.4 to
+    8.8 ms instead of 4.4 ms for more than one 5 ms run (4.4 ms every time with
+    GOMP_SPINCOUNT=0). A CPU peer that follows the device finds its own workers
+    asleep."""
     samples: Dict[str, List[float]] = {name: [] for name in peers}
     for r in range(warmup + repeats):
         for name, fn in peers.items():
-            for _ in range(settle):
+            start = time.perf_counter()
+            runs = 0
+            while runs < settle or (settle and time.perf_counter() - start < SETTLE_SECONDS):
                 fn()
+                runs += 1
             value = fn()
             if r >= warmup:
                 samples[name].append(value)
