@@ -59,7 +59,11 @@ def test_softmax_forward_and_backward_are_one_kernel(shape):
 @pytest.mark.parametrize("shape", [(64, 100), (3, 4, 50), (2, 20000)])
 def test_log_softmax_forward_and_backward(shape):
     x = torch.randn(shape) * 3
-    check(lambda t: torch.log_softmax(t, -1), x, grad=True, absent=["_log_softmax", "_log_softmax_backward_data"])
+    # The backward, g - exp(y) * sum(g), subtracts a row sum of n gradients (of
+    # size about sqrt(n)) summed in another order than ATen's: an ulp of it is an
+    # absolute error of about 1.2e-7 * sqrt(n), seen up to 4e-6 at n = 20000.
+    check(lambda t: torch.log_softmax(t, -1), x, grad=True, atol=4e-7 * math.sqrt(shape[-1]),
+          absent=["_log_softmax", "_log_softmax_backward_data"])
 
 
 def test_cross_entropy_forward_and_backward_match_cpu():

@@ -191,15 +191,22 @@ def train(kind, optimizer, foreach, device, new_graphs=None):
     return Run(losses, eval_losses, parameters, compile_log)
 
 
-# Relative tolerance per opt level. Tier 0 runs the CPU's own kernels: the
-# curves agree to about 2e-7. Tier 1's generated kernels round differently from
-# ATen's vectorized ones (no FMA contraction, libm's exp and tanh instead of
-# Sleef's), a few ulps per op; Adam divides gradient noise by its own RMS, so
-# over 50 steps the losses part by up to a few 1e-4.
-RTOL = {0: 1e-4, 1: 1e-3}
-# Parameters: Adam turns near-zero gradients' rounding noise into steps of
-# about lr, so at tier 1 a small weight may part by a fraction of lr (3e-3).
-ATOL = {0: 1e-5, 1: 1e-3}
+# Tolerances per opt level and optimizer. Tier 0 runs the CPU's own kernels,
+# but on contiguous tensors: where the CPU hands BLAS a transposed operand (a
+# linear layer's weight gradient), tier 0 hands it a contiguous copy, and some
+# BLAS builds sum that in another order, an ulp apart. Tier 1's generated
+# kernels round differently from ATen's vectorized ones (no FMA contraction,
+# libm's exp and tanh instead of Sleef's), a few ulps per op. SGD carries such
+# noise along as it is: the curves agree to about 2e-7 at tier 0. Adam divides
+# gradient noise by its own RMS and turns a near-zero gradient's rounding into
+# steps of about lr: over 50 steps the losses part by up to a few 1e-4 (the CNN
+# at tier 0 on an AVX2 host: 1.5e-4 at step 49) and a small weight by a
+# fraction of lr (3e-3).
+def tolerances(opt_level, optimizer):
+    """(rtol for losses and parameters, atol for parameters)."""
+    if optimizer in ("adam", "adamw"):
+        return 1e-3, 1e-3
+    return (1e-4, 1e-5) if opt_level == 0 else (1e-3, 1e-3)
 
 
 def assert_close_per_step(neuron_values, cpu_values, names, rtol):
@@ -239,11 +246,11 @@ def test_workload_matches_cpu_and_compiles_only_while_warming_up(kind, optimizer
 
     assert cpu.losses[-1] != cpu.losses[0]  # it trained, so the comparison means something
     steps = range(1, STEPS + 1)
-    rtol = RTOL[opt_level]
+    rtol, atol = tolerances(opt_level, optimizer)
     assert_close_per_step(neuron.losses, cpu.losses, [f"step {s}" for s in steps], rtol)
     assert_close_per_step(neuron.eval_losses, cpu.eval_losses,
                           [f"eval after step {s}" for s in steps if s % EVAL_EVERY == 0], rtol)
-    assert_parameters_match(neuron.parameters, cpu.parameters, rtol, ATOL[opt_level])
+    assert_parameters_match(neuron.parameters, cpu.parameters, rtol, atol)
     assert neuron.compile_log == expected_compile_log(optimizer)
     assert torch_neuron.metrics.fallback_counts() == {}
 
