@@ -1,10 +1,13 @@
 """Steady-state training step time of the MLP, the CNN and the small transformer
-(tests/python/models.py), five peers side by side in one process:
+(tests/python/models.py), six peers side by side in one process:
 
   neuron lazy    the step traced, one mark_step, waited for (the whole step)
   neuron pipelined  10 steps, a mark_step after each, waited for once at the
                  end, time / 10: a training loop that reads its loss now and
                  then, where tracing a step overlaps the previous one's run
+  neuron graph   the step captured once (torch_neuron.graph) and replayed 10
+                 times, waited for once, time / 10: no tracing, the compiled
+                 step alone (as a CUDA graph replays a captured step)
   neuron eager   TORCH_NEURON_MODE=eager: every op runs as it is traced
   cpu eager      PyTorch on the CPU
   torch.compile  inductor on the CPU (model compiled; not in --quick)
@@ -52,9 +55,13 @@ class Peer:
     """One model + optimizer on one device, stepping through a fixed batch."""
 
     def __init__(self, kind: str, device: str, compiled: bool = False, eager: bool = False,
-                 pipelined: int = 1):
+                 pipelined: int = 1, captured: bool = False):
         torch.manual_seed(0)
         self.kind, self.device, self.eager, self.pipelined = kind, device, eager, pipelined
+        # The first step of a captured peer traces (warm-up: momentum buffers),
+        # the second captures, the rest replay.
+        self.graph = torch_neuron.NeuronGraph() if captured else None
+        self.steps = 0
         self.model = MODELS[kind]().to(device)
         self.forward = torch.compile(self.model) if compiled else self.model
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
@@ -64,15 +71,29 @@ class Peer:
             torch_neuron.mark_step()
             torch_neuron.wait_device_ops()
 
+    def train_step(self):
+        loss = loss_fn(self.kind, self.forward, self.x, self.y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss
+
     def step(self) -> float:
+        self.steps += 1
+        if self.graph is not None and self.steps == 2:
+            with torch_neuron.graph(self.graph):
+                self.train_step()
+        if self.graph is not None and self.steps >= 2:
+            start = time.perf_counter()
+            for _ in range(self.pipelined):
+                self.graph.replay()
+            torch_neuron.wait_device_ops()
+            return (time.perf_counter() - start) * 1e3 / self.pipelined
         if self.eager:
             torch_neuron.set_mode("eager")
         start = time.perf_counter()
         for _ in range(self.pipelined):
-            loss = loss_fn(self.kind, self.forward, self.x, self.y)
-            self.opt.zero_grad()
-            loss.backward()
-            self.opt.step()
+            self.train_step()
             if self.device == "neuron":
                 torch_neuron.mark_step()
         if self.device == "neuron":
@@ -131,6 +152,7 @@ def cpu_step_peak(peer: Peer) -> int:
 
 def measure(kind: str, repeats: int, inductor: bool) -> dict:
     peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_pipelined": Peer(kind, "neuron", pipelined=PIPELINE),
+             "neuron_graph": Peer(kind, "neuron", pipelined=PIPELINE, captured=True),
              "neuron_eager": Peer(kind, "neuron", eager=True), "cpu_eager": Peer(kind, "cpu")}
     if inductor:
         peers["inductor"] = Peer(kind, "cpu", compiled=True)
@@ -140,8 +162,9 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
     samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1,
                           settle=1)
     result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}}
-    for base in ("neuron_lazy", "neuron_pipelined"):
-        for other in ("cpu_eager", "inductor", "neuron_eager", "neuron_lazy"):
+    for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph"):
+        others = ("cpu_eager", "inductor", "neuron_eager", "neuron_lazy")
+        for other in others + (("neuron_pipelined",) if base == "neuron_graph" else ()):
             if other in samples and other != base:
                 result["ratios"][f"{other}/{base}"] = ratios(samples[other], samples[base])
     neuron = neuron_step_peak(peers["neuron_lazy"])
@@ -160,7 +183,8 @@ def main(argv=None) -> int:
         print(f"  {kind}: {repeats} interleaved steps per peer ...", flush=True)
         results[kind] = measure(kind, repeats, inductor=not args.quick)
 
-    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_eager", "cpu_eager", "inductor")
+    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_eager", "cpu_eager",
+                         "inductor")
              if all(p in r["step_ms"] for r in results.values())]
     step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) for p in peers] for kind, r in results.items()]
     ratio_names = [n for n in next(iter(results.values()))["ratios"]]
@@ -173,7 +197,7 @@ def main(argv=None) -> int:
                 for kind, r in results.items()]
     headline = {}
     for kind, r in results.items():
-        for base in ("neuron_lazy", "neuron_pipelined"):
+        for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph"):
             parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names
                      if n.endswith("/" + base) and not n.startswith("neuron")]
             headline[f"training step, {kind}, {base.replace('_', ' ')}"] = (
@@ -188,9 +212,11 @@ def main(argv=None) -> int:
         "title": "Training step time and peak memory",
         "description": (
             "Steady-state step of the MLP, the CNN and the small transformer with SGD and "
-            "momentum, five peers side by side in one process: neuron lazy (the step traced, "
+            "momentum, six peers side by side in one process: neuron lazy (the step traced, "
             "one mark_step, waited for), neuron pipelined (10 steps with a mark_step each, "
-            "waited for once: tracing overlaps the previous step's run), neuron eager (every op run as it is traced), CPU "
+            "waited for once: tracing overlaps the previous step's run), neuron graph (the "
+            "step captured once with torch_neuron.graph, then 10 replays waited for once: "
+            "no tracing), neuron eager (every op run as it is traced), CPU "
             "eager, and torch.compile (inductor, CPU). Each peer has its own model copy; "
             "warm-up steps (compiles) are discarded, then peers alternate step by step and "
             "ratios are taken pair by pair. Peak memory of one step above its starting state: "

@@ -31,6 +31,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
 from . import _tensor_support, config, debug, device, metrics  # noqa: E402
+from .graphs import NeuronGraph, graph  # noqa: E402
 
 
 def _register_backend() -> None:
@@ -133,5 +134,5 @@ def mode(new_mode: str):
 
 __all__ = [
     "mark_step", "sync", "wait_device_ops", "get_mode", "set_mode", "mode",
-    "config", "debug", "device", "metrics", "__version__",
+    "NeuronGraph", "graph", "config", "debug", "device", "metrics", "__version__",
 ]

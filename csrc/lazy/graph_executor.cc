@@ -145,6 +145,7 @@ void GraphExecutor::MarkStep(int device) {
   const int count = runtime::DeviceRegistry::Global().device_count();
   for (int d = 0; d < count; ++d) {
     if (device >= 0 && d != device) continue;
+    CheckNotCapturing(d, "mark_step");
     std::vector<LazyTensorPtr> pending = PendingTensors(d);
     if (!pending.empty() || HasPendingDraws(d)) {
       SyncDevice(d, pending);
@@ -160,7 +161,38 @@ void GraphExecutor::WaitDevice(int device) {
   runtime::ThrowIfError(queue.TakeError());
 }
 
-void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors) {
+void GraphExecutor::CheckNotCapturing(int device, const char* what) const {
+  absl::MutexLock lock(&mu_);
+  TORCH_CHECK(capturing_.count(device) == 0, what, " on neuron:", device,
+              " while a step is being captured (torch_neuron.graph): a captured step must stay "
+              "one graph, so move .item(), .cpu(), printing, mark_step, reseeding and ops that "
+              "run on the CPU fallback out of the captured block");
+}
+
+void GraphExecutor::BeginCapture(int device) {
+  {
+    absl::MutexLock lock(&mu_);
+    TORCH_CHECK(capturing_.count(device) == 0, "neuron:", device,
+                " is already capturing a step; captures do not nest");
+  }
+  MarkStep(device);
+  absl::MutexLock lock(&mu_);
+  capturing_.insert(device);
+}
+
+void GraphExecutor::EndCapture(int device) {
+  absl::MutexLock lock(&mu_);
+  capturing_.erase(device);
+}
+
+void GraphExecutor::CaptureStep(int device, StepRecord* record) {
+  C().mark_steps->Add(1);
+  SyncDevice(device, PendingTensors(device), record);
+}
+
+void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
+                               StepRecord* record) {
+  if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
   C().syncs->Add(1);
@@ -224,6 +256,20 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     throw;
   }
   C().prepare_ns->Add(NanosSince(start));
+  if (record != nullptr) {
+    record->program = program;
+    record->params = params;
+    record->inputs = inputs;
+    for (const auto& [slot, data] : inputs) {
+      record->input_shapes.push_back(g.nodes[g.parameters[slot]]->shape(0));
+    }
+    for (const auto& [node, index] : g.outputs) {
+      record->output_shapes.push_back(g.nodes[node]->shape(index));
+    }
+    record->roots = tensors;
+    record->root_to_output.assign(g.root_to_output.begin(),
+                                  g.root_to_output.begin() + static_cast<long>(tensors.size()));
+  }
 
   // The job owns the only references the graph keeps to its inputs. The IR
   // (owned by the roots and draws; `g` only points into it) holds more, its
@@ -233,13 +279,22 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   roots.clear();
   ordered.clear();
   draws.clear();
+  Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs));
+}
+
+void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> program,
+                           std::vector<c10::IValue> params,
+                           std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
+                           std::vector<runtime::DeviceDataPtr> outputs) {
+  runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   auto job = std::make_shared<std::tuple<std::vector<c10::IValue>,
                                          std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
       std::move(params), std::move(inputs));
   // The kernel team's size is the config's when the graph is queued: the
   // queue thread does not read the config (a test's override may change it
   // meanwhile).
-  queue.Enqueue([program, job, outputs, threads = GlobalConfig().kernel_threads]() {
+  queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
+                 threads = GlobalConfig().kernel_threads]() {
     runtime::ScopedKernelThreads team(threads);
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs);
   });

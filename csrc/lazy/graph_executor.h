@@ -11,13 +11,37 @@
 // though tracing itself is single-threaded per tensor.
 #pragma once
 
+#include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "ir/graph.h"
 #include "lazy/lazy_tensor.h"
+#include "runtime/program.h"
 
 namespace torch_neuron::lazy {
+
+// What a sync made while capturing a step (lazy/step_graph.h) hands back: the
+// compiled program and how to bind it again without tracing. The record holds
+// the graph's input buffers and root tensors only until the capture has linked
+// them to the tensors that will feed and receive the next runs.
+struct StepRecord {
+  std::shared_ptr<const runtime::Program> program;
+  // The graph's parameters; device-data slots hold nothing (see inputs).
+  std::vector<c10::IValue> params;
+  // Parameter slot and the buffer it read, with the buffer's shape.
+  std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
+  std::vector<ir::Shape> input_shapes;
+  std::vector<ir::Shape> output_shapes;
+  // The tensors synced and the output each one took.
+  std::vector<LazyTensorPtr> roots;
+  std::vector<int> root_to_output;
+};
 
 class GraphExecutor {
  public:
@@ -43,9 +67,32 @@ class GraphExecutor {
   // Drops every compiled program (tests).
   void ClearCache();
 
+  // Capturing a step on `device`: until EndCapture, any sync of the device
+  // other than CaptureStep (mark_step, .item(), an op run on the CPU fallback,
+  // reseeding) raises, since the step must stay one graph. BeginCapture first
+  // runs what is pending; raises if the device is already capturing.
+  void BeginCapture(int device);
+  void EndCapture(int device);
+  // Syncs everything pending on the capturing `device` like mark_step and
+  // fills `record` to run the same graph again.
+  void CaptureStep(int device, StepRecord* record);
+
+  // Queues `program` on `device` with `params` (device-data slots bound from
+  // `inputs`), fulfilling `outputs`. The caller holds no other reference to
+  // an input it means to donate.
+  void Launch(int device, std::shared_ptr<const runtime::Program> program,
+              std::vector<c10::IValue> params,
+              std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
+              std::vector<runtime::DeviceDataPtr> outputs);
+
  private:
   GraphExecutor() = default;
-  void SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors);
+  void SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
+                  StepRecord* record = nullptr);
+  void CheckNotCapturing(int device, const char* what) const;
+
+  mutable absl::Mutex mu_;
+  std::set<int> capturing_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace torch_neuron::lazy

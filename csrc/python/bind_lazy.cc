@@ -10,6 +10,7 @@
 #include "lazy/bridge.h"
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
+#include "lazy/step_graph.h"
 #include "lazy/tracer.h"
 #include "python/bindings.h"
 #include "runtime/torch_status.h"
@@ -34,9 +35,43 @@ std::vector<lazy::LazyTensorPtr> LazyTensors(const py::list& tensors) {
   return out;
 }
 
+std::vector<at::Tensor> Tensors(const py::list& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const py::handle& obj : tensors) {
+    if (!THPVariable_Check(obj.ptr())) throw py::type_error("expected a list of tensors");
+    out.push_back(THPVariable_Unpack(obj.ptr()));
+  }
+  return out;
+}
+
+void BindStepGraph(py::module_& m) {
+  using lazy::StepGraph;
+  py::class_<StepGraph>(m, "_StepGraph")
+      .def(py::init<>())
+      .def("begin", [](StepGraph& g, int device, const py::list& state) {
+        g.Begin(device, Tensors(state));
+      })
+      .def("end", [](StepGraph& g, const py::list& state) { g.End(Tensors(state)); })
+      .def("abort", &StepGraph::Abort)
+      .def("replay", &StepGraph::Replay)
+      .def("reset", &StepGraph::Reset)
+      .def_property_readonly("captured", &StepGraph::captured)
+      .def_property_readonly("capturing", &StepGraph::capturing)
+      .def("links", [](const StepGraph& g) {
+        py::dict d;
+        d["linked_inputs"] = g.linked_inputs();
+        d["frozen_inputs"] = g.frozen_inputs();
+        d["linked_outputs"] = g.linked_outputs();
+        d["other_outputs"] = g.other_outputs();
+        return d;
+      });
+}
+
 }  // namespace
 
 void BindLazy(py::module_& m) {
+  BindStepGraph(m);
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
   m.def("_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); },
         py::arg("device") = -1);
