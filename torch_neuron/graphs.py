@@ -26,7 +26,10 @@ The step is static, as a CUDA graph is:
   rate (use a tensor, e.g. ``capturable=True`` optimizers, for one that
   changes), a constant.
 * Warm up before capturing, so the optimizer's state tensors exist: state
-  created inside the capture starts from its initial value at every replay.
+  created inside the capture would start from its initial value at every
+  replay, so an optimizer that creates state there makes the capture raise. An
+  Adam-style optimizer counting its steps on the CPU (``capturable=False``)
+  makes it warn: replays keep the captured bias correction.
 * Inside the captured block nothing may sync the device: ``.item()``,
   ``.cpu()``, printing, ``mark_step``, reseeding and ops that fall back to the
   CPU raise. Random ops (dropout) draw anew at each replay.
@@ -37,6 +40,7 @@ The step is static, as a CUDA graph is:
 from __future__ import annotations
 
 import gc
+import warnings
 
 import torch
 
@@ -45,21 +49,36 @@ from . import _C
 __all__ = ["NeuronGraph", "graph"]
 
 
-def _live_neuron_tensors(index: int) -> list:
+def _live_objects(index: int):
     """Every tensor on neuron:index that Python holds, with the gradients of
-    leaf tensors (held by autograd, visible to Python only through .grad)."""
-    found = []
+    leaf tensors (held by autograd, visible to Python only through .grad); and
+    how many state entries each live optimizer holds."""
+    found, optimizer_state = [], {}
     for obj in gc.get_objects():
         # type(), not isinstance(): that would read __class__, which some module
         # objects answer with a deprecation warning.
-        if not issubclass(type(obj), torch.Tensor) or obj.device.type != "neuron":
+        kind = type(obj)
+        if issubclass(kind, torch.optim.Optimizer):
+            optimizer_state[id(obj)] = (obj, _state_entries(obj))
+            continue
+        if not issubclass(kind, torch.Tensor) or obj.device.type != "neuron":
             continue
         if obj.device.index not in (None, index):
             continue
         found.append(obj)
         if obj.is_leaf and obj.requires_grad and obj.grad is not None:
             found.append(obj.grad)
-    return found
+    return found, optimizer_state
+
+
+def _state_entries(optimizer) -> int:
+    return sum(len(entry) for entry in optimizer.state.values())
+
+
+def _counts_on_the_host(entry) -> bool:
+    step = entry.get("step") if isinstance(entry, dict) else None
+    return isinstance(step, torch.Tensor) and step.device.type == "cpu" and any(
+        isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in entry.values())
 
 
 class NeuronGraph:
@@ -72,12 +91,32 @@ class NeuronGraph:
     def capture_begin(self, device=None) -> None:
         """Runs what is pending on the device and starts capturing a step."""
         index = torch.neuron.current_device() if device is None else torch.neuron._index(device)
-        self._impl.begin(index, _live_neuron_tensors(index))
+        tensors, self._optimizer_state = _live_objects(index)
+        self._impl.begin(index, tensors)
         self._index = index
 
     def capture_end(self) -> None:
-        """Ends the capture: the step runs once, as at mark_step, and is kept."""
-        self._impl.end(_live_neuron_tensors(self._index))
+        """Ends the capture: the step runs once, as at mark_step, and is kept.
+
+        Raises RuntimeError, keeping nothing, if an optimizer created state
+        inside the capture: every replay would start it afresh."""
+        tensors, optimizer_state = _live_objects(self._index)
+        self._impl.end(tensors)
+        for key, (optimizer, entries) in optimizer_state.items():
+            name = type(optimizer).__name__
+            if entries > self._optimizer_state.get(key, (None, 0))[1]:
+                self._impl.reset()
+                raise RuntimeError(
+                    f"{name} created its state (momentum buffers, moment estimates, step "
+                    "counts) inside the captured step, so every replay would start it afresh; "
+                    "run one step before capturing, as for a CUDA graph (this step ran, "
+                    "nothing was captured)")
+            if any(_counts_on_the_host(entry) for entry in optimizer.state.values()):
+                warnings.warn(
+                    f"{name} counts its steps in a CPU tensor, so replays keep the captured "
+                    "step's bias correction; pass capturable=True to keep the count on the "
+                    "device", stacklevel=3)
+        self._optimizer_state = {}
 
     def replay(self) -> None:
         """Queues the captured step on the current values of its tensors and

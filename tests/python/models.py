@@ -9,6 +9,14 @@ from torch import nn
 import torch.nn.functional as F
 
 
+def seeded_mlp() -> nn.Module:
+    """A tanh/ReLU MLP from 8 features to 3 classes, built from seed 0 (no dropout)."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3),
+    )
+
+
 class MLP(nn.Module):
     def __init__(self, d_in=16, hidden=32, d_out=4, p=0.1):
         super().__init__()

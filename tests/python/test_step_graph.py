@@ -6,17 +6,9 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuron
-from models import MLP, TinyDecoder, loss_fn, make_batches
+from models import MLP, TinyDecoder, loss_fn, make_batches, seeded_mlp
 
 STEPS = 8
-
-
-def make_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
-        torch.nn.Linear(16, 3),
-    )
 
 
 def batches(steps=STEPS):
@@ -26,7 +18,7 @@ def batches(steps=STEPS):
 
 
 def cpu_training(make_optimizer, data):
-    model = make_model()
+    model = seeded_mlp()
     optimizer = make_optimizer(model.parameters())
     losses = []
     for x, y in data:
@@ -41,7 +33,7 @@ def cpu_training(make_optimizer, data):
 def replayed_training(make_optimizer, data, metrics=None):
     """Step 1 traced (warm-up: optimizer state), step 2 captured, the rest replayed;
     each batch is copied into the tensors the captured step reads."""
-    model = make_model().to("neuron")
+    model = seeded_mlp().to("neuron")
     optimizer = make_optimizer(model.parameters())
     static_x = torch.zeros(data[0][0].shape, device="neuron")
     static_y = torch.zeros(data[0][1].shape, dtype=torch.long, device="neuron")
@@ -154,7 +146,7 @@ def test_replays_draw_dropout_masks_as_traced_steps_do(kind):
 
 
 def test_a_batch_moved_inside_the_captured_step_stays_as_captured():
-    model = make_model().to("neuron")
+    model = seeded_mlp().to("neuron")
     (x0, y0), (x1, y1) = batches(2)
     with torch.no_grad():
         graph = torch_neuron.NeuronGraph()
@@ -209,3 +201,34 @@ def test_capture_needs_lazy_mode_and_a_graph_and_does_not_nest():
             with torch_neuron.graph(torch_neuron.NeuronGraph()):
                 pass
     assert not graph.captured
+
+
+def test_capturing_an_optimizers_first_step_raises():
+    model = seeded_mlp().to("neuron")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(4, 8).to("neuron")
+    graph = torch_neuron.NeuronGraph()
+    with pytest.raises(RuntimeError, match="SGD created its state .* run one step before capturing"):
+        with torch_neuron.graph(graph):
+            model(x).sum().backward()
+            optimizer.step()
+    assert not graph.captured
+    assert len(optimizer.state) == 6  # the step ran
+
+
+def test_an_optimizer_counting_steps_on_the_host_warns():
+    model = seeded_mlp().to("neuron")
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)  # step counts on the CPU
+    x = torch.randn(4, 8).to("neuron")
+
+    def step():
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+    step()
+    graph = torch_neuron.NeuronGraph()
+    with pytest.warns(UserWarning, match="Adam counts its steps in a CPU tensor.*capturable=True"):
+        with torch_neuron.graph(graph):
+            step()
+    assert graph.captured

@@ -5,16 +5,9 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuron
+from models import seeded_mlp
 
 STEPS = 20
-
-
-def make_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
-        torch.nn.Linear(16, 3),
-    )
 
 
 def make_data():
@@ -23,7 +16,7 @@ def make_data():
 
 
 def train(device: str):
-    model = make_model()
+    model = seeded_mlp()
     x, y = make_data()  # made on CPU, then moved: both runs see the same data
     if device == "neuron":
         assert model.neuron() is model
