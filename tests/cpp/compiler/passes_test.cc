@@ -102,7 +102,9 @@ TEST(ConstantFoldingPassTest, FoldsSmallConstantSubgraphsAndKeepsParameters) {
 }
 
 TEST(ConstantFoldingPassTest, LeavesLargeConstantsToRunTime) {
-  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({Op("aten::neg", {Ones()})}));
+  // The graph points into the IR, so the root is held while the graph is used.
+  Value out = Op("aten::neg", {Ones()});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
   PassPipeline pipeline;
   pipeline.AddPass<ConstantFolding>(3);  // below the 4 elements of ones([4])
   absl::StatusOr<bool> changed = pipeline.Run(g);
@@ -111,8 +113,8 @@ TEST(ConstantFoldingPassTest, LeavesLargeConstantsToRunTime) {
 }
 
 TEST(VerifierTest, RejectsAnOperandThatIsNotBeforeItsUser) {
-  Value a = Leaf();
-  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({Op("aten::neg", {a})}));
+  Value out = Op("aten::neg", {Leaf()});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
   g.nodes[1].operands[0].node = 1;  // uses itself
   absl::Status s = VerifyGraph(g);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
