@@ -8,7 +8,10 @@
 
 The directory is TORCH_NEURON_CACHE_DIR (or --dir), default ~/.cache/torch_neuron.
 Corrupt entries found by verify are moved to <dir>/v1/quarantine/ (the runtime
-does the same when it meets one) and rebuilt on next use.
+does the same when it meets one) and rebuilt on next use. A shared cache also
+holds entries made under other settings (another opt level, torch_neuron or
+torch version, toolchain): verify checks their framing and checksum and keeps
+them, since they are other processes' entries, not damaged ones.
 """
 
 from __future__ import annotations
@@ -48,19 +51,22 @@ def entries(directory: Optional[str] = None):
     return _C._cache_list(directory or cache_dir())
 
 
-def verify(directory: Optional[str] = None) -> List[tuple]:
+def verify(directory: Optional[str] = None, others: Optional[List[tuple]] = None) -> List[tuple]:
     """Validates every entry; returns (key, error) for the bad ones, which are
-    moved to quarantine."""
+    moved to quarantine. Intact entries of other compiler settings are kept;
+    ``others``, when given, receives (key, reason) for each of them."""
     directory = directory or cache_dir()
     bad = []
     quarantine = os.path.join(directory, "v1", "quarantine")
     for key, path, _, _ in entries(directory):
         try:
             with open(path, "rb") as f:
-                error = _C._neff_check(f.read())
+                verdict, error = _C._neff_check(f.read())
         except OSError as e:
-            error = f"unreadable: {e}"
-        if error:
+            verdict, error = "bad", f"unreadable: {e}"
+        if verdict == "other" and others is not None:
+            others.append((key, error))
+        if verdict == "bad":
             bad.append((key, error))
             os.makedirs(quarantine, exist_ok=True)
             try:
@@ -81,6 +87,16 @@ def _check_dir(directory: str, must_exist: bool = True) -> Optional[str]:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`cache list | head`): stop quietly, as ls does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_neuron.cache", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["info", "list", "verify", "clear", "prune"])
@@ -111,10 +127,14 @@ def main(argv=None) -> int:
             print(f"{key}  {_human(size):>10}  {_age(mtime):>5} ago")
     elif args.command == "verify":
         found = entries(directory)
-        bad = verify(directory)
+        others: List[tuple] = []
+        bad = verify(directory, others)
         for key, error in bad:
             print(f"{key}  BAD: {error}")
-        print(f"{len(found) - len(bad)} of {len(found)} entries valid; {len(bad)} moved to quarantine")
+        valid = len(found) - len(bad) - len(others)
+        kept = f" ({len(others)} of other compiler settings, kept)" if others else ""
+        print(f"{valid + len(others)} of {len(found)} entries valid{kept}; "
+              f"{len(bad)} moved to quarantine")
         return 1 if bad else 0
     elif args.command == "clear":
         count = len(entries(directory)) if os.path.isdir(directory) else 0

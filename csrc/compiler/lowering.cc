@@ -18,11 +18,6 @@ bool IsScalarListType(const c10::TypePtr& type) {
   return runtime::IsListOf(type, c10::TypeKind::NumberType);
 }
 
-bool ReturnsTensorList(const c10::FunctionSchema& schema) {
-  return schema.returns().size() == 1 &&
-         schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
-}
-
 // Readers that take any strides and storage offset, so a view may feed them in
 // place of a copy: generated kernels (they make their inputs contiguous),
 // BLAS calls, and TensorIterator elementwise ops and reductions.
@@ -99,7 +94,9 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
                                               n.ir->args().size(), " arguments, its schema has ",
                                               schema.arguments().size()));
     }
-    runtime::Instruction inst{*op, op_name, n.ir->source(), {}, {}, false, {}};
+    absl::StatusOr<std::vector<int32_t>> widths = runtime::ReturnWidths(schema, n.ir->num_outputs());
+    if (!widths.ok()) return widths.status();
+    runtime::Instruction inst{*op, op_name, n.ir->source(), {}, {}, *std::move(widths), {}};
     for (size_t a = 0; a < n.ir->args().size(); ++a) {
       const ir::Arg& arg = n.ir->args()[a];
       const c10::TypePtr& type = schema.arguments()[a].type();
@@ -142,7 +139,6 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
       }
       inst.args.push_back(std::move(pa));
     }
-    inst.returns_list = ReturnsTensorList(schema);
     for (int32_t k = 0; k < n.ir->num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
     program.instructions.push_back(std::move(inst));
   }

@@ -245,9 +245,20 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
     }
   }
   size_t neff_bytes = 0;
+  std::shared_ptr<const runtime::Program> program = result->program;
   absl::StatusOr<std::string> neff = neff::WriteNeff(
       {result->program.get(), CurrentFingerprint(), g.hash, SignatureFor(g)});
   if (neff.ok()) {
+    // What runs is what the reader makes of the NEFF, as for an entry loaded
+    // from disk: a program the reader rejects is a compiler bug, reported as
+    // the graph's error, and never reaches the cache.
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(*neff, &CurrentFingerprint());
+    if (!loaded.ok()) {
+      runtime::ThrowIfError(absl::InternalError(absl::StrCat(
+          "the compiler produced an executable its reader rejects (", loaded.status().message(),
+          "); graph ", ir::HashToHex(g.hash))));
+    }
+    program = loaded->program;
     neff_bytes = neff->size();
     // A tier-0 fallback stays out of the disk cache: under the tier-1 key it
     // would outlive the broken toolchain that caused it.
@@ -279,7 +290,7 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
   if (!config.debug_dir.empty()) {
     DumpGraph(config.debug_dir, g, result->optimized_text, result->kernel_sources);
   }
-  return {result->program, neff_bytes};
+  return {program, neff_bytes};
 }
 
 // L1, then L2, then compile (under the key's cross-process lock, so one process

@@ -46,17 +46,18 @@ const Counters& C() {
   return *counters;
 }
 
-// Runs on the device's queue.
-absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
-                      std::vector<c10::IValue> params,
-                      std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                      const std::vector<runtime::DeviceDataPtr>& outputs) {
+absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, absl::Status status) {
+  for (const auto& out : outputs) out->Fail(status);  // a no-op for outputs already written
+  C().execute_errors->Add(1);
+  return status;
+}
+
+absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& program,
+                               std::vector<c10::IValue> params,
+                               std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
+                               const std::vector<runtime::DeviceDataPtr>& outputs) {
   auto start = Clock::now();
-  auto fail_all = [&](const absl::Status& status) {
-    for (const auto& out : outputs) out->Fail(status);
-    C().execute_errors->Add(1);
-    return status;
-  };
+  auto fail_all = [&](const absl::Status& status) { return FailAll(outputs, status); };
   // Donation: an input buffer that only this execution still holds (its tensor
   // took a new value, like a parameter updated in place) may receive an output:
   // a fused kernel writes into it directly, or an output is copied into it
@@ -111,6 +112,24 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
   }
   C().execute_ns->Add(NanosSince(start));
   return first_error;
+}
+
+// Runs on the device's queue. Whatever goes wrong becomes the graph's error:
+// every output not yet written fails with it, so readers raise it at their
+// sync, and nothing thrown here can reach the queue thread's top (which would
+// terminate the process).
+absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
+                      std::vector<c10::IValue> params,
+                      std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
+                      const std::vector<runtime::DeviceDataPtr>& outputs) {
+  try {
+    return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs);
+  } catch (const c10::Error& e) {
+    return FailAll(outputs, absl::InternalError(
+                                absl::StrCat("neuron execution failed: ", e.what_without_backtrace())));
+  } catch (const std::exception& e) {
+    return FailAll(outputs, absl::InternalError(absl::StrCat("neuron execution failed: ", e.what())));
+  }
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 namespace torch_neuron::neff {
 
 inline constexpr char kMagic[8] = {'T', 'N', 'N', 'E', 'F', 'F', '\0', '\1'};
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: instructions say how their outputs spread over the op's returns
+// (return_widths), so an op returning (Tensor[], Tensor) is read right.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kHeaderSize = 32;
 // Refuse payloads larger than this (a corrupt length must not drive allocation).
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{4} << 30;

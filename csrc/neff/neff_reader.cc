@@ -11,6 +11,7 @@
 #include "neff/neff_format.h"
 #include "runtime/native_library.h"
 #include "runtime/op_lookup.h"
+#include "runtime/schema_types.h"
 
 namespace torch_neuron::neff {
 namespace {
@@ -91,7 +92,7 @@ class ProgramBuilder {
       return Malformed(absl::StrCat("instruction ", index, " calls ", pi.op(), " with ", pi.args_size(),
                                     " arguments; its schema has ", schema.arguments().size()));
     }
-    runtime::Instruction inst{*op, pi.op(), "", {}, {}, pi.returns_list(), {}};
+    runtime::Instruction inst{*op, pi.op(), "", {}, {}, {}, {}};
     for (const proto::ProgramArg& pa : pi.args()) {
       runtime::ProgramArg arg;
       const bool list = pa.kind() == proto::ProgramArg::REGISTER_LIST;
@@ -143,8 +144,28 @@ class ProgramBuilder {
       if (!InRange(r) && r != -1) return Malformed(absl::StrCat("instruction ", index, " writes register ", r));
       inst.outputs.push_back(r);
     }
-    if (!inst.returns_list && inst.outputs.size() > schema.returns().size()) {
-      return Malformed(absl::StrCat("instruction ", index, " has more outputs than ", pi.op(), " returns"));
+    // The outputs spread over the schema's returns as the widths say, and a
+    // width is a list's length only where the schema returns a list.
+    if (static_cast<size_t>(pi.return_widths_size()) != schema.returns().size()) {
+      return Malformed(absl::StrCat("instruction ", index, " gives ", pi.return_widths_size(),
+                                    " return widths; ", pi.op(), " has ", schema.returns().size(),
+                                    " returns"));
+    }
+    int64_t spread = 0;
+    for (int r = 0; r < pi.return_widths_size(); ++r) {
+      const int32_t width = pi.return_widths(r);
+      const bool list =
+          runtime::Unwrapped(schema.returns()[r].type())->kind() == c10::TypeKind::ListType;
+      if (list ? width < 0 : width != -1) {
+        return Malformed(absl::StrCat("instruction ", index, " return ", r, " of ", pi.op(),
+                                      " has width ", width));
+      }
+      spread += list ? width : 1;
+      inst.return_widths.push_back(width);
+    }
+    if (spread != static_cast<int64_t>(inst.outputs.size())) {
+      return Malformed(absl::StrCat("instruction ", index, " has ", inst.outputs.size(),
+                                    " outputs; the returns of ", pi.op(), " give ", spread));
     }
     for (int32_t r : pi.release()) {
       if (!InRange(r)) return Malformed(absl::StrCat("instruction ", index, " releases register ", r));
@@ -164,7 +185,10 @@ absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::Compile
   if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) return Malformed("bad magic");
   const uint64_t version = GetLittleEndian(p + 8, 4);
   if (version != kFormatVersion) {
-    return Malformed(absl::StrCat("format version ", version, " (this reader reads ", kFormatVersion, ")"));
+    // Another release's file, not a damaged one: like another compiler's, it
+    // is skipped, not quarantined.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "NEFF has format version ", version, " (this reader reads ", kFormatVersion, ")"));
   }
   if (GetLittleEndian(p + 12, 4) != 0) return Malformed("reserved header bytes are not zero");
   const uint64_t length = GetLittleEndian(p + 16, 8);

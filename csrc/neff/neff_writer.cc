@@ -57,7 +57,7 @@ absl::StatusOr<std::string> WriteNeff(const NeffContents& contents) {
     const runtime::Instruction& inst = program.instructions[i];
     proto::Instruction* pi = p->add_instructions();
     pi->set_op(inst.op_name);
-    pi->set_returns_list(inst.returns_list);
+    for (int32_t w : inst.return_widths) pi->add_return_widths(w);
     for (int32_t r : inst.outputs) pi->add_outputs(r);
     for (int32_t r : inst.release) pi->add_release(r);
     for (const runtime::ProgramArg& arg : inst.args) {

@@ -43,10 +43,15 @@ void BindCache(py::module_& m) {
     }
     return out;
   });
-  // Validates one NEFF as the runtime would (fingerprint included); "" if valid.
+  // Validates one NEFF as the runtime would: ("ok", ""), ("other", why) for
+  // an intact entry of another compiler fingerprint or format version (a
+  // shared cache holds other settings' entries: they are not this process's to
+  // judge beyond their checksum), or ("bad", why).
   m.def("_neff_check", [](const py::bytes& data) {
     absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(std::string(data), &lazy::CurrentFingerprint());
-    return loaded.ok() ? std::string() : std::string(loaded.status().message());
+    if (loaded.ok()) return std::make_pair(std::string("ok"), std::string());
+    const bool other = loaded.status().code() == absl::StatusCode::kFailedPrecondition;
+    return std::make_pair(std::string(other ? "other" : "bad"), std::string(loaded.status().message()));
   });
   m.def("_neff_inspect", [](const py::bytes& data) { return Inspect(std::string(data)); });
   m.def("_cache_prune", [](const std::string& dir, int64_t max_bytes) {

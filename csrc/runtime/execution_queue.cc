@@ -76,6 +76,20 @@ void UseOneOpenMpThread() {
   }
 }
 
+// A work item that throws fails with the exception's message: an exception
+// escaping this thread would terminate the process.
+absl::Status RunGuarded(const ExecutionQueue::Work& work) {
+  try {
+    return work();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  } catch (...) {
+    return absl::InternalError("a neuron work item failed with an unknown exception");
+  }
+}
+
 }  // namespace
 
 thread_local int queue_device = -1;
@@ -100,7 +114,7 @@ void ExecutionQueue::Loop() {
       work_.pop_front();
       running_ = true;
     }
-    absl::Status status = work();
+    absl::Status status = RunGuarded(work);
     work = nullptr;  // release what the item held (buffers) before anyone sees the queue idle
     absl::MutexLock lock(&mu_);
     running_ = false;

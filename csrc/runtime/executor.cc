@@ -162,6 +162,37 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
   return reuse;
 }
 
+// Moves an instruction's results from the stack into its output registers,
+// each Tensor[] return into as many registers as the NEFF says it has.
+absl::Status SpreadReturns(const Instruction& inst, torch::jit::Stack& stack,
+                           std::vector<c10::IValue>& regs) {
+  auto mismatch = [&](const std::string& what) {
+    return absl::InternalError(absl::StrCat("neuron execution failed in ", inst.op_name, ": ", what));
+  };
+  if (stack.size() != inst.return_widths.size()) {
+    return mismatch(absl::StrCat("it returned ", stack.size(), " values, the program expects ",
+                                 inst.return_widths.size()));
+  }
+  size_t k = 0;
+  for (size_t r = 0; r < inst.return_widths.size(); ++r) {
+    const int32_t width = inst.return_widths[r];
+    if (width < 0) {
+      if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = std::move(stack[r]);
+      ++k;
+      continue;
+    }
+    if (!stack[r].isTensorList()) return mismatch(absl::StrCat("return ", r, " is not a Tensor[]"));
+    c10::List<at::Tensor> list = stack[r].toTensorList();
+    if (list.size() != static_cast<size_t>(width)) {
+      return mismatch(absl::StrCat("return ", r, " has ", list.size(), " tensors, the program expects ", width));
+    }
+    for (int32_t j = 0; j < width; ++j, ++k) {
+      if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = list.get(j);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
@@ -207,16 +238,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                               inst.source.empty() ? "" : " (" + inst.source + ")",
                                               ": ", e.what_without_backtrace()));
     }
-    if (inst.returns_list) {
-      std::vector<at::Tensor> results = stack.at(0).toTensorVector();
-      for (size_t k = 0; k < inst.outputs.size() && k < results.size(); ++k) {
-        if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = results[k];
-      }
-    } else {
-      for (size_t k = 0; k < inst.outputs.size() && k < stack.size(); ++k) {
-        if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = std::move(stack[k]);
-      }
-    }
+    if (absl::Status s = SpreadReturns(inst, stack, regs); !s.ok()) return s;
     for (int32_t r : inst.outputs) {
       if (r >= 0) storages.Hold(regs[r]);
     }

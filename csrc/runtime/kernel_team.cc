@@ -55,9 +55,19 @@ void KernelTeam::RunPieces(Job& job) {
   while (job.next < job.pieces) {
     const int64_t piece = job.next++;
     mu_.Unlock();
-    job.fn(piece);
+    std::exception_ptr error = nullptr;
+    try {
+      job.fn(piece);
+    } catch (...) {
+      error = std::current_exception();
+    }
     mu_.Lock();
     --job.unfinished;
+    if (error != nullptr && job.error == nullptr) {
+      job.error = error;
+      job.unfinished -= job.pieces - job.next;  // the rest is abandoned
+      job.next = job.pieces;
+    }
   }
 }
 
@@ -83,6 +93,7 @@ void KernelTeam::Run(int64_t pieces, int threads, absl::FunctionRef<void(int64_t
     for (int64_t piece = 0; piece < pieces; ++piece) fn(piece);
     return;
   }
+  std::exception_ptr error = nullptr;
   {
     Job job{fn, pieces, 0, pieces, threads - 1};
     absl::MutexLock lock(&mu_);
@@ -92,8 +103,10 @@ void KernelTeam::Run(int64_t pieces, int threads, absl::FunctionRef<void(int64_t
     auto finished = [&job]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return job.unfinished == 0; };
     mu_.Await(absl::Condition(&finished));
     job_ = nullptr;
+    error = job.error;
   }
   run_mu_.Unlock();
+  if (error != nullptr) std::rethrow_exception(error);
 }
 
 int KernelThreads() { return kernel_threads; }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -38,7 +39,9 @@ class KernelTeam {
 
   // Calls fn(piece) once for every piece in [0, pieces), on at most `threads`
   // threads, the caller one of them; returns when every call has returned.
-  // fn must not throw.
+  // If a call throws, the first exception is rethrown here, on the caller,
+  // once every claimed piece has returned (never on a worker, where it would
+  // terminate the process); pieces not yet claimed are skipped.
   void Run(int64_t pieces, int threads, absl::FunctionRef<void(int64_t)> fn);
 
  private:
@@ -48,6 +51,7 @@ class KernelTeam {
     int64_t next = 0;        // the next piece to claim
     int64_t unfinished;      // pieces claimed or not yet claimed that have not returned
     int helpers;             // workers that may still join
+    std::exception_ptr error = nullptr;  // the first exception a piece threw
   };
 
   // Claims and runs pieces of `job` until none is left. Called with mu_ held;

@@ -46,7 +46,9 @@ struct Instruction {
   std::string source;                 // user's file:line when recorded
   std::vector<ProgramArg> args;
   std::vector<int32_t> outputs;       // register per returned value (-1: unused)
-  bool returns_list = false;          // the op returns Tensor[]: outputs are its elements
+  // Per schema return: -1 for one value, n for a Tensor[] of n whose elements
+  // take the next n outputs (runtime/schema_types.h ReturnWidths).
+  std::vector<int32_t> return_widths;
   std::vector<int32_t> release;       // registers whose last use this is
 };
 

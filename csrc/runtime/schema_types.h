@@ -2,7 +2,14 @@
 // fallback and the lowering (`Tensor?` counts as Tensor, `int[]?` as a list...).
 #pragma once
 
+#include <ATen/core/function_schema.h>
 #include <ATen/core/jit_type.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace torch_neuron::runtime {
 
@@ -29,6 +36,32 @@ inline bool IsNumberType(const c10::TypePtr& t) {
 inline bool IsListOf(const c10::TypePtr& t, c10::TypeKind element) {
   auto list = Unwrapped(t)->cast<c10::ListType>();
   return list && Unwrapped(list->getElementType())->kind() == element;
+}
+
+// How a node's flat outputs map onto an operator's returns: per return, -1 for
+// one value, or the length of a Tensor[] return. A node keeps its outputs flat
+// (`(Tensor[] a, Tensor b)` of a 3-tensor list is 4 outputs); every ATen op
+// with several list returns gives them one length (the _foreach_ and _fused_
+// families), so the layout follows from the schema and the output count.
+inline absl::StatusOr<std::vector<int32_t>> ReturnWidths(const c10::FunctionSchema& schema,
+                                                         int64_t num_outputs) {
+  int64_t singles = 0;
+  int64_t lists = 0;
+  for (const c10::Argument& ret : schema.returns()) {
+    (Unwrapped(ret.type())->kind() == c10::TypeKind::ListType ? lists : singles) += 1;
+  }
+  const int64_t listed = num_outputs - singles;
+  if (listed < 0 || (lists == 0 && listed != 0) || (lists > 0 && listed % lists != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        schema.operator_name().name, " returns ", schema.returns().size(), " values (", lists,
+        " of them lists); ", num_outputs, " outputs do not divide among them"));
+  }
+  std::vector<int32_t> widths;
+  for (const c10::Argument& ret : schema.returns()) {
+    const bool list = Unwrapped(ret.type())->kind() == c10::TypeKind::ListType;
+    widths.push_back(list ? static_cast<int32_t>(listed / lists) : -1);
+  }
+  return widths;
 }
 
 }  // namespace torch_neuron::runtime

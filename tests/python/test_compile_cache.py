@@ -196,3 +196,34 @@ def test_cache_cli(tmp_path, reference):
     cleared = cli("clear", cache_dir=tmp_path)
     assert cleared.stdout.strip() == f"removed 1 entries from {tmp_path}"
     assert entries(tmp_path) == []
+
+
+def test_verify_keeps_entries_of_other_compiler_settings(tmp_path, reference):
+    # A shared cache: one process at opt level 0, one at the default level 1.
+    # Each verifies its own entries fully and keeps the other's.
+    run(tmp_path)
+    run(tmp_path, TORCH_NEURON_OPT_LEVEL="0")
+    assert len(entries(tmp_path)) == 4
+    for level in ("0", "1"):
+        env = env_for(tmp_path, TORCH_NEURON_OPT_LEVEL=level)
+        verified = subprocess.run([sys.executable, "-m", "torch_neuron.cache", "verify"], env=env,
+                                  capture_output=True, text=True, timeout=120)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert verified.stdout.strip() == (
+            "4 of 4 entries valid (2 of other compiler settings, kept); 0 moved to quarantine")
+    assert len(entries(tmp_path)) == 4
+
+
+def test_cache_list_into_a_closed_pipe_is_quiet(tmp_path):
+    # Enough entries that the listing outgrows the pipe's buffer, so the
+    # writer meets the closed pipe of `list | head -1`.
+    for i in range(3000):
+        key = f"{i:032x}"
+        shard = tmp_path / "v1" / key[:2] / key[2:4]
+        shard.mkdir(parents=True, exist_ok=True)
+        (shard / f"{key}.neff").write_bytes(b"x")
+    listing = subprocess.run(
+        f"{sys.executable} -m torch_neuron.cache list | head -1", shell=True, env=env_for(tmp_path),
+        capture_output=True, text=True, timeout=120)
+    assert listing.stderr == ""
+    assert len(listing.stdout.splitlines()) == 1

@@ -4,6 +4,9 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/zeros.h>
+
+#include <limits>
 
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
@@ -105,6 +108,77 @@ TEST(NeffTest, RoundTripRunsTheSameProgram) {
   EXPECT_EQ(loaded->payload.graph_hash().size(), 16u);
 }
 
+// GradScaler's unscale step: `(Tensor[] self_out, Tensor found_inf_out)`, a
+// list return followed by a single one. Format 1 treated only a lone Tensor[]
+// return as a list and wrote NEFFs its own reader rejected (and the executor
+// read the list as a scalar, on the queue thread).
+TEST(NeffTest, ListAndTensorReturnsRoundTripAndRun) {
+  const Shape f32_3(c10::ScalarType::Float, {3});
+  const Shape f32_1(c10::ScalarType::Float, {1});
+  Value a{Node::MakeDeviceData(f32_3, nullptr), 0};
+  Value b{Node::MakeDeviceData(f32_3, nullptr), 0};
+  Value found{Node::MakeDeviceData(f32_1, nullptr), 0};
+  Value inv{Node::MakeDeviceData(f32_1, nullptr), 0};
+  ir::NodePtr unscale = Node::MakeOp("aten::_amp_foreach_non_finite_check_and_unscale", {a, b, found, inv},
+                                     {Arg::OperandList({0, 1}), Arg::Operand(2), Arg::Operand(3)},
+                                     {f32_3, f32_3, f32_1});
+  std::vector<Value> roots{{unscale, 0}, {unscale, 1}, {unscale, 2}};
+  ir::CanonicalGraph g = ir::Canonicalize(roots);
+  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, compiler::CompileOptions());
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->program->instructions.size(), 1u);
+  EXPECT_EQ(result->program->instructions[0].return_widths, (std::vector<int32_t>{2, -1}));
+  proto::Signature signature;
+  for (int i = 0; i < 4; ++i) {
+    signature.add_input_kinds(proto::Signature::DEVICE_DATA);
+    proto::TensorSpec* spec = signature.add_inputs();
+    spec->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
+    spec->add_sizes(i < 2 ? 3 : 1);
+  }
+  for (const auto& [node, index] : g.outputs) {
+    proto::TensorSpec* spec = signature.add_outputs();
+    spec->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
+    for (int64_t d : g.nodes[node]->shape(index).sizes()) spec->add_sizes(d);
+  }
+  const proto::CompilerFingerprint fp = compiler::MakeFingerprint(compiler::CompileOptions());
+  absl::StatusOr<std::string> bytes = WriteNeff({result->program.get(), fp, g.hash, signature});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<LoadedNeff> loaded = ReadNeff(*bytes, &fp);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  at::Tensor grad_a = at::arange(3, at::kFloat);
+  at::Tensor grad_b = at::full({3}, std::numeric_limits<float>::infinity());
+  const std::vector<std::pair<const ir::Node*, at::Tensor>> values{
+      {a.node.get(), grad_a}, {b.node.get(), grad_b}, {found.node.get(), at::zeros({1})},
+      {inv.node.get(), at::full({1}, 0.5)}};
+  std::vector<c10::IValue> params;  // in the graph's canonical parameter order
+  for (int32_t p : g.parameters) {
+    for (const auto& [node, value] : values) {
+      if (g.nodes[p] == node) params.push_back(value);
+    }
+  }
+  ASSERT_EQ(params.size(), 4u);
+  auto run = runtime::Execute(*loaded->program, params);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->size(), 3u);
+  EXPECT_TRUE(at::equal((*run)[g.root_to_output[0]], at::mul(grad_a, 0.5)));
+  EXPECT_EQ((*run)[g.root_to_output[2]].item<float>(), 1.0f);  // found an inf
+
+  // Widths that do not fit the schema or the outputs are malformed.
+  proto::NeffPayload p = Payload(*bytes);
+  proto::NeffPayload short_list = p;
+  short_list.mutable_program()->mutable_instructions(0)->set_return_widths(0, 1);
+  EXPECT_EQ(ReadNeff(Reframe(short_list), nullptr).status().message(),
+            "malformed NEFF: instruction 0 has 3 outputs; the returns of "
+            "aten::_amp_foreach_non_finite_check_and_unscale give 2");
+  proto::NeffPayload no_widths = p;
+  no_widths.mutable_program()->mutable_instructions(0)->clear_return_widths();
+  EXPECT_EQ(ReadNeff(Reframe(no_widths), nullptr).status().code(), absl::StatusCode::kDataLoss);
+  proto::NeffPayload single_as_list = p;
+  single_as_list.mutable_program()->mutable_instructions(0)->set_return_widths(1, 1);
+  EXPECT_EQ(ReadNeff(Reframe(single_as_list), nullptr).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(NeffTest, EveryTruncationIsDataLossNeverACrash) {
   const std::string bytes = CompileSample().bytes;
   for (size_t n = 0; n < bytes.size(); ++n) {
@@ -130,9 +204,9 @@ TEST(NeffTest, HeaderErrorsNameTheField) {
   bad_magic[0] = 'X';
   EXPECT_EQ(ReadNeff(bad_magic, nullptr).status().message(), "malformed NEFF: bad magic");
   std::string bad_version = bytes;
-  bad_version[8] = 2;
-  EXPECT_EQ(ReadNeff(bad_version, nullptr).status().message(),
-            "malformed NEFF: format version 2 (this reader reads 1)");
+  bad_version[8] = 1;
+  EXPECT_EQ(ReadNeff(bad_version, nullptr).status(),
+            absl::FailedPreconditionError("NEFF has format version 1 (this reader reads 2)"));
   EXPECT_EQ(ReadNeff(bytes + "x", nullptr).status().code(), absl::StatusCode::kDataLoss);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,26 @@ TEST(KernelTeamTest, RunsEveryPieceExactlyOnce) {
     std::vector<std::atomic<int>> calls(37);
     team.Run(37, threads, [&](int64_t piece) { calls[piece].fetch_add(1); });
     for (size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i].load(), 1) << "piece " << i << ", " << threads;
+  }
+}
+
+TEST(KernelTeamTest, AThrowingPieceRethrowsOnTheCallerAndTheTeamLivesOn) {
+  // A piece that throws on a worker thread would terminate the process; the
+  // exception comes back to the caller instead, for every team size.
+  KernelTeam team;
+  for (int threads : {1, 2, 4}) {
+    std::atomic<int> calls{0};
+    EXPECT_THROW(team.Run(64, threads,
+                          [&](int64_t piece) {
+                            calls.fetch_add(1);
+                            if (piece == 5) throw std::runtime_error("piece 5 failed");
+                          }),
+                 std::runtime_error)
+        << threads << " threads";
+    EXPECT_GE(calls.load(), 6);
+    std::atomic<int> after{0};
+    team.Run(16, threads, [&](int64_t) { after.fetch_add(1); });
+    EXPECT_EQ(after.load(), 16);
   }
 }
 
