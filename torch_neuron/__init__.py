@@ -70,7 +70,10 @@ debug._install_source_locations()
 
 @atexit.register
 def _drain_devices() -> None:
-    # Let queued graph executions finish before the interpreter tears down.
+    # Let queued graph executions finish before the interpreter tears down. A
+    # forked child has no queue threads to wait for (device.py, bad fork).
+    if device._is_in_bad_fork():
+        return
     for index in range(_C._device_count()):
         try:
             _C._wait_device(index)

@@ -40,15 +40,26 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    return True
+    """True, except in a child forked after the runtime had started its threads
+    (see :func:`_is_in_bad_fork`), where the device cannot be used."""
+    return not _is_in_bad_fork()
 
 
 def _lazy_init() -> None:
-    """Nothing to initialize lazily; present for torch's device-module protocol."""
+    """Raises in a bad fork (as ``torch.cuda._lazy_init`` does); there is
+    nothing else to initialize lazily."""
+    if _is_in_bad_fork():
+        raise RuntimeError(
+            "Cannot re-initialize neuron in forked subprocess. To use neuron with "
+            "multiprocessing, use the 'spawn' start method")
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after the parent's neuron runtime had started
+    its threads (device queues, kernel team). Device work raises there, and
+    ``torch.manual_seed`` leaves the neuron generators alone, as for CUDA: a
+    forked DataLoader worker that only loads CPU data is unaffected."""
+    return _C._in_bad_fork()
 
 
 def device_count() -> int:

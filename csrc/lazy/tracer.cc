@@ -27,6 +27,7 @@
 #include "runtime/dtypes.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
+#include "runtime/fork_guard.h"
 #include "runtime/schema_types.h"
 #include "runtime/torch_status.h"
 
@@ -349,6 +350,8 @@ const Counters& C() {
 }  // namespace
 
 void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // At the op, not at a later sync: a forked child's device state is unusable.
+  if (runtime::InBadFork()) runtime::ThrowIfError(runtime::BadForkError());
   const auto start = Clock::now();
   const c10::FunctionSchema& schema = op.schema();
   const TraceInfo& info = InfoFor(op);

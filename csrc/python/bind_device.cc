@@ -6,6 +6,7 @@
 
 #include "python/bindings.h"
 #include "runtime/device_registry.h"
+#include "runtime/fork_guard.h"
 #include "runtime/generator.h"
 
 namespace py = pybind11;
@@ -14,6 +15,7 @@ namespace torch_neuron::python {
 namespace {
 
 runtime::DeviceArena& ArenaOf(int device) {
+  if (runtime::InBadFork()) RaiseIfError(runtime::BadForkError());
   runtime::DeviceRegistry& registry = runtime::DeviceRegistry::Global();
   const int index = registry.Resolve(device);
   RaiseIfError(registry.CheckIndex(index));
@@ -50,7 +52,9 @@ void BindDevice(py::module_& m) {
         [](int index) { RaiseIfError(runtime::DeviceRegistry::Global().CheckIndex(index)); });
   m.def("_memory_stats", [](int device) { return StatsToDict(ArenaOf(device).Stats()); });
   m.def("_reset_peak_memory_stats", [](int device) { ArenaOf(device).ResetPeakStats(); });
+  m.def("_in_bad_fork", [] { return runtime::InBadFork(); });
   m.def("_empty_cache", [] {
+    if (runtime::InBadFork()) RaiseIfError(runtime::BadForkError());
     runtime::DeviceRegistry& registry = runtime::DeviceRegistry::Global();
     for (int i = 0; i < registry.device_count(); ++i) registry.arena(i).EmptyCache();
   });

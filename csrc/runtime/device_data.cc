@@ -8,6 +8,7 @@
 
 #include "base/metrics.h"
 #include "runtime/device_registry.h"
+#include "runtime/fork_guard.h"
 #include "runtime/neuron_allocator.h"
 
 namespace torch_neuron::runtime {
@@ -147,6 +148,9 @@ bool DeviceData::ready() const {
 }
 
 absl::Status DeviceData::Wait() const {
+  // A forked child's buffers are fulfilled by queue threads it does not have,
+  // and their locks may have been held at the fork.
+  if (InBadFork()) return BadForkError();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&ready_));
   return status_;

@@ -11,10 +11,13 @@
 #include <c10/util/Exception.h>
 
 #include "runtime/device_registry.h"
+#include "runtime/fork_guard.h"
+#include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
 
 ExecutionQueue::ExecutionQueue(int device) : device_(device) {
+  NoteRuntimeThreadStarted();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -32,6 +35,8 @@ ExecutionQueue& ExecutionQueue::ForDevice(int device) {
   // Every sync and read asks for its queue: the lookup takes no lock once the
   // queue exists; the first use creates it (and its thread) under a lock.
   static auto* queues = new std::atomic<ExecutionQueue*>[kMaxDevices]();
+  // A forked child's copy of a queue has no thread, and may be mid-item.
+  if (InBadFork()) ThrowIfError(BadForkError());
   TORCH_INTERNAL_ASSERT(device >= 0 && device < DeviceRegistry::Global().device_count(),
                         "no execution queue for device ", device);
   if (ExecutionQueue* queue = queues[device].load(std::memory_order_acquire)) return *queue;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "runtime/fork_guard.h"
+
 namespace torch_neuron::runtime {
 
 namespace {
@@ -48,6 +50,7 @@ KernelTeam::~KernelTeam() {
 }
 
 void KernelTeam::StartWorkers(int count) {
+  if (static_cast<int>(workers_.size()) < count) NoteRuntimeThreadStarted();
   while (static_cast<int>(workers_.size()) < count) workers_.emplace_back([this] { Work(); });
 }
 

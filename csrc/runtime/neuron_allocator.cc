@@ -4,6 +4,7 @@
 
 #include "runtime/device_registry.h"
 #include "runtime/execution_queue.h"
+#include "runtime/fork_guard.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
@@ -18,13 +19,16 @@ absl::StatusOr<c10::DataPtr> NeuronAllocator::AllocateOn(int index, size_t nbyte
   if (!valid.ok()) return valid;
   const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &Delete, device);
+  if (InBadFork()) return BadForkError();
   absl::StatusOr<void*> ptr = registry.arena(index).Allocate(nbytes);
   if (!ptr.ok()) return ptr.status();
   return c10::DataPtr(*ptr, *ptr, &Delete, device);
 }
 
 void NeuronAllocator::Delete(void* ptr) {
-  if (ptr == nullptr) return;
+  // A bad-fork child drops blocks of its copy of the parent's arena without
+  // taking the arena's lock, which a parent thread may have held at the fork.
+  if (ptr == nullptr || InBadFork()) return;
   DeviceArena* arena = DeviceRegistry::Global().FindOwner(ptr);
   // A pointer no arena knows is a programmer error (double free or foreign memory).
   TORCH_INTERNAL_ASSERT(arena != nullptr, "neuron allocator: freeing unknown block ", ptr);

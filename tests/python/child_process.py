@@ -5,11 +5,12 @@ directories so that no test meets graphs compiled by an earlier run."""
 import atexit
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,19 +34,28 @@ def child_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def start_python(code: str, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
-    """Starts ``python -c code`` in a fresh interpreter (for import-time settings)."""
+def start_python(code: str, env: Optional[Dict[str, str]] = None, args: Sequence[str] = ()) -> subprocess.Popen:
+    """Starts ``python -c code args...`` in a fresh interpreter (for import-time settings)."""
     return subprocess.Popen(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *args],
         env=child_env(env),
         cwd=str(REPO_ROOT),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group: a timeout kills its children too
     )
 
 
-def run_python(code: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-    proc = start_python(code, env)
-    out, err = proc.communicate(timeout=120)
+def run_python(code: str, env: Optional[Dict[str, str]] = None, args: Sequence[str] = (),
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs ``python -c code args...``; a child still running after ``timeout``
+    seconds is killed and raises subprocess.TimeoutExpired."""
+    proc = start_python(code, env, args)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
