@@ -15,6 +15,8 @@ import shutil
 import tempfile
 
 os.environ.setdefault("TORCH_NEURON_NUM_DEVICES", "2")
+# Models are built from configs: nothing may reach for the Hugging Face hub.
+os.environ["HF_HUB_OFFLINE"] = "1"
 # A compile cache of this test session only (even if the caller set one):
 # compile counts must not depend on what earlier runs left on disk.
 _SESSION_CACHE = tempfile.mkdtemp(prefix="torch_neuron_test_cache_")

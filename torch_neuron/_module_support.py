@@ -1,0 +1,96 @@
+"""Sharing of parameters and buffers across ``Module.to("neuron")`` and back.
+
+On the CPU and CUDA, ``Module._apply`` (behind ``.to()``, ``.cuda()``,
+``.half()``, ``to_empty()``...) converts a parameter in place with
+``param.data = converted``, so a Parameter shared by two modules (a language
+model's tied embedding and output head) stays one Parameter. PyTorch cannot
+do that across tensor types: a neuron tensor is a FunctionalTensorWrapper, a
+CPU tensor a plain TensorImpl, so for every parameter that moves to or from
+neuron ``_apply`` makes a new Parameter per module that holds it. A tied head
+and embedding would then train as two parameters, and gradients and losses
+part from the CPU's silently.
+
+``install()`` wraps ``Module._apply``. For a call that moves tensors to or from
+neuron, the conversion runs once per tensor object (the same object gives the
+same converted tensor, so shared buffers stay shared), and every module slot
+that held one Parameter ends up holding the one new Parameter made for it,
+whatever the nesting (``register_parameter`` of an existing Parameter,
+parametrizations' ``original``, modules shared by two parents). Conversions
+that do not touch neuron keep PyTorch's behaviour exactly.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+_DEVICE = "neuron"
+_state = threading.local()
+_original_apply = torch.nn.Module._apply
+
+
+def _crosses_neuron(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """True when a conversion moved a tensor onto or off the neuron device."""
+    return (before.device.type == _DEVICE) != (after.device.type == _DEVICE)
+
+
+def _slots(module: torch.nn.Module) -> List[Tuple[Dict[str, torch.Tensor], str, torch.Tensor]]:
+    """Every (dict, key, tensor) of the module tree's parameters and buffers,
+    a module reached twice (shared by two parents) once per path."""
+    found = []
+    for _, m in module.named_modules(remove_duplicate=False):
+        for table in (m._parameters, m._buffers):
+            for key, value in table.items():
+                if value is not None:
+                    found.append((table, key, value))
+    return found
+
+
+def _apply(self: torch.nn.Module, fn: Callable, recurse: bool = True):
+    if getattr(_state, "active", False):  # a nested call of the same conversion
+        return _original_apply(self, fn, recurse)
+    slots = _slots(self) if recurse else [
+        (table, key, value) for table in (self._parameters, self._buffers)
+        for key, value in table.items() if value is not None]
+    # id -> (tensor, converted): the tensor is kept so its id is not reused.
+    converted: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def convert_once(t):
+        hit = converted.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        result = fn(t)
+        if isinstance(t, torch.Tensor) and isinstance(result, torch.Tensor) and _crosses_neuron(t, result):
+            converted[id(t)] = (t, result)
+        return result
+
+    _state.active = True
+    try:
+        result = _original_apply(self, convert_once, recurse)
+    finally:
+        _state.active = False
+    if converted:
+        _retie(slots)
+    return result
+
+
+def _retie(slots) -> None:
+    """Points every slot that held one tensor before the conversion at the one
+    tensor the first such slot holds now, where that tensor moved to or from
+    neuron (PyTorch made a new Parameter per slot for those)."""
+    first: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
+    for table, key, before in slots:
+        now = table.get(key)
+        if now is None:
+            continue
+        seen = first.get(id(before))
+        if seen is None:
+            first[id(before)] = (before, now)
+        elif seen[1] is not now and _crosses_neuron(before, seen[1]):
+            table[key] = seen[1]
+
+
+def install() -> None:
+    torch.nn.Module._apply = _apply
