@@ -30,7 +30,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _module_support, _tensor_support, config, debug, device, metrics  # noqa: E402
+from . import _module_support, _serialization, _tensor_support, config, debug, device, metrics  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -65,6 +65,7 @@ _register_backend()
 _run_backward_on_the_caller()
 _C._register_tracer()
 _tensor_support.install()
+_serialization.install()
 _module_support.install()
 debug._install_source_locations()
 

@@ -9,21 +9,18 @@ treatment PyTorch gives storage-less backends:
 
 - ``repr``/``str`` prints the values (read back from the device) with the
   device suffix, exactly as a CPU tensor would print them;
-- ``torch.save`` pickles a neuron tensor as its bytes, dtype, shape and device;
-  ``_rebuild_neuron_tensor`` (allowed under ``weights_only=True``) restores it
-  honouring ``map_location`` (bytes rather than a CPU tensor, whose storage a
-  string ``map_location`` would move to the device before the rebuild);
+- checkpoints (``torch.save``/``torch.load``) are ``_serialization.py``'s;
 - ``copy.deepcopy`` clones on the device;
 - ``cpu_tensor.copy_(neuron_tensor)`` reads the source back first
   (functionalization refuses to write a plain tensor from a functional one);
+- ``data_ptr()`` and ``storage()`` raise, saying why, instead of returning
+  an address that means nothing;
 - ``neuron_tensor.numpy()`` is a sync point returning the values read back
   (like ``.cpu().numpy()``; a tensor requiring grad still needs ``.detach()``
   or ``force=True``, as on the CPU).
 """
 
 from __future__ import annotations
-
-import ctypes
 
 import torch
 import torch._tensor_str as _tensor_str
@@ -72,28 +69,6 @@ def _neuron_str_intern(inp, *, tensor_contents=None):
     return _tensor_str._add_suffixes(prefix + data, suffixes, indent, force_newline=False)
 
 
-def _rebuild_neuron_tensor(data: bytes, dtype, shape, device: str, requires_grad: bool):
-    """Rebuilds a tensor saved by torch.save from a neuron tensor."""
-    target = torch._utils._get_restore_location(device)
-    host = torch.frombuffer(bytearray(data), dtype=dtype) if data else torch.empty(0, dtype=dtype)
-    tensor = host.reshape(shape).to(target)
-    tensor.requires_grad = requires_grad
-    return tensor
-
-
-_original_reduce_ex_internal = torch.Tensor._reduce_ex_internal
-
-
-def _neuron_reduce_ex_internal(self, proto):
-    if not _is_neuron(self):
-        return _original_reduce_ex_internal(self, proto)
-    if torch.serialization._serialization_tls.skip_data:
-        raise RuntimeError("Cannot serialize neuron tensors under the skip_data context manager")
-    host = self.detach().cpu().contiguous()
-    data = ctypes.string_at(host.data_ptr(), host.nbytes) if host.numel() else b""
-    return (_rebuild_neuron_tensor, (data, self.dtype, tuple(self.shape), str(self.device), self.requires_grad))
-
-
 _original_deepcopy = torch.Tensor.__deepcopy__
 
 
@@ -133,10 +108,37 @@ def _neuron_numpy(self, *, force=False):
     return _original_numpy(self, force=force)
 
 
+_original_data_ptr = torch.Tensor.data_ptr
+
+_NO_MEMORY = ("neuron tensors are lazy: their values live in device memory, or in a graph that "
+              "has not run yet, so a neuron tensor has no host {what} (as XLA tensors have none). "
+              "Read the values with .cpu() or .numpy()")
+
+
+def _neuron_data_ptr(self):
+    ptr = _original_data_ptr(self)
+    # Only a null pointer can be a neuron tensor's: the common path costs nothing.
+    if ptr == 0 and _is_neuron(self):
+        raise RuntimeError(_NO_MEMORY.format(what="address (data_ptr)"))
+    return ptr
+
+
+_original_storage = torch.Tensor.storage
+
+
+def _neuron_storage(self):
+    if _is_neuron(self):
+        # NotImplementedError, as for meta tensors: libraries that probe
+        # storages (safetensors, transformers' shared-tensor checks) treat a
+        # tensor without one as unshared.
+        raise NotImplementedError(_NO_MEMORY.format(what="storage (Tensor.storage)"))
+    return _original_storage(self)
+
+
 def install() -> None:
+    torch.Tensor.data_ptr = _neuron_data_ptr
+    torch.Tensor.storage = _neuron_storage
     torch.Tensor.numpy = _neuron_numpy
-    torch.serialization.add_safe_globals([_rebuild_neuron_tensor])
     torch.Tensor.copy_ = _neuron_copy_
     _tensor_str._str_intern = _neuron_str_intern
-    torch.Tensor._reduce_ex_internal = _neuron_reduce_ex_internal
     torch.Tensor.__deepcopy__ = _neuron_deepcopy

@@ -135,6 +135,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 
   // Written inputs take their new values; results go back to the device.
   auto upload = [&](const at::Tensor& cpu) {
+    TORCH_CHECK_NOT_IMPLEMENTED(cpu.layout() == c10::kStrided, kSparseUnsupported, " (", name,
+                                " returns a ", cpu.layout(), " tensor)");
     return runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, cpu));
   };
   for (const Written& w : written) {

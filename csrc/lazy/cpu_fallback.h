@@ -13,6 +13,11 @@ namespace torch_neuron::lazy {
 void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                  const std::string& reason);
 
+// What a user is told when a sparse tensor would reach the device.
+inline constexpr char kSparseUnsupported[] =
+    "sparse layouts are not supported on neuron: neuron tensors are dense (strided). Keep sparse "
+    "tensors on the CPU (x.cpu().to_sparse()), or use x.to_dense() before moving them to neuron";
+
 // "aten::add.Tensor" for the schema of `op`.
 std::string OpName(const c10::OperatorHandle& op);
 

@@ -738,6 +738,20 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectQuantized>());
 }
 
+// Sparse layouts on neuron (sparse_cpu.to("neuron"), zeros(layout=sparse_coo,
+// device="neuron")) dispatch to the sparse keys: say so, and what to do.
+void RejectSparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, kSparseUnsupported, " (in ", OpName(op), ")");
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectSparse>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectSparse>());
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&TraceOp>());
 }

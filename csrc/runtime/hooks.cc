@@ -7,6 +7,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/generator.h"
 #include "runtime/neuron_allocator.h"
+#include "runtime/pinned_allocator.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
@@ -54,12 +55,9 @@ class NeuronHooks final : public at::PrivateUse1HooksInterface {
                       static_cast<c10::DeviceIndex>(arena->device_index()));
   }
 
-  bool isPinnedPtr(const void* data) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return IsPinnedHostPtr(data); }
 
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    // Host memory needs no pinning for the emulated device's copies.
-    return c10::GetCPUAllocator();
-  }
+  at::Allocator* getPinnedMemoryAllocator() const override { return PinnedHostAllocator(); }
 
   // Storage.resize_() on a neuron storage: a new block, the old bytes copied over.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

@@ -1,12 +1,19 @@
 """torch.save / torch.load of neuron tensors and modules: values survive, and the
-device on load follows map_location (or the saved device without one). A neuron
-tensor is pickled as its bytes, dtype, shape and device: it has no storage, so
-views saved together load as independent tensors."""
+device on load follows map_location (or the saved device without one), in every
+form map_location takes, as for CUDA checkpoints. A neuron tensor is saved as
+its values (a CPU tensor) and its device through torch's own rebuild function,
+so a neuron checkpoint loads where torch_neuron is not installed. It has no
+storage, so views saved together load as independent tensors; a CPU
+checkpoint's tensors that share a storage stay aliased on neuron."""
 
 import io
+import textwrap
 
 import pytest
 import torch
+
+import torch_neuron
+from child_process import run_python
 
 
 def save_and_load(obj, **load_kwargs):
@@ -103,3 +110,132 @@ def test_requires_grad_survives_and_map_location_cpu_keeps_it(two_devices):
         loaded = save_and_load(saved, **kwargs)
         assert loaded.device == torch.device(device) and loaded.requires_grad
         assert torch.equal(loaded.detach().cpu(), torch.arange(3.0))
+
+
+CPU_STATE = {"w": torch.arange(6.0).view(2, 3), "b": torch.ones(3), "n": torch.tensor([1, 2])}
+
+
+def saved_bytes(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+@pytest.mark.parametrize("map_location,device", [
+    ("neuron", "neuron:0"), ("neuron:1", "neuron:1"), (torch.device("neuron", 1), "neuron:1"),
+    ({"cpu": "neuron:1"}, "neuron:1"), (lambda storage, loc: storage.neuron(1), "neuron:1"),
+])
+def test_a_cpu_checkpoint_loads_onto_neuron(map_location, device, weights_only, two_devices):
+    data = saved_bytes(CPU_STATE)
+    loaded = torch.load(io.BytesIO(data), map_location=map_location, weights_only=weights_only)
+    for name, expected in CPU_STATE.items():
+        assert loaded[name].device == torch.device(device), name
+        assert torch.equal(loaded[name].cpu(), expected), name
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+@pytest.mark.parametrize("map_location,device", [
+    (lambda storage, loc: storage, "cpu"), (lambda storage, loc: None, "neuron:0"),
+    (lambda storage, loc: storage.neuron(1) if loc.startswith("neuron") else storage, "neuron:1"),
+    ({"neuron:0": "cpu"}, "cpu"),
+])
+def test_a_neuron_checkpoint_follows_every_form_of_map_location(map_location, device, weights_only,
+                                                                 two_devices):
+    data = saved_bytes({k: v.to("neuron") for k, v in CPU_STATE.items()})
+    loaded = torch.load(io.BytesIO(data), map_location=map_location, weights_only=weights_only)
+    for name, expected in CPU_STATE.items():
+        assert loaded[name].device == torch.device(device), name
+        assert torch.equal(loaded[name].cpu(), expected), name
+
+
+def test_tensors_sharing_a_storage_stay_aliased_on_neuron():
+    # A tied embedding and head as state_dict() gives them: two tensors over
+    # one storage (and a third that views part of it).
+    weight = torch.arange(4.0)
+    state = {"embed": weight.detach(), "head": weight.detach(), "other": weight[:2]}
+    loaded = torch.load(io.BytesIO(saved_bytes(state)), map_location="neuron")
+    on_cpu = torch.load(io.BytesIO(saved_bytes(state)))
+    on_cpu["embed"].mul_(10)
+    assert on_cpu["head"].tolist() == [0.0, 10.0, 20.0, 30.0]  # what the CPU does
+    assert loaded["embed"] is not loaded["head"]
+    loaded["embed"].mul_(10)                    # seen through the alias, as on the CPU
+    assert loaded["head"].cpu().tolist() == [0.0, 10.0, 20.0, 30.0]
+    assert loaded["other"].cpu().tolist() == [0.0, 1.0]  # another view: its own tensor
+
+
+def test_a_neuron_checkpoint_loads_where_torch_neuron_is_not_installed(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    model = torch.nn.Linear(3, 2).to("neuron")
+    torch.save({"model": model.state_dict(), "step": 7}, path)
+    expected = {k: v.cpu() for k, v in model.state_dict().items()}
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["torch_neuron"] = None      # as if it were not installed
+        import torch
+        state = torch.load({str(path)!r}, map_location="cpu", weights_only=True)
+        assert "torch_neuron" not in [m for m in sys.modules if sys.modules[m] is not None]
+        torch.save({{k: v for k, v in state["model"].items()}}, {str(tmp_path / "cpu.pt")!r})
+        print(state["step"], sorted(state["model"]), state["model"]["weight"].device)
+    """)
+    done = run_python(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["7", "['bias',", "'weight']", "cpu"]
+    for name, value in torch.load(tmp_path / "cpu.pt").items():
+        assert torch.equal(value, expected[name]), name
+
+
+class _LegacyNeuronTensor:
+    """Pickles as torch_neuron 0.1 pickled neuron tensors."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __reduce__(self):
+        import ctypes
+        data = ctypes.string_at(self.values.data_ptr(), self.values.nbytes)
+        return (torch_neuron._serialization._rebuild_neuron_tensor,
+                (data, self.values.dtype, tuple(self.values.shape), "neuron:0", False))
+
+
+def test_checkpoints_of_torch_neuron_0_1_still_load():
+    data = saved_bytes({"w": _LegacyNeuronTensor(torch.arange(6.0).view(2, 3))})
+    for location, device in ((None, "neuron:0"), ("cpu", "cpu")):
+        loaded = torch.load(io.BytesIO(data), map_location=location, weights_only=True)
+        assert loaded["w"].device == torch.device(device)
+        assert torch.equal(loaded["w"].cpu(), torch.arange(6.0).view(2, 3))
+
+
+def test_safetensors_round_trip_a_neuron_models_state_dict(tmp_path):
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).to("neuron")
+    model(torch.randn(5, 4).to("neuron"))
+    path = tmp_path / "model.safetensors"
+    safetensors_torch.save_file(model.state_dict(), path)
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).to("neuron")
+    fresh.load_state_dict(safetensors_torch.load_file(path))
+    for name, value in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[name].cpu(), value.cpu()), name
+    # save_model / load_model, which handle a tied head and embedding.
+    tied = torch.nn.Module()
+    tied.embed, tied.head = torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False)
+    tied.head.weight = tied.embed.weight
+    tied = tied.to("neuron")
+    safetensors_torch.save_model(tied, tmp_path / "tied.safetensors")
+    again = torch.nn.Module()
+    again.embed, again.head = torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False)
+    again.head.weight = again.embed.weight
+    again = again.to("neuron")
+    safetensors_torch.load_model(again, tmp_path / "tied.safetensors")
+    assert again.head.weight is again.embed.weight
+    assert torch.equal(again.embed.weight.cpu(), tied.embed.weight.cpu())
+
+
+def test_data_ptr_and_storage_say_a_neuron_tensor_has_no_host_memory():
+    x = torch.ones(3, device="neuron")
+    with pytest.raises(RuntimeError, match="neuron tensors are lazy.*no host address"):
+        x.data_ptr()
+    with pytest.raises(NotImplementedError, match="no host storage"):
+        x.storage()
+    assert torch.ones(3).data_ptr() != 0 and torch.empty(0).data_ptr() == 0
