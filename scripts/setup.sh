@@ -55,8 +55,24 @@ if [ ! -f build/build.ninja ]; then
         -DTN_OUTPUT_DIR="$ROOT/torch_neuron" -DTN_BUILD_TESTS=ON >/dev/null
   say "building torch_neuron (first build: about two minutes on 2 cores)"
 fi
-cmake --build build -j "$(nproc)" | grep -v '^ninja: no work to do' || true
+# pipefail: a failed build fails the set-up (the filter itself always succeeds).
+if ! cmake --build build -j "$(nproc)" 2>&1 | { grep -v '^ninja: no work to do' || true; }; then
+  say "the C++ build failed (output above)"
+  exit 1
+fi
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$ROOT" > "$site/torch_neuron-dev.pth"
+# The package's metadata, as an editable install writes it: its entry point
+# makes `import torch` load torch_neuron (PyTorch's device-backend autoload).
+version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' torch_neuron/version.py)
+rm -rf "$site"/torch_neuron-*.dist-info
+info="$site/torch_neuron-$version.dist-info"
+mkdir -p "$info"
+printf 'Metadata-Version: 2.1\nName: torch_neuron\nVersion: %s\nRequires-Dist: torch==2.13.0\n' \
+  "$version" > "$info/METADATA"
+printf '[torch.backends]\nneuron = torch_neuron:_autoload\n' > "$info/entry_points.txt"
+echo "torch_neuron scripts/setup.sh" > "$info/INSTALLER"
+printf '%s,,\n' "torch_neuron-dev.pth" "${info##*/}/METADATA" "${info##*/}/entry_points.txt" \
+  "${info##*/}/INSTALLER" "${info##*/}/RECORD" > "$info/RECORD"
 "$VENV/bin/python" -c 'import torch_neuron' || { say "the build does not import"; exit 1; }
 say "ready: $VENV/bin/python -c 'import torch_neuron' works"

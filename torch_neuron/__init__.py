@@ -1,6 +1,9 @@
 """torch_neuron: a lazy-tensor device for PyTorch, ``torch.device("neuron")``.
 
-Importing this package registers the ``neuron`` device with PyTorch:
+Importing this package registers the ``neuron`` device with PyTorch; so does
+``import torch`` alone, through PyTorch's device-backend autoloading (the
+package's ``torch.backends`` entry point; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns
+it off):
 
     import torch, torch_neuron
     x = torch.ones(3, device="neuron")
@@ -13,8 +16,16 @@ runs each op at once through the same path. The device is emulated on the host
 (see README.md).
 """
 
-import atexit
-import contextlib
+
+def _autoload() -> None:
+    """The ``torch.backends`` entry point: ``import torch`` imports this package
+    (PyTorch's device-backend autoloading), whose import registers the device.
+    Defined before ``import torch``: when torch_neuron is imported first, torch's
+    autoloading finds it half-initialized and calls this."""
+
+
+import atexit  # noqa: E402
+import contextlib  # noqa: E402
 
 import torch
 

@@ -47,3 +47,7 @@ def test_wheel_installs_and_imports_in_fresh_venv(tmp_path):
     )
     out = run([str(py), "-c", script], cwd=tmp_path, env={"PATH": os.environ["PATH"]})
     assert out.strip() == "[1.0, 3.0, 5.0, 7.0] 1 True"
+    # The wheel's torch.backends entry point: `import torch` alone loads it.
+    autoload = "import torch; print(torch.ones(2, device='neuron').sum().item())"
+    out = run([str(py), "-c", autoload], cwd=tmp_path, env={"PATH": os.environ["PATH"]})
+    assert out.strip() == "2.0"
