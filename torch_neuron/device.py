@@ -1,13 +1,16 @@
 """The ``torch.neuron`` device module (registered by ``import torch_neuron``).
 
 Mirrors ``torch.cuda`` where a counterpart exists: device selection, RNG seeding
-and state, synchronization and memory statistics of the emulated devices.
+and state, synchronization, streams and events, device properties and memory
+statistics of the emulated devices.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional, Union
+import os
+import platform
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
@@ -214,3 +217,166 @@ def memory_limit(limit_bytes: int, device: _DeviceLike = None) -> Iterator[None]
         yield
     finally:
         set_memory_limit(previous, idx)
+
+
+def mem_get_info(device: _DeviceLike = None) -> Tuple[int, int]:
+    """(free, total) bytes of ``device``'s memory, as ``torch.cuda.mem_get_info``.
+
+    With a memory limit (``set_memory_limit``, ``TORCH_NEURON_MEMORY_LIMIT_MB``)
+    total is the limit and free what the arena has not reserved of it (no more
+    than the host has available); without one, the host's physical and
+    available memory, which the emulated device's arena draws on.
+    """
+    free, total = torch.accelerator.memory.get_memory_info(torch.device("neuron", _index(device)))
+    return int(free), int(total)
+
+
+def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
+    """A printable table of ``device``'s allocator statistics, in the spirit
+    of ``torch.cuda.memory_summary``: memory held by tensors and reserved by
+    the arena (current and peak), blocks, and the allocator's counts.
+    ``abbreviated`` leaves out the counts."""
+    idx = _index(device)
+    s = memory_stats(idx)
+    free, total = mem_get_info(idx)
+
+    def size(n: int) -> str:
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if abs(n) < 1024 or unit == "TiB":
+                return f"{n} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+        return str(n)
+
+    rows = [
+        ("Allocated memory", size(s["allocated_bytes.all.current"]), size(s["allocated_bytes.all.peak"])),
+        ("Reserved memory", size(s["reserved_bytes.all.current"]), size(s["reserved_bytes.all.peak"])),
+        ("Active blocks", str(s["active.all.current"]), ""),
+        ("Cached blocks", str(s["inactive_split.all.current"]), ""),
+    ]
+    if not abbreviated:
+        rows += [
+            ("Allocations", str(s["num_allocs"]), ""),
+            ("Frees", str(s["num_frees"]), ""),
+            ("Served from cache", str(s["num_cache_hits"]), ""),
+            ("Host allocations", str(s["num_host_allocs"]), ""),
+            ("Host frees", str(s["num_host_frees"]), ""),
+            ("Out-of-memory errors", str(s["num_ooms"]), ""),
+        ]
+    limit = s["limit_bytes"]
+    width = 70
+    lines = [
+        "=" * width,
+        f"  neuron:{idx} memory summary ({get_device_name(idx)})".ljust(width),
+        f"  limit {size(limit) if limit else 'none (host memory)'}; "
+        f"free {size(free)} of {size(total)}",
+        "-" * width,
+        f"  {'':<28}{'current':>20}{'peak':>20}",
+    ]
+    lines += [f"  {name:<28}{cur:>20}{peak:>20}" for name, cur, peak in rows]
+    lines.append("=" * width)
+    return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------------- properties
+
+class _NeuronDeviceProperties:
+    """What ``get_device_properties`` reports of an emulated neuron device."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.name = get_device_name(index)
+        self.total_memory = mem_get_info(index)[1]
+        self.host_cores = os.cpu_count() or 1
+        self.emulated = True
+
+    def __repr__(self) -> str:
+        return (f"_NeuronDeviceProperties(name='{self.name}', index={self.index}, "
+                f"total_memory={self.total_memory // 2**20}MB, host_cores={self.host_cores}, "
+                f"emulated={self.emulated})")
+
+
+def _host_cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    """The device's name: neuron devices are emulated on the host CPU, and say so."""
+    _index(device)
+    return f"neuron (emulated on {_host_cpu_name()})"
+
+
+def get_device_properties(device: _DeviceLike = None) -> _NeuronDeviceProperties:
+    """Name, memory and host of ``device`` (cf. ``torch.cuda.get_device_properties``)."""
+    return _NeuronDeviceProperties(_index(device))
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True: bfloat16 tensors are supported (computed in float32 and rounded
+    per op, as the CPU's kernels do)."""
+    return True
+
+
+# ----------------------------------------------------------------------- streams
+
+class Stream(torch.Stream):
+    """A neuron stream. A device has one in-order execution queue, which
+    mark_step and syncs feed; every stream of a device is that queue (streams
+    of one device compare equal), so work never runs out of order. ``query()``
+    says whether the queue has run everything given to it, ``synchronize()``
+    waits for it, and events recorded on it mark its position."""
+
+    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs):
+        return super().__new__(cls, device=torch.device("neuron", _index(device)), priority=priority)
+
+
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    """A ``torch.Event`` on the neuron device (cf. ``torch.cuda.Event``): a
+    marker in the device's queue. ``record()`` places it after the graphs
+    queued so far (ops traced but not yet synced are not queued yet: record
+    after ``torch_neuron.mark_step()`` to time a step); ``query()``,
+    ``synchronize()`` and ``wait()`` follow it; ``elapsed_time(end)`` gives the
+    milliseconds between two completed timing events. A function, not a class:
+    torch.Event's methods accept only torch.Event objects."""
+    if interprocess:
+        raise NotImplementedError("neuron events cannot be shared between processes")
+    return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking)
+
+
+def current_stream(device: _DeviceLike = None) -> Stream:
+    """The stream ops on ``device`` go to: its execution queue."""
+    return Stream(device)
+
+
+def default_stream(device: _DeviceLike = None) -> Stream:
+    """The default stream of ``device``; the same queue as :func:`current_stream`."""
+    return Stream(device)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes ``stream`` current (a no-op in effect: a device has one queue)."""
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+@contextlib.contextmanager
+def stream(stream: Optional[torch.Stream]) -> Iterator[None]:
+    """Context manager that selects ``stream`` (cf. ``torch.cuda.stream``)."""
+    if stream is None:
+        yield
+        return
+    previous = torch.accelerator.current_stream(stream.device)
+    torch.accelerator.set_stream(stream)
+    try:
+        yield
+    finally:
+        torch.accelerator.set_stream(previous)
+
+
+StreamContext = stream

@@ -1,7 +1,11 @@
 #include "runtime/device_arena.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -146,9 +150,32 @@ void DeviceArena::ResetPeakStats() {
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
 }
 
+void DeviceArena::ResetAccumulatedStats() {
+  absl::MutexLock lock(&mu_);
+  stats_.num_allocs = stats_.num_frees = stats_.num_cache_hits = 0;
+  stats_.num_host_allocs = stats_.num_host_frees = stats_.num_ooms = 0;
+}
+
 void DeviceArena::SetLimit(int64_t limit_bytes) {
   absl::MutexLock lock(&mu_);
   stats_.limit_bytes = limit_bytes;
+}
+
+HostMemory HostMemoryInfo() {
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  HostMemory m{::sysconf(_SC_PHYS_PAGES) * page, ::sysconf(_SC_AVPHYS_PAGES) * page};
+  // MemAvailable counts the page cache the kernel would give up, as free does.
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      m.available = kib * 1024;
+      break;
+    }
+  }
+  return m;
 }
 
 std::string DeviceArena::OutOfMemoryMessageLocked(size_t rounded) const {

@@ -70,6 +70,8 @@ class DeviceArena {
 
   ArenaStats Stats() const;
   void ResetPeakStats();
+  // Zeroes the counts (allocations, frees, cache hits, host calls, OOMs).
+  void ResetAccumulatedStats();
   void SetLimit(int64_t limit_bytes);
   int device_index() const { return device_index_; }
 
@@ -87,6 +89,13 @@ class DeviceArena {
   std::multimap<size_t, void*> cached_ ABSL_GUARDED_BY(mu_);
   ArenaStats stats_ ABSL_GUARDED_BY(mu_);
 };
+
+// The host's physical memory and what of it is available now, in bytes.
+struct HostMemory {
+  int64_t total = 0;
+  int64_t available = 0;
+};
+HostMemory HostMemoryInfo();
 
 // "1.50 MiB": sizes in error messages and reports.
 std::string FormatBytes(int64_t bytes);

@@ -59,6 +59,11 @@ void ExecutionQueue::Drain() {
   mu_.Await(absl::Condition(&idle));
 }
 
+bool ExecutionQueue::Idle() {
+  absl::MutexLock lock(&mu_);
+  return work_.empty() && !running_;
+}
+
 absl::Status ExecutionQueue::TakeError() {
   absl::MutexLock lock(&mu_);
   absl::Status error = std::move(error_);

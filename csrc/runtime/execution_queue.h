@@ -38,6 +38,9 @@ class ExecutionQueue {
   // Blocks until every item queued before the call has run.
   void Drain();
 
+  // True when nothing queued is left to run (a snapshot).
+  bool Idle();
+
   // The first error since the last call, and clears it.
   absl::Status TakeError();
 

@@ -1,5 +1,8 @@
 #include "runtime/neuron_allocator.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/device_registry.h"
@@ -39,6 +42,63 @@ void NeuronAllocator::copy_data(void* dest, const void* src, std::size_t count) 
   // Device memory is host memory in this emulation, so a device-to-device copy of
   // raw bytes (storage resize, clone of a storage) is a memcpy.
   std::memcpy(dest, src, count);
+}
+
+namespace {
+
+DeviceArena& ArenaAt(c10::DeviceIndex device) {
+  DeviceRegistry& registry = DeviceRegistry::Global();
+  const int index = registry.Resolve(device);
+  ThrowIfError(registry.CheckIndex(index));
+  return registry.arena(index);
+}
+
+void SetStat(c10::CachingAllocator::Stat& stat, int64_t current, int64_t peak) {
+  stat.current = current;
+  stat.peak = peak;
+}
+
+}  // namespace
+
+void NeuronAllocator::emptyCache(c10::MempoolId_t) {
+  DeviceRegistry& registry = DeviceRegistry::Global();
+  for (int i = 0; i < registry.device_count(); ++i) registry.arena(i).EmptyCache();
+}
+
+c10::CachingDeviceAllocator::DeviceStats NeuronAllocator::getDeviceStats(c10::DeviceIndex device) {
+  const ArenaStats s = ArenaAt(device).Stats();
+  c10::CachingDeviceAllocator::DeviceStats out;
+  constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  SetStat(out.allocated_bytes[kAll], s.allocated_bytes, s.peak_allocated_bytes);
+  SetStat(out.active_bytes[kAll], s.allocated_bytes, s.peak_allocated_bytes);
+  SetStat(out.requested_bytes[kAll], s.allocated_bytes, s.peak_allocated_bytes);
+  SetStat(out.reserved_bytes[kAll], s.reserved_bytes, s.peak_reserved_bytes);
+  SetStat(out.allocation[kAll], s.active_blocks, s.active_blocks);
+  out.allocation[kAll].allocated = s.num_allocs;
+  out.allocation[kAll].freed = s.num_frees;
+  SetStat(out.active[kAll], s.active_blocks, s.active_blocks);
+  SetStat(out.segment[kAll], s.active_blocks + s.cached_blocks, s.active_blocks + s.cached_blocks);
+  out.num_ooms = s.num_ooms;
+  out.num_device_alloc = s.num_host_allocs;
+  out.num_device_free = s.num_host_frees;
+  return out;
+}
+
+void NeuronAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  ArenaAt(device).ResetAccumulatedStats();
+}
+
+void NeuronAllocator::resetPeakStats(c10::DeviceIndex device) { ArenaAt(device).ResetPeakStats(); }
+
+std::pair<size_t, size_t> NeuronAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  const ArenaStats s = ArenaAt(device).Stats();
+  const HostMemory host = HostMemoryInfo();
+  if (s.limit_bytes > 0) {
+    const int64_t free = std::max<int64_t>(0, s.limit_bytes - s.reserved_bytes);
+    return {static_cast<size_t>(std::min<int64_t>(free, host.available)),
+            static_cast<size_t>(s.limit_bytes)};
+  }
+  return {static_cast<size_t>(host.available), static_cast<size_t>(host.total)};
 }
 
 NeuronAllocator* GetNeuronAllocator() {

@@ -1,5 +1,6 @@
 #include "runtime/pinned_allocator.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -8,14 +9,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "base/metrics.h"
 
 namespace torch_neuron::runtime {
 namespace {
 
 constexpr size_t kAlignment = 64;
 
-class Pinned final : public c10::Allocator {
+// Blocks are allocated on request and freed with their tensors: nothing is
+// cached, so no stream bookkeeping is needed before a block is reused.
+class Pinned final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     const c10::Device cpu(c10::DeviceType::CPU);
@@ -26,12 +28,11 @@ class Pinned final : public c10::Allocator {
                      " bytes of pinned host memory");
     // Locked when RLIMIT_MEMLOCK allows; the memory serves either way.
     const bool locked = ::mlock(ptr, rounded) == 0;
-    static metrics::Counter* bytes = metrics::GetCounter("pinned.allocated.bytes");
-    bytes->Add(static_cast<int64_t>(rounded));
-    {
-      absl::MutexLock lock(&Mu());
-      Live().emplace(ptr, Block{rounded, locked});
-    }
+    absl::MutexLock lock(&mu_);
+    live_.emplace(ptr, Block{rounded, locked});
+    for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.allocations}) s->increase(1);
+    for (c10::CachingAllocator::Stat* s : {&stats_.active_bytes, &stats_.allocated_bytes}) s->increase(rounded);
+    stats_.num_host_alloc += 1;
     return c10::DataPtr(ptr, ptr, &Delete, cpu);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
@@ -39,9 +40,31 @@ class Pinned final : public c10::Allocator {
     std::memcpy(dest, src, count);
   }
 
-  static bool Owns(const void* ptr) {
-    absl::MutexLock lock(&Mu());
-    return Live().contains(ptr);
+  bool record_event(void*, void*, c10::Stream) override { return true; }
+  void empty_cache() override {}
+  at::HostStats get_stats() override {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+  void reset_accumulated_stats() override {
+    absl::MutexLock lock(&mu_);
+    for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.active_bytes,
+                                           &stats_.allocations, &stats_.allocated_bytes}) {
+      s->reset_accumulated();
+    }
+    stats_.num_host_alloc = stats_.num_host_free = 0;
+  }
+  void reset_peak_stats() override {
+    absl::MutexLock lock(&mu_);
+    for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.active_bytes,
+                                           &stats_.allocations, &stats_.allocated_bytes}) {
+      s->reset_peak();
+    }
+  }
+
+  bool Owns(const void* ptr) {
+    absl::MutexLock lock(&mu_);
+    return live_.contains(ptr);
   }
 
  private:
@@ -49,37 +72,51 @@ class Pinned final : public c10::Allocator {
     size_t bytes;
     bool locked;
   };
-  static absl::Mutex& Mu() {
-    static auto* mu = new absl::Mutex();
-    return *mu;
-  }
-  static absl::flat_hash_map<const void*, Block>& Live() ABSL_EXCLUSIVE_LOCKS_REQUIRED(Mu()) {
-    static auto* live = new absl::flat_hash_map<const void*, Block>();
-    return *live;
-  }
-  static void Delete(void* ptr) {
-    if (ptr == nullptr) return;
+
+  static void Delete(void* ptr);
+  void Free(void* ptr) {
     Block block{0, false};
     {
-      absl::MutexLock lock(&Mu());
-      auto it = Live().find(ptr);
-      if (it != Live().end()) {
-        block = it->second;
-        Live().erase(it);
+      absl::MutexLock lock(&mu_);
+      auto it = live_.find(ptr);
+      if (it == live_.end()) return;
+      block = it->second;
+      live_.erase(it);
+      for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.allocations}) s->decrease(1);
+      for (c10::CachingAllocator::Stat* s : {&stats_.active_bytes, &stats_.allocated_bytes}) {
+        s->decrease(block.bytes);
       }
+      stats_.num_host_free += 1;
     }
     if (block.locked) ::munlock(ptr, block.bytes);
     std::free(ptr);
   }
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<const void*, Block> live_ ABSL_GUARDED_BY(mu_);
+  at::HostStats stats_ ABSL_GUARDED_BY(mu_);
 };
+
+Pinned& Instance() {
+  static auto* pinned = new Pinned();  // never destroyed: tensors may outlive statics
+  return *pinned;
+}
+
+void Pinned::Delete(void* ptr) {
+  if (ptr != nullptr) Instance().Free(ptr);
+}
+
+// torch.accelerator.memory's host functions (empty_host_cache, host stats)
+// and pin_memory(device="neuron") find it here.
+const bool kRegistered = [] {
+  at::setHostAllocator(c10::DeviceType::PrivateUse1, &Instance());
+  return true;
+}();
 
 }  // namespace
 
-c10::Allocator* PinnedHostAllocator() {
-  static auto* allocator = new Pinned();
-  return allocator;
-}
+c10::Allocator* PinnedHostAllocator() { return &Instance(); }
 
-bool IsPinnedHostPtr(const void* ptr) { return ptr != nullptr && Pinned::Owns(ptr); }
+bool IsPinnedHostPtr(const void* ptr) { return ptr != nullptr && Instance().Owns(ptr); }
 
 }  // namespace torch_neuron::runtime
