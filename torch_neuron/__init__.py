@@ -73,6 +73,7 @@ def _run_backward_on_the_caller() -> None:
 
 
 _register_backend()
+config._warn_unknown_variables()
 _run_backward_on_the_caller()
 _C._register_tracer()
 _tensor_support.install()

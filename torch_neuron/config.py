@@ -13,7 +13,10 @@ TORCH_NEURON_MEMORY_LIMIT_MB) keep their start-up effect under an override; use
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, Mapping
+import difflib
+import os
+import warnings
+from typing import Dict, Iterator, List, Mapping, Optional
 
 from . import _C
 
@@ -34,6 +37,38 @@ VARIABLES = (
     "TORCH_NEURON_KERNEL_THREADS",
     "TORCH_NEURON_AUTOGRAD_THREAD",
 )
+
+
+# Read by the build and the tests, not by the runtime: known, so not misspelled.
+TOOL_VARIABLES = (
+    "TORCH_NEURON_BUILD_DIR",
+    "TORCH_NEURON_BUILD_TESTS",
+    "TORCH_NEURON_BUILD_TYPE",
+    "TORCH_NEURON_TEST_ALL",
+    "TORCH_NEURON_UPDATE_GOLDEN",
+)
+
+
+def unknown_variables(env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """Warnings for TORCH_NEURON_* names in ``env`` (default: the environment)
+    that no setting has, each naming the closest known one; a misspelled
+    setting would otherwise be ignored without a word."""
+    env = os.environ if env is None else env
+    known = VARIABLES + TOOL_VARIABLES
+    found = []
+    for name in sorted(n for n in env if n.startswith("TORCH_NEURON_") and n not in known):
+        # Compared without the shared prefix, which would make anything look close.
+        prefix = len("TORCH_NEURON_")
+        close = difflib.get_close_matches(name[prefix:], [k[prefix:] for k in known], n=1, cutoff=0.6)
+        hint = (f"; did you mean TORCH_NEURON_{close[0]}?" if close
+                else f"; the settings are {', '.join(VARIABLES)}")
+        found.append(f"torch_neuron: {name} is not a torch_neuron setting and is ignored{hint}")
+    return found
+
+
+def _warn_unknown_variables() -> None:
+    for message in unknown_variables():
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def current() -> Dict[str, object]:

@@ -307,7 +307,8 @@ const proto::CompilerFingerprint& CurrentFingerprint() {
   return compiler::FingerprintFor(GlobalConfig().opt_level);
 }
 
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g) {
+std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
+  if (compiled != nullptr) *compiled = false;
   // Each level's fingerprint is serialized and hashed once, not on every sync.
   static const ir::hash_t fingerprint_hashes[2] = {
       compiler::HashFingerprint(compiler::FingerprintFor(0)),
@@ -341,6 +342,7 @@ std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& 
   }
   CC().misses->Add(1);
   auto [program, bytes] = CompileGraph(g, disk, hex);
+  if (compiled != nullptr) *compiled = true;
   ProgramCache().Put(key, program, bytes);
   return program;
 }

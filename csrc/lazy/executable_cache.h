@@ -21,7 +21,9 @@ compiler::CompileOptions CurrentCompileOptions();
 const proto::CompilerFingerprint& CurrentFingerprint();
 
 // The program computing `g`: L1, then L2, then a compile (stored in both).
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g);
+// `compiled` (optional) says whether this call compiled the graph.
+std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g,
+                                                      bool* compiled = nullptr);
 
 // Why the last graph compiled although an earlier one came from the same place.
 std::string LastRecompileReason();

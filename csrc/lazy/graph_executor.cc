@@ -13,6 +13,7 @@
 #include "base/config.h"
 #include "base/metrics.h"
 #include "lazy/executable_cache.h"
+#include "lazy/graph_growth.h"
 #include "lazy/execution_mode.h"
 #include "runtime/device_registry.h"
 #include "runtime/execution_queue.h"
@@ -156,7 +157,7 @@ void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
   for (const LazyTensorPtr& t : tensors) {
     if (t && t->is_pending()) by_device[t->device()].push_back(t);
   }
-  for (auto& [device, list] : by_device) SyncDevice(device, list);
+  for (auto& [device, list] : by_device) SyncDevice(device, list, nullptr, /*partial=*/true);
 }
 
 void GraphExecutor::MarkStep(int device) {
@@ -210,7 +211,7 @@ void GraphExecutor::CaptureStep(int device, StepRecord* record) {
 }
 
 void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
-                               StepRecord* record) {
+                               StepRecord* record, bool partial) {
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
@@ -264,8 +265,9 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
 
   std::shared_ptr<const runtime::Program> program;
+  bool compiled = false;
   try {
-    program = FindOrCompile(g);
+    program = FindOrCompile(g, &compiled);
   } catch (const std::exception& e) {
     // The graph cannot run: its tensors (and draws) take the error as their
     // value, so reading one raises it again and later syncs (a reseed syncs all
@@ -275,6 +277,13 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     throw;
   }
   C().prepare_ns->Add(NanosSince(start));
+  if (compiled && partial) {
+    // Only compiles ask where the sync came from: walking Python frames costs
+    // far less than a compile, and nothing on a cached sync.
+    const std::string warning =
+        GraphGrowthWatch::Global().NoteCompile(CurrentSourceLocation(), static_cast<int64_t>(g.size()));
+    if (!warning.empty()) TORCH_WARN(warning);
+  }
   if (record != nullptr) {
     record->program = program;
     record->params = params;

@@ -87,8 +87,9 @@ class GraphExecutor {
 
  private:
   GraphExecutor() = default;
+  // `partial`: a sync of some tensors (.item(), .cpu()), not of the step.
   void SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
-                  StepRecord* record = nullptr);
+                  StepRecord* record = nullptr, bool partial = false);
   void CheckNotCapturing(int device, const char* what) const;
 
   mutable absl::Mutex mu_;
