@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: GoogleTest through ctest, then pytest. Ends with one line,
-# "summary: N passed, N failed", and exits non-zero if anything failed.
-# TORCH_NEURON_TEST_ALL=1 includes the tests marked slow.
+# Runs every test: GoogleTest through ctest, then pytest (a line per test file
+# as it runs, the slowest tests at the end). Ends with one line,
+# "summary: N passed, N failed, N xfailed, N skipped", and exits non-zero if
+# anything failed. TORCH_NEURON_TEST_ALL=1 includes the tests marked slow.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -18,15 +19,18 @@ cpp_failed=$(grep -oE '[0-9]+ tests failed' "$log/ctest.txt" | grep -oE '^[0-9]+
 echo "== Python tests (pytest) =="
 marker=()
 [ "${TORCH_NEURON_TEST_ALL:-0}" = 1 ] && marker=(-m "")
-$PY -m pytest tests/python -q -p no:cacheprovider "${marker[@]}" | tee "$log/pytest.txt"
+$PY -m pytest tests/python -p no:cacheprovider --durations=15 --durations-min=5 "${marker[@]}" \
+  | tee "$log/pytest.txt"
 py_rc=${PIPESTATUS[0]}
 last=$(grep -E '(passed|failed|error)' "$log/pytest.txt" | tail -1)
-py_passed=$(echo "$last" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
-py_failed=$(( $(echo "$last" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0) + \
-              $(echo "$last" | grep -oE '[0-9]+ error' | grep -oE '[0-9]+' || echo 0) ))
+count() { echo "$last" | grep -oE "[0-9]+ $1" | grep -oE '[0-9]+' || echo 0; }
+py_passed=$(count passed)
+py_failed=$(( $(count failed) + $(count error) ))
+py_xfailed=$(count xfailed)
+py_skipped=$(count skipped)
 [ "$py_rc" -ne 0 ] && [ "$py_failed" -eq 0 ] && py_failed=1
 
 passed=$(( cpp_total - cpp_failed + py_passed ))
 failed=$(( cpp_failed + py_failed ))
-echo "summary: $passed passed, $failed failed"
+echo "summary: $passed passed, $failed failed, $py_xfailed xfailed, $py_skipped skipped"
 [ "$failed" -eq 0 ]

@@ -87,6 +87,8 @@ def _check_dir(directory: str, must_exist: bool = True) -> Optional[str]:
 
 
 def main(argv=None) -> int:
+    """``python -m torch_neuron.cache``: info, list, verify, clear or prune the
+    disk cache; returns the exit status."""
     try:
         return _main(argv)
     except BrokenPipeError:

@@ -71,10 +71,13 @@ def device_count() -> int:
 
 
 def current_device() -> int:
+    """The index of the calling thread's current neuron device."""
     return _C._current_device()
 
 
 def set_device(device: _DeviceLike) -> None:
+    """Makes ``device`` (an index, "neuron:N" or a torch.device) the calling
+    thread's current neuron device."""
     _C._set_device(_index(device))
 
 
@@ -131,12 +134,14 @@ def seed() -> None:
 
 
 def seed_all() -> None:
+    """Seeds every device's generator with one non-deterministic number."""
     s = _generator(0).seed()
     for i in range(1, device_count()):
         _generator(i).manual_seed(s)
 
 
 def initial_seed() -> int:
+    """The seed the current device's generator was last seeded with."""
     return _generator().initial_seed()
 
 
@@ -146,14 +151,18 @@ def get_rng_state(device: _DeviceLike = None) -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = None) -> None:
+    """Restores a state from :func:`get_rng_state`; random ops already traced
+    run first, so they draw from the state they were traced against."""
     _generator(device).set_state(new_state)
 
 
 def get_rng_state_all() -> List[torch.Tensor]:
+    """The generator state of every device, in device order."""
     return [get_rng_state(i) for i in range(device_count())]
 
 
 def set_rng_state_all(new_states: List[torch.Tensor]) -> None:
+    """Restores the states of :func:`get_rng_state_all`."""
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
 
@@ -181,10 +190,12 @@ def memory_reserved(device: _DeviceLike = None) -> int:
 
 
 def max_memory_reserved(device: _DeviceLike = None) -> int:
+    """Peak of :func:`memory_reserved` since start or the last reset."""
     return memory_stats(device)["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
+    """Starts the peaks (``max_memory_allocated``, ``max_memory_reserved``) anew from the current values."""
     _C._reset_peak_memory_stats(_index(device))
 
 
