@@ -6,7 +6,10 @@
 #   2. .venv with torch==2.13.0 and the test tools (requirements-dev.txt),
 #      reinstalled only when that file changes;
 #   3. the C++ build in build/ (incremental), importable from .venv.
+# Arguments name the build targets (default: all, tests included); `make run`
+# builds only the library and its Python module.
 set -euo pipefail
+TARGETS=("$@")
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=$ROOT/.venv
@@ -53,10 +56,11 @@ if [ ! -f build/build.ninja ]; then
   say "configuring the C++ build in build/"
   cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$VENV/bin/python" \
         -DTN_OUTPUT_DIR="$ROOT/torch_neuron" -DTN_BUILD_TESTS=ON >/dev/null
-  say "building torch_neuron (first build: about two minutes on 2 cores)"
+  say "building torch_neuron (a first build takes about 3 minutes on 2 idle cores)"
 fi
 # pipefail: a failed build fails the set-up (the filter itself always succeeds).
-if ! cmake --build build -j "$(nproc)" 2>&1 | { grep -v '^ninja: no work to do' || true; }; then
+if ! cmake --build build -j "$(nproc)" ${TARGETS[@]:+--target "${TARGETS[@]}"} 2>&1 \
+     | { grep -v '^ninja: no work to do' || true; }; then
   say "the C++ build failed (output above)"
   exit 1
 fi

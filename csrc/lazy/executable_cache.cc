@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 using metrics::NanosSince;
 
-struct Counters {
+struct CompileMetrics {
   metrics::Counter* compiles = metrics::GetCounter("graph.compile.count");
   metrics::Counter* compile_ns = metrics::GetCounter("graph.compile.ns");
   metrics::Counter* compiled_nodes = metrics::GetCounter("graph.compile.nodes");
@@ -37,8 +37,8 @@ struct Counters {
   metrics::Counter* tier1_fallbacks = metrics::GetCounter("compile.tier1_fallback.count");
 };
 
-const Counters& C() {
-  static const Counters* counters = new Counters();
+const CompileMetrics& CompileCounters() {
+  static const CompileMetrics* counters = new CompileMetrics();
   return *counters;
 }
 
@@ -235,7 +235,7 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
   runtime::ThrowIfError(result.status());
   if (!result->tier1_error.empty()) {
     // Tier 0 runs every graph tier 1 fuses: the graph runs, slower; say so once.
-    C().tier1_fallbacks->Add(1);
+    CompileCounters().tier1_fallbacks->Add(1);
     static bool warned = false;
     if (!warned) {
       warned = true;
@@ -275,9 +275,9 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
       }
     }
   }
-  C().compiles->Add(1);
-  C().compile_ns->Add(NanosSince(start));
-  C().compiled_nodes->Add(g.size());
+  CompileCounters().compiles->Add(1);
+  CompileCounters().compile_ns->Add(NanosSince(start));
+  CompileCounters().compiled_nodes->Add(g.size());
   if (config.debug) {
     std::string place = CurrentSourceLocation();
     if (place.empty()) place = "<unknown>";
@@ -316,7 +316,7 @@ std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& 
   const ir::hash_t key =
       compiler::CacheKey(g.hash, fingerprint_hashes[GlobalConfig().opt_level >= 1 ? 1 : 0]);
   if (auto program = ProgramCache().Get(key)) {
-    C().cache_hits->Add(1);
+    CompileCounters().cache_hits->Add(1);
     CC().memory_hits->Add(1);
     return program;
   }

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 using metrics::NanosSince;
 
-struct Counters {
+struct ExecutorMetrics {
   metrics::Counter* mark_steps = metrics::GetCounter("mark_step.count");
   metrics::Counter* syncs = metrics::GetCounter("graph.sync.count");
   metrics::Counter* executions = metrics::GetCounter("graph.execute.count");
@@ -42,14 +42,14 @@ struct Counters {
   metrics::Counter* donated_in_place_bytes = metrics::GetCounter("graph.donated.in_place_bytes");
 };
 
-const Counters& C() {
-  static const Counters* counters = new Counters();
+const ExecutorMetrics& ExecCounters() {
+  static const ExecutorMetrics* counters = new ExecutorMetrics();
   return *counters;
 }
 
 absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, absl::Status status) {
   for (const auto& out : outputs) out->Fail(status);  // a no-op for outputs already written
-  C().execute_errors->Add(1);
+  ExecCounters().execute_errors->Add(1);
   return status;
 }
 
@@ -75,8 +75,8 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
       runtime::Execute(*program, params, donated, &in_place);
   if (!results.ok()) return fail_all(results.status());
   // Counted before the outputs become readable, so a reader sees the count.
-  C().executions->Add(1);
-  C().executed_nodes->Add(program->num_nodes);
+  ExecCounters().executions->Add(1);
+  ExecCounters().executed_nodes->Add(program->num_nodes);
   params.clear();  // drop the views of the input buffers
   std::vector<runtime::DeviceDataPtr> donors;
   std::vector<bool> done(outputs.size(), false);
@@ -88,8 +88,8 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
       continue;
     }
     // A kernel wrote this output into the buffer: the output takes it as it is.
-    C().donated_bytes->Add(static_cast<int64_t>(data->nbytes()));
-    C().donated_in_place_bytes->Add(static_cast<int64_t>(data->nbytes()));
+    ExecCounters().donated_bytes->Add(static_cast<int64_t>(data->nbytes()));
+    ExecCounters().donated_in_place_bytes->Add(static_cast<int64_t>(data->nbytes()));
     outputs[output]->FulfillInto(data->TakeBuffer(), (*results)[output]);
     done[output] = true;
   }
@@ -102,7 +102,7 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
       return d != nullptr && d->nbytes() == outputs[i]->nbytes();
     });
     if (donor != donors.end()) {
-      C().donated_bytes->Add(static_cast<int64_t>((*donor)->nbytes()));
+      ExecCounters().donated_bytes->Add(static_cast<int64_t>((*donor)->nbytes()));
       outputs[i]->FulfillInto((*donor)->TakeBuffer(), (*results)[i]);
       *donor = nullptr;
     } else {
@@ -111,7 +111,7 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
     absl::Status s = outputs[i]->Wait();
     if (!s.ok() && first_error.ok()) first_error = s;
   }
-  C().execute_ns->Add(NanosSince(start));
+  ExecCounters().execute_ns->Add(NanosSince(start));
   return first_error;
 }
 
@@ -161,7 +161,7 @@ void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
 }
 
 void GraphExecutor::MarkStep(int device) {
-  C().mark_steps->Add(1);
+  ExecCounters().mark_steps->Add(1);
   const int count = runtime::DeviceRegistry::Global().device_count();
   for (int d = 0; d < count; ++d) {
     if (device >= 0 && d != device) continue;
@@ -206,7 +206,7 @@ void GraphExecutor::EndCapture(int device) {
 }
 
 void GraphExecutor::CaptureStep(int device, StepRecord* record) {
-  C().mark_steps->Add(1);
+  ExecCounters().mark_steps->Add(1);
   SyncDevice(device, PendingTensors(device), record);
 }
 
@@ -215,7 +215,7 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
-  C().syncs->Add(1);
+  ExecCounters().syncs->Add(1);
   auto start = Clock::now();
 
   std::vector<ir::Value> roots;
@@ -276,7 +276,7 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     for (const runtime::DeviceDataPtr& out : outputs) out->Fail(status);
     throw;
   }
-  C().prepare_ns->Add(NanosSince(start));
+  ExecCounters().prepare_ns->Add(NanosSince(start));
   if (compiled && partial) {
     // Only compiles ask where the sync came from: walking Python frames costs
     // far less than a compile, and nothing on a cached sync.

@@ -338,12 +338,12 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
   return result;
 }
 
-struct Counters {
+struct TraceMetrics {
   metrics::Counter* ops = metrics::GetCounter("trace.op.count");
   metrics::Counter* nanos = metrics::GetCounter("trace.ns");
 };
-const Counters& C() {
-  static const Counters* c = new Counters();
+const TraceMetrics& TraceCounters() {
+  static const TraceMetrics* c = new TraceMetrics();
   return *c;
 }
 
@@ -598,7 +598,7 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     torch::jit::drop(*stack, num_args);
     LazyTensorPtr t = LazyTensor::FromData(std::move(data));
     stack->push_back(MakeTensor(t));
-    C().ops->Add(1);
+    TraceCounters().ops->Add(1);
     return;
   }
 
@@ -679,8 +679,8 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Every draw runs exactly once, in trace order, even if its result is never
   // read: the next sync of the device takes it along (graph_executor.cc).
   if (!generators.empty()) AddPendingDraw(device, node);
-  C().ops->Add(1);
-  C().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  TraceCounters().ops->Add(1);
+  TraceCounters().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (CurrentMode() == ExecutionMode::kEager) GraphExecutor::Get().Sync(created);
 }
 

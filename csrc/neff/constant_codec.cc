@@ -13,11 +13,11 @@ absl::Status DataLoss(const std::string& what) {
   return absl::DataLossError(absl::StrCat("malformed NEFF constant: ", what));
 }
 
+}  // namespace
+
 bool ValidDtype(int32_t dtype) {
   return dtype >= 0 && dtype < static_cast<int32_t>(c10::ScalarType::Undefined);
 }
-
-}  // namespace
 
 absl::Status EncodeConstant(const c10::IValue& v, proto::ConstantValue* out) {
   if (v.isNone()) {

@@ -14,4 +14,7 @@ absl::Status EncodeConstant(const c10::IValue& value, proto::ConstantValue* out)
 // tensor bytes that do not match its sizes, unknown kind).
 absl::StatusOr<c10::IValue> DecodeConstant(const proto::ConstantValue& value);
 
+// Whether a stored dtype code names a c10::ScalarType.
+bool ValidDtype(int32_t dtype);
+
 }  // namespace torch_neuron::neff

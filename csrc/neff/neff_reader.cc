@@ -26,10 +26,6 @@ uint64_t GetLittleEndian(const unsigned char* p, int bytes) {
   return v;
 }
 
-bool ValidDtype(int32_t dtype) {
-  return dtype >= 0 && dtype < static_cast<int32_t>(c10::ScalarType::Undefined);
-}
-
 class ProgramBuilder {
  public:
   explicit ProgramBuilder(const proto::Program& p) : p_(p) {}
