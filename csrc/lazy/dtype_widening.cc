@@ -1,0 +1,50 @@
+// Ops whose CPU kernels lack dtypes an accelerator's kernels take.
+//
+// Libraries choose dtypes by device type: transformers' mixture-of-experts
+// routing counts tokens per expert with torch.histc on int32 on every device
+// but the CPU and MPS, because CUDA's histc takes integers and the CPU's does
+// not. The emulated device runs ATen's CPU kernels, so such an op would fail
+// when its graph ran. Each op here traces as itself on a wider dtype the CPU
+// kernel takes, with its result converted back: what CUDA computes, for
+// inputs where the wider dtype is exact.
+#include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_to_copy.h>
+#include <torch/library.h>
+
+#include "lazy/tracer.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+// `self` converted to `dtype` as a traced op. The kernels run below
+// functionalization, where results stay unwrapped (the _to_copy kernel wraps
+// its result for the callers above it).
+at::Tensor ConvertBelowFunctionalization(const at::Tensor& self, c10::ScalarType dtype) {
+  at::Tensor converted = at::_to_copy(self, dtype);
+  return at::functionalization::impl::isFunctionalTensor(converted)
+             ? at::functionalization::impl::from_functional_tensor(converted)
+             : converted;
+}
+
+// histc(self, bins, min, max) of an integral (or bool) tensor: binned in float64,
+// exact for integers below 2**53, counted in self's dtype as CUDA returns them.
+void HistcOfIntegers(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - op.schema().arguments().size();
+  const at::Tensor self = (*stack)[base].toTensor();
+  if (!c10::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
+    TraceOp(op, stack);
+    return;
+  }
+  (*stack)[base] = ConvertBelowFunctionalization(self, at::kDouble);
+  TraceOp(op, stack);
+  at::Tensor counts = torch::jit::pop(*stack).toTensor();
+  torch::jit::push(*stack, ConvertBelowFunctionalization(counts, self.scalar_type()));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("histc", torch::CppFunction::makeFromBoxedFunction<&HistcOfIntegers>());
+}
+
+}  // namespace
+}  // namespace torch_neuron::lazy
