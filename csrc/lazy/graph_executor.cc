@@ -281,7 +281,7 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     // Only compiles ask where the sync came from: walking Python frames costs
     // far less than a compile, and nothing on a cached sync.
     const std::string warning =
-        GraphGrowthWatch::Global().NoteCompile(CurrentSourceLocation(), static_cast<int64_t>(g.size()));
+        GraphGrowthWatch::Global().NoteCompile(CurrentSourceLocation(), g);
     if (!warning.empty()) TORCH_WARN(warning);
   }
   if (record != nullptr) {

@@ -4,9 +4,11 @@
 // mark_step syncs only what it reads: the rest of the step (the optimizer's
 // updates) stays pending, and the next read compiles a graph that carries every
 // earlier step along, larger and slower each time, recompiled every step. A
-// partial sync that compiles a larger graph than the last one compiled at the
-// same user line, several times in a row, is that pattern; the warning names
-// the line and the fix, as torch_xla's debug mode does.
+// partial sync that compiles a graph holding most ops of the last graph
+// compiled at the same user line, and more, several times in a row, is that
+// pattern (graphs that merely grow, such as one op on ever larger inputs, are
+// not: their nodes differ); the warning names the line and the fix, as
+// torch_xla's debug mode does.
 //
 // Thread-safe.
 #pragma once
@@ -16,6 +18,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "ir/graph.h"
 #include "absl/synchronization/mutex.h"
 
 namespace torch_neuron::lazy {
@@ -27,12 +31,13 @@ class GraphGrowthWatch {
 
   static GraphGrowthWatch& Global();
 
-  // A partial sync at `place` compiled a graph of `nodes` nodes. Returns the
-  // warning's text the first time a place reaches the streak, "" otherwise.
-  std::string NoteCompile(const std::string& place, int64_t nodes);
+  // A partial sync at `place` compiled `graph`. Returns the warning's text the
+  // first time a place reaches the streak, "" otherwise.
+  std::string NoteCompile(const std::string& place, const ir::CanonicalGraph& graph);
 
  private:
   struct History {
+    absl::flat_hash_set<ir::hash_t> last_ops;  // hashes of the last graph's op nodes
     int64_t last_nodes = 0;
     int streak = 0;  // growing compiles in a row
     std::string sizes;

@@ -53,6 +53,22 @@ def test_a_loop_with_mark_step_is_not_warned():
     assert int(compiles) <= 3  # compiled once, then served from the cache
 
 
+def test_graphs_that_grow_without_carrying_work_along_are_not_warned():
+    # One op on ever larger inputs, read each time (what a test harness does):
+    # the graphs grow, but share no ops, so nothing piles up.
+    code = textwrap.dedent("""
+        import warnings, torch, torch_neuron
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for n in range(2, 14):
+                torch.diff(torch.ones(n, device="neuron"), n=n // 2).cpu()
+        print(sum("has grown" in str(w.message) for w in seen))
+    """)
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+
+
 def test_a_misspelled_variable_names_the_setting_meant():
     assert torch_neuron.config.unknown_variables(
         {"TORCH_NEURON_OPTLEVEL": "0", "TORCH_NEURON_FALLBACK": "0", "TORCH_NEURON_TEST_ALL": "1",
