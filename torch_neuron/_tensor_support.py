@@ -54,7 +54,8 @@ def _neuron_str_intern(inp, *, tensor_contents=None):
     else:
         if not _tensor_str.PRINT_OPTS.edgeitems:
             suffixes.append("size=" + str(tuple(host.shape)))
-        if host.dtype not in (default_dtype, torch.int64, torch.bool):
+        default_complex = torch.cdouble if default_dtype == torch.double else torch.cfloat
+        if host.dtype not in (default_dtype, default_complex, torch.int64, torch.bool):
             suffixes.append("dtype=" + str(host.dtype))
         data = _tensor_str._tensor_str(host, indent)
     if tensor_contents is not None:

@@ -65,7 +65,8 @@ absl::StatusOr<std::shared_ptr<DeviceData>> DeviceData::FromHost(int device,
                                                                  const at::Tensor& host) {
   auto start = std::chrono::steady_clock::now();
   auto data = std::make_shared<DeviceData>(device, host.scalar_type(), host.sizes().vec());
-  at::Tensor contiguous = host.contiguous();
+  // Bytes are copied: a conjugated or negated view's must be resolved first.
+  at::Tensor contiguous = host.resolve_conj().resolve_neg().contiguous();
   absl::MutexLock lock(&data->mu_);
   absl::Status status = data->AllocateLocked();
   if (!status.ok()) return status;
@@ -102,7 +103,7 @@ void DeviceData::Fulfill(const at::Tensor& result) {
   if (AdoptLocked(result)) return;
   status_ = AllocateLocked();
   if (status_.ok() && nbytes() > 0) {
-    at::Tensor contiguous = result.contiguous();
+    at::Tensor contiguous = result.resolve_conj().resolve_neg().contiguous();
     std::memcpy(buffer_.get(), contiguous.data_ptr(), nbytes());
   }
   ready_ = true;
@@ -113,7 +114,7 @@ void DeviceData::FulfillInto(c10::DataPtr donated, const at::Tensor& result) {
   if (ready_) return;
   buffer_ = std::move(donated);
   if (nbytes() > 0 && result.data_ptr() != buffer_.get()) {  // not already written there
-    at::Tensor contiguous = result.contiguous();
+    at::Tensor contiguous = result.resolve_conj().resolve_neg().contiguous();
     std::memcpy(buffer_.get(), contiguous.data_ptr(), nbytes());
   }
   ready_ = true;

@@ -16,6 +16,8 @@ bool IsSupportedDtype(c10::ScalarType dtype) {
     case c10::ScalarType::Int:
     case c10::ScalarType::Long:
     case c10::ScalarType::Bool:
+    case c10::ScalarType::ComplexFloat:
+    case c10::ScalarType::ComplexDouble:
       return true;
     default:
       return false;
@@ -25,8 +27,8 @@ bool IsSupportedDtype(c10::ScalarType dtype) {
 void CheckSupportedDtype(c10::ScalarType dtype) {
   TORCH_CHECK_TYPE(IsSupportedDtype(dtype), "neuron devices do not support dtype ",
                    c10::toString(dtype),
-                   "; supported: float32, float64, float16, bfloat16, uint8, int8, int16, "
-                   "int32, int64, bool");
+                   "; supported: float32, float64, float16, bfloat16, complex64, complex128, "
+                   "uint8, int8, int16, int32, int64, bool");
 }
 
 }  // namespace torch_neuron::runtime

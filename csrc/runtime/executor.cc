@@ -269,7 +269,10 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
           "neuron execution produced output ", i, " with sizes ", c10::str(t.sizes()),
           ", expected ", c10::str(c10::IntArrayRef(program.output_sizes[i]))));
     }
-    t = t.contiguous();
+    // ATen's lazily conjugated and negated views (conj(), mH, a kernel that
+    // writes into result.mH(): lu_solve with left=False) keep their bytes and a
+    // bit that says how to read them; an output's bytes must be its values.
+    t = t.resolve_conj().resolve_neg().contiguous();
     // An output that is (a view of) an input buffer gets memory of its own: the
     // caller may reuse input buffers for outputs (donation). A kernel's output
     // written into a donated buffer stays there: the caller takes that buffer.

@@ -117,7 +117,9 @@ struct KernelCall {
   // Records input i's data: made contiguous, unless the kernel reads it
   // through its strides.
   void AddInput(size_t i, bool strided = false) {
-    contiguous.push_back(strided ? inputs[i] : inputs[i].contiguous());
+    // A negated view (ATen's neg bit) holds its input's bytes: read values.
+    const at::Tensor& input = inputs[i].is_neg() ? inputs[i].resolve_neg() : inputs[i];
+    contiguous.push_back(strided ? input : input.contiguous());
     in.push_back(contiguous.back().const_data_ptr());
   }
   // Runs the kernel over [begin, end).

@@ -36,6 +36,7 @@ DTYPES = {
     "bfloat16": torch.bfloat16,
     "int64": torch.int64,
     "bool": torch.bool,
+    "complex64": torch.complex64,
 }
 KINDS = ("forward", "backward", "inplace", "noncontig")
 
@@ -45,6 +46,7 @@ KINDS = ("forward", "backward", "inplace", "noncontig")
 TOLERANCES = {
     torch.float32: dict(rtol=1e-4, atol=1e-5),
     torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+    torch.complex64: dict(rtol=1e-4, atol=1e-5),
 }
 
 # Ops whose results are uninitialized memory: only shape and dtype can be compared
@@ -139,7 +141,12 @@ def assert_same(actual, expected, dtype, uninitialized=False):
         assert [(t.shape, t.dtype) for t in a] == [(t.shape, t.dtype) for t in e], \
             "uninitialized result has other shapes or dtypes than the CPU's"
         return
-    tol = TOLERANCES.get(dtype, dict(rtol=0, atol=0))
+    tol = TOLERANCES.get(dtype)
+    if tol is None:
+        # Integer and bool inputs compare exactly, unless the op computes floats
+        # from them (sqrt, FFTs): those results take float32's tolerance.
+        floats = any(t.is_floating_point() or t.is_complex() for t in tree_tensors(expected))
+        tol = TOLERANCES[torch.float32] if floats else dict(rtol=0, atol=0)
     torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False,
                                check_stride=False, check_layout=False, **tol)
 
@@ -299,7 +306,7 @@ def run_check(op, dtype_name: str, kind: str) -> Result:
 def checks_for(op) -> list:
     """The (dtype, kind) pairs the sweep runs for one op."""
     pairs = [("float32", k) for k in KINDS]
-    pairs += [(d, "forward") for d in ("bfloat16", "int64", "bool")]
+    pairs += [(d, "forward") for d in ("bfloat16", "int64", "bool", "complex64")]
     return pairs
 
 

@@ -20,8 +20,8 @@ DOC = os.path.join(HERE, "..", "..", "docs", "CONFORMANCE.md")
 
 COLUMNS = [("float32", "forward"), ("float32", "backward"), ("float32", "inplace"),
            ("float32", "noncontig"), ("bfloat16", "forward"), ("int64", "forward"),
-           ("bool", "forward")]
-HEADINGS = ["f32", "f32 grad", "f32 in-place", "f32 non-contig", "bf16", "i64", "bool"]
+           ("bool", "forward"), ("complex64", "forward")]
+HEADINGS = ["f32", "f32 grad", "f32 in-place", "f32 non-contig", "bf16", "i64", "bool", "c64"]
 MARK = {"pass": "✓", "fail": "✗", "xfail": "x", "skip": "·"}
 
 
@@ -93,10 +93,11 @@ def render(data) -> str:
         "OpInfo sample inputs (the first 6 per check), built on `neuron` as PyTorch's",
         "device tests build them and copied to the CPU for the reference, and the",
         "results are compared (`torch.testing.assert_close`,",
-        "float32 rtol 1e-4 / atol 1e-5, bfloat16 rtol 1.6e-2 / atol 1e-2, integers and",
-        "bools exact, NaNs equal; ops returning uninitialized memory (`empty*`) compare",
+        "float32 and complex64 rtol 1e-4 / atol 1e-5, bfloat16 rtol 1.6e-2 / atol 1e-2,",
+        "integers and bools exact (float results of integer inputs, as FFTs give, with",
+        "float32's tolerance), NaNs equal; ops returning uninitialized memory (`empty*`) compare",
         "shapes and dtypes only). Random ops compare exactly: the device generator is",
-        "seeded like the CPU's. Checks: forward in float32, bfloat16, int64 and bool",
+        "seeded like the CPU's. Checks: forward in float32, bfloat16, int64, bool and complex64",
         "where the CPU supports the dtype; gradients of every differentiable input",
         "(float32); the in-place variant; the op on non-contiguous device views.",
         "",

@@ -12,14 +12,14 @@ from child_process import start_python
 
 # ------------------------------------------------------------ unsupported dtypes
 
-UNSUPPORTED = [torch.complex64, torch.complex128, torch.float8_e4m3fn, torch.float8_e5m2]
+UNSUPPORTED = [torch.complex32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """The name the error uses: c10's (ComplexFloat, Float8_e4m3fn, QInt8)."""
+    """The name the error uses: c10's (ComplexHalf, Float8_e4m3fn, QInt8)."""
     return {
-        torch.complex64: "ComplexFloat",
-        torch.complex128: "ComplexDouble",
+        torch.complex32: "ComplexHalf",
+        torch.uint64: "UInt64",
         torch.float8_e4m3fn: "Float8_e4m3fn",
         torch.float8_e5m2: "Float8_e5m2",
         torch.qint8: "QInt8",
@@ -40,7 +40,7 @@ def test_factory_of_unsupported_dtype_raises_type_error_naming_it(dtype):
 @pytest.mark.parametrize(
     "make_cpu",
     [
-        pytest.param(lambda: torch.ones(2, dtype=torch.complex64), id="complex64"),
+        pytest.param(lambda: torch.ones(2, dtype=torch.complex32), id="complex32"),
         pytest.param(lambda: torch.ones(2).to(torch.float8_e5m2), id="float8_e5m2"),
         pytest.param(
             lambda: torch._make_per_tensor_quantized_tensor(
@@ -58,8 +58,8 @@ def test_moving_an_unsupported_dtype_to_neuron_raises_type_error_naming_it(make_
 
 
 def test_converting_a_neuron_tensor_to_an_unsupported_dtype_raises_type_error():
-    with pytest.raises(TypeError, match="do not support dtype ComplexFloat"):
-        torch.ones(2, device="neuron").to(torch.complex64)
+    with pytest.raises(TypeError, match="do not support dtype ComplexHalf"):
+        torch.ones(2, device="neuron").to(torch.complex32)
 
 
 def test_pinned_neuron_tensor_is_rejected():
@@ -120,12 +120,17 @@ def test_set_rng_state_rejects_a_malformed_state_as_the_cpu_does(state, error, m
 
 # ------------------------------------------------- settings from the environment
 
+# With autoloading, `import torch` loads torch_neuron and reports its failure
+# as PyTorch does: "Failed to load the backend extension: neuron", caused by
+# the ValueError naming the variable.
 READ_BACK = """
 import json, sys
 try:
     import torch, torch_neuron
-except ValueError as e:
-    print(json.dumps({"ValueError": str(e)}))
+except (ValueError, RuntimeError) as e:
+    cause = e if isinstance(e, ValueError) else e.__cause__
+    print(json.dumps({type(cause).__name__: str(cause),
+                      "through": "autoload" if isinstance(e, RuntimeError) else "import"}))
     sys.exit(0)
 result = {
     "config": torch_neuron.config.current(),
@@ -180,6 +185,8 @@ def children():
     (each one imports torch, which takes a second or so)."""
     procs = {("read_back", name, value): start_python(READ_BACK, {name: value})
              for name, value in MALFORMED}
+    procs["no_autoload"] = start_python(
+        READ_BACK, {"TORCH_NEURON_MODE": "fast", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     procs["valid"] = start_python(READ_BACK, VALID)
     procs["defaults"] = start_python(READ_BACK, {})
     procs["first_use_under_override"] = start_python(FIRST_USE_UNDER_OVERRIDE, {})
@@ -194,7 +201,13 @@ def children():
 @pytest.mark.parametrize("name, value", MALFORMED.keys(), ids=[f"{n}={v}" for n, v in MALFORMED])
 def test_malformed_environment_value_makes_import_raise_value_error(children, name, value):
     expected = f"{name}='{value}' is not valid: {MALFORMED[(name, value)]}"
-    assert children[("read_back", name, value)] == {"ValueError": expected}
+    assert children[("read_back", name, value)] == {"ValueError": expected, "through": "autoload"}
+
+
+def test_without_autoload_importing_torch_neuron_raises_the_value_error(children):
+    assert children["no_autoload"] == {
+        "ValueError": "TORCH_NEURON_MODE='fast' is not valid: expected 'lazy' or 'eager'.",
+        "through": "import"}
 
 
 def test_valid_environment_values_are_applied(children):
