@@ -10,13 +10,13 @@ input builder.
     batch = e.batch(model, seed=0)              # inputs and labels for one step
 
 The heads come from transformers' auto mappings (HEADS). A config is the config
-class's defaults passed through one generic shrinking function (`shrink`, sizes
-in SIZES) plus a small per-model override (OVERRIDES); no hub access. Inputs
+class's defaults passed through one generic shrinking function (`shrink`: the
+size keys and _SIZES) plus a small per-model override (OVERRIDES); no hub access. Inputs
 come from one builder per head, with per-model hooks for the few that need more.
 
 An entry that cannot be built or trained even on the CPU is "config-broken": it
-stays in the catalog, marked in CONFIG_BROKEN with the CPU error (refresh with
-`python tests/zoo/run_model.py --cpu-check --write-broken`).
+stays in the catalog, marked with the CPU error from config_broken.json (refresh
+it with `python tests/zoo/run_model.py --cpu-check --write-broken`).
 """
 
 from __future__ import annotations
@@ -180,6 +180,10 @@ def shrink(d: Dict[str, Any], vocab: int = VOCAB) -> Dict[str, Any]:
                     or k.endswith("drop_rate") or "jitter" in k:
                 d[k] = 0.0
             continue
+        if isinstance(v, list) and v and all(isinstance(x, float) for x in v) and (
+                "drop" in k or k.endswith("_prob")):
+            d[k] = [0.0] * len(v)   # per-stage dropout rates (cvt)
+            continue
         if not _is_int(v):
             continue
         if k in _HIDDEN_KEYS:
@@ -205,6 +209,18 @@ def shrink(d: Dict[str, Any], vocab: int = VOCAB) -> Dict[str, Any]:
             d[k] = IMAGE
         elif k == "patch_size":
             d[k] = min(v, 8)
+    for k, v in list(d.items()):  # per-layer sizes given as lists (gemma3n's intermediate_size)
+        if isinstance(v, list) and v and all(_is_int(x) for x in v) and d.get("model_type") not in _KEEP_STAGES:
+            if k in _FFN_KEYS:
+                d[k] = [min(x, FFN) for x in v]
+            elif k in _HIDDEN_KEYS:
+                d[k] = [min(x, HIDDEN) for x in v]
+    if isinstance(d.get("per_layer_config"), dict):
+        d["per_layer_config"] = {k: v for k, v in d["per_layer_config"].items() if int(k) < n_layers}
+    _fill_missing(d)
+    _shrink_stages(d)
+    for k in ("stage_names", "out_features", "out_indices"):
+        d.pop(k, None)   # recomputed from the (fewer) stages
     for k in ("eos_token_id", "bos_token_id", "pad_token_id"):
         if isinstance(d.get(k), list):
             d[k] = [t if t < vocab else _TOKEN_ID_FIXED[k] for t in d[k]]
@@ -214,7 +230,72 @@ def shrink(d: Dict[str, Any], vocab: int = VOCAB) -> Dict[str, Any]:
         d["patch_size"] = [min(p, 8) for p in d["patch_size"]]
     if "use_cache" in d:
         d["use_cache"] = False
+    if _is_int(d.get("encoder_stride")) and _is_int(d.get("patch_size")):
+        d["encoder_stride"] = d["patch_size"]   # masked image modeling reconstructs patch by patch
+    if d.get("is_encoder_decoder") and d.get("decoder_start_token_id") is None:
+        d["decoder_start_token_id"] = d.get("pad_token_id") or 0
     return d
+
+
+_FILL_IF_NONE = {  # fields a default config leaves None that the model needs
+    "head_dim": HEAD_DIM, "num_key_value_heads": HEADS_N, "vocab_size": VOCAB,
+    "num_experts_per_tok": 2, "n_routed_experts": 4, "n_shared_experts": 1, "n_group": 1,
+    "topk_group": 1, "num_experts_per_token": 2, "num_expert_group": 1, "moe_top_k": 2,
+}
+
+
+def _fill_missing(d: Dict[str, Any]) -> None:
+    has_heads = any(_is_int(d.get(k)) for k in _HEAD_KEYS)
+    for k, v in _FILL_IF_NONE.items():
+        if k in d and d[k] is None:
+            if k in ("head_dim", "num_key_value_heads") and not has_heads:
+                continue
+            d[k] = v
+    if _is_int(d.get("qk_rope_head_dim")) and _is_int(d.get("head_dim")):
+        d["head_dim"] = d["qk_rope_head_dim"]   # multi-head latent attention rotates only the rope part
+    for k in ("rotary_dim", "rotary_emb_base_dim"):
+        if _is_int(d.get(k)):
+            d[k] = min(d[k], HEAD_DIM // 2)
+    for k in ("decoder_vocab_size", "src_vocab_size", "tgt_vocab_size", "target_vocab_size",
+              "text_vocab_size", "audio_vocab_size", "embedding_dim"):
+        if _is_int(d.get(k)):
+            d[k] = min(d[k], VOCAB if "vocab" in k else HIDDEN)
+
+
+# Stage lists these models index in ways the generic cut breaks; their defaults are small enough.
+_KEEP_STAGES = {"hgnet_v2", "textnet", "cvt", "pp_lcnet", "hiera", "pvt"}
+_STAGE_WIDTH_KEYS = {"hidden_sizes", "embed_dims", "embed_dim", "dims", "out_channels", "stage_out_channels",
+                     "neck_hidden_sizes", "base_attn_unit_dims", "channels", "widths"}
+_STAGE_HEAD_KEYS = {"num_heads", "num_attention_heads", "heads"}
+
+
+def _shrink_stages(d: Dict[str, Any]) -> None:
+    """Convolutional / hierarchical vision models: the first 2 stages, 1 block each,
+    widths 16 and 32, heads 1 and 2; every per-stage list cut to match."""
+    key = next((k for k in ("depths", "depth", "hidden_sizes") if isinstance(d.get(k), (list, tuple))), None)
+    if key is None or d.get("model_type") in _KEEP_STAGES:
+        return
+    n_before = len(d[key])
+    n = min(n_before, 2)
+    for k, v in list(d.items()):
+        if isinstance(v, (list, tuple)) and len(v) == n_before and k not in ("image_size", "patch_size"):
+            d[k] = list(v[:n])
+    for k in ("depths", "depth"):
+        if isinstance(d.get(k), list):
+            d[k] = [1] * n
+    for k in _STAGE_WIDTH_KEYS:
+        if isinstance(d.get(k), list) and len(d[k]) == n and all(_is_int(x) for x in d[k]):
+            d[k] = [16 * 2 ** i for i in range(n)]
+    for k in _STAGE_HEAD_KEYS:
+        if isinstance(d.get(k), list) and len(d[k]) == n and all(_is_int(x) for x in d[k]):
+            d[k] = [min(x, 2 ** i) for i, x in enumerate(d[k])]
+    for k in ("num_stages", "num_encoder_blocks"):
+        if _is_int(d.get(k)) and d[k] == n_before:
+            d[k] = n
+    if _is_int(d.get("embed_dim")):
+        d["embed_dim"] = 16
+    if isinstance(d.get("hidden_sizes"), list) and _is_int(d.get("embedding_size")):
+        d["embedding_size"] = 16
 
 
 def deep_update(base: Dict[str, Any], over: Dict[str, Any]) -> Dict[str, Any]:
@@ -242,15 +323,99 @@ OVERRIDES: Dict[str, Dict[str, Any]] = {
     "unispeech-sat": _W2V_AUDIO, "data2vec-audio": dict(_W2V_AUDIO, conv_pos_kernel_size=5),
     "wav2vec2-conformer": _W2V_AUDIO, "sew": dict(_W2V_AUDIO, squeeze_factor=2),
     "sew-d": dict(_W2V_AUDIO, squeeze_factor=2, max_position_embeddings=32, position_buckets=16),
+    "whisper": dict(max_source_positions=MEL_FRAMES // 2),
+    "ministral": dict(layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2),
+    "cohere_compass_text": dict(rope_parameters={"__replace__": True, "full_attention":
+                                                 {"rope_type": "default", "rope_theta": 10000.0}}),
+    "cohere_compass": dict(text_config=dict(rope_parameters={"__replace__": True, "full_attention":
+                                                             {"rope_type": "default", "rope_theta": 10000.0}})),
+    "dbrx": dict(d_model=HIDDEN, n_heads=HEADS_N, attn_config=dict(kv_n_heads=2, rope_theta=10000.0),
+                 ffn_config=dict(hidden_size=HIDDEN, ffn_hidden_size=FFN, moe_num_experts=4, moe_top_k=2)),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
+    "lfm2": dict(layer_types=["conv", "full_attention"]),
+    "xmod": dict(default_language="en_XX"),
+    "mamba2": dict(num_heads=8, head_dim=8, n_groups=1, state_size=8),
+    "falcon_h1": dict(mamba_d_ssm=64, mamba_n_heads=8, mamba_d_head=8, mamba_n_groups=1, mamba_d_state=8),
+    "granitemoehybrid": dict(mamba_n_heads=8, mamba_d_head=8, mamba_n_groups=1, mamba_d_state=8,
+                             layer_types=["mamba", "attention"]),
+    "nemotron_h": dict(mamba_num_heads=8, mamba_head_dim=8, n_groups=1, ssm_state_size=8,
+                       layers_block_type=["mamba", "moe", "attention", "mlp"], num_hidden_layers=4),
+    "bamba": dict(mamba_n_heads=8, mamba_d_head=8, mamba_n_groups=1, mamba_d_state=8),
+    "dory": dict(num_hidden_layers=4, n_input_layers=1, n_recurrent_layers=2, n_output_layers=1,
+                 n_recurrent_loops=2, layer_types=["sliding_attention", "mlp", "full_attention", "mlp"]),
+    "reformer": dict(attention_head_size=8, axial_pos_shape=[4, 4], axial_pos_embds_dim=[16, 16],
+                     local_attn_chunk_length=4, lsh_attn_chunk_length=4, num_buckets=2, hash_seed=0,
+                     attn_layers=["local", "lsh"], feed_forward_size=FFN),
+    "reformer/causal_lm": dict(is_decoder=True),
+    "layoutlmv3": dict(coordinate_size=4, shape_size=8, input_size=IMAGE, patch_size=8, rel_pos_bins=8,
+                       max_rel_pos=16, rel_2d_pos_bins=8, max_rel_2d_pos=16),
+    "lilt": dict(channel_shrink_ratio=4),
+    "zamba": dict(num_hidden_layers=3, attn_layer_period=3, attn_layer_offset=1, attention_head_dim=16,
+                  attention_hidden_size=2 * HIDDEN, n_mamba_heads=2,
+                  layers_block_type=["mamba", "hybrid", "mamba"]),
+    "zamba2": dict(num_hidden_layers=3, layers_block_type=["mamba", "hybrid", "mamba"], hybrid_layer_ids=[1],
+                   mamba_headdim=8, n_mamba_heads=8, attention_head_dim=16, attention_hidden_size=2 * HIDDEN,
+                   kv_channels=8, num_query_groups=4, adapter_rank=8),
+    "bailing_hybrid": dict(num_expert_group=1, topk_group=1, num_experts=4, num_experts_per_token=2,
+                           first_k_dense_replace=1, linear_head_dim=8, linear_num_heads=4, layer_group_size=2,
+                           layer_types=["linear_attention", "full_attention"], mlp_layer_types=["dense", "sparse"]),
+    "kimi_linear": dict(num_experts=4, num_experts_per_token=2, num_expert_group=1, topk_group=1),
+    "deepseek_v2": dict(n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1),
+    "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
+    "hunyuan_v1_dense": dict(head_dim=HEAD_DIM),
+    "hunyuan_v1_moe": dict(head_dim=HEAD_DIM),
+    "nemotron": dict(num_key_value_heads=2),
+    "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=3, position_embedding_type="rotary"),
+    "levit": dict(hidden_sizes=[16, 32], num_attention_heads=[1, 2], depths=[1, 1], key_dim=[8, 8],
+                  mlp_ratio=[2, 2], attention_ratio=[2, 2], patch_size=16,
+                  down_ops=[["Subsample", 8, 1, 4, 2, 2]]),
+    "mobilevitv2": dict(n_attn_blocks=[1, 1, 1], base_attn_unit_dims=[16, 24, 32], width_multiplier=0.25,
+                        image_size=64),
+    "mobilevit": dict(hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32], image_size=64),
+    "siglip2": dict(vision_config=dict(num_patches=16)),
+    "musicgen": dict(decoder=dict(dropout=0.0)),
     "wav2vec2-bert": dict(_W2V_AUDIO, feature_projection_input_dim=16, conv_depthwise_kernel_size=3),
+    "swin": dict(window_size=4, encoder_stride=8),
+    "bit": dict(num_groups=8),
+    "deepseek_v4": dict(head_dim=32, qk_rope_head_dim=4),
+    "swinv2": dict(window_size=4, encoder_stride=8),
+    "donut-swin": dict(window_size=4),
+    "focalnet": dict(encoder_stride=8),
+    "gemma3n_text": dict(num_kv_shared_layers=0),
+    "dbrx/causal_lm": dict(attn_config=dict(clip_qkv=8.0)),
+    "audio-spectrogram-transformer": dict(max_length=MEL_FRAMES, num_mel_bins=16, frequency_stride=4,
+                                          time_stride=4, patch_size=8),
+    "lxmert": dict(visual_feat_dim=16, visual_pos_dim=4, num_qa_labels=NUM_LABELS, l_layers=1, x_layers=1,
+                   r_layers=1, num_object_labels=8, num_attr_labels=8),
+    "perceiver": dict(d_latents=HIDDEN, num_latents=16, num_blocks=1, num_self_attends_per_block=1,
+                      num_self_attention_heads=2, num_cross_attention_heads=1, d_model=HIDDEN,
+                      max_position_embeddings=SEQ, image_size=16),
+    "qwen2_vl": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "qwen2_5_vl": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "paddleocr_vl": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "glm4v": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "glm46v": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "glmga": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "glm_ocr": dict(text_config=dict(rope_parameters=dict(mrope_section=[2, 1, 1]))),
+    "glm4v_moe": dict(text_config=dict(rope_parameters=dict(mrope_section=[1, 0, 0]))),
 }
 
 # Entries run with custom input hooks: name or model type -> callable(entry, model, batch, g)
 # that edits the batch built for the head.
 BATCH_HOOKS: Dict[str, Callable] = {}
 
-# Entries that fail on the CPU with their tiny config: name -> the CPU error.
-CONFIG_BROKEN: Dict[str, str] = {}
+
+
+def load_config_broken() -> Dict[str, str]:
+    """Entries that fail on the CPU with their tiny config: name -> the CPU error
+    (config_broken.json, written by `run_model.py --cpu-check --write-broken`)."""
+    import json
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config_broken.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
 # ---------------------------------------------------------------------------
@@ -275,6 +440,12 @@ class Entry:
         if self.head in ("seq_cls", "token_cls", "image_cls", "audio_cls", "audio_frame_cls",
                          "audio_xvector"):
             d["num_labels"] = NUM_LABELS
+        if self.head == "seq_cls":   # decoders pool the last non-pad token
+            for sub in [d] + [v for k, v in d.items() if k == "text_config" and isinstance(v, dict)]:
+                if sub.get("pad_token_id") is None:
+                    sub["pad_token_id"] = 0
+        if self.head in ("seq2seq_lm", "speech_seq2seq") and d.get("pad_token_id") is None:
+            d["pad_token_id"] = 0   # shift_tokens_right pads the decoder inputs with it
         return d
 
     def config(self):
@@ -297,8 +468,17 @@ class Entry:
     def build(self, seed: int = 0):
         """The model with random weights from `seed`, on the CPU, in training mode."""
         config = self.config()
+        cls = self.model_class()
+        wanted = getattr(cls, "config_class", None)
+        if wanted is not None and not isinstance(config, wanted):
+            # a head class over one part of a composite config (Llama4ForCausalLM: the text config)
+            for key in sorted(getattr(config, "sub_configs", {}) or {}):
+                sub = getattr(config, key, None)
+                if isinstance(sub, wanted):
+                    config = sub
+                    break
         torch.manual_seed(seed)
-        model = self.model_class()(config)
+        model = cls(config)
         model.train()
         return model
 
@@ -313,10 +493,12 @@ def _class_name(v) -> str:
     return v[0] if isinstance(v, (tuple, list)) else v
 
 
-def entries() -> List[Entry]:
-    """Every (architecture, head) entry, sorted by name."""
+def entries(include_broken: bool = True) -> List[Entry]:
+    """Every (architecture, head) entry, sorted by name; config-broken ones marked
+    (or left out with include_broken=False)."""
     from transformers.models.auto import modeling_auto
 
+    broken = load_config_broken()
     found: Dict[str, Entry] = {}
     classes_seen = set()
     for head in HEAD_PRECEDENCE:
@@ -326,9 +508,123 @@ def entries() -> List[Entry]:
                 continue
             classes_seen.add((model_type, cls))
             name = f"{model_type}/{head}"
-            found[name] = Entry(name, model_type, head, cls, CONFIG_BROKEN.get(name))
-    return [found[k] for k in sorted(found)]
+            found[name] = Entry(name, model_type, head, cls, broken.get(name))
+    return [found[k] for k in sorted(found) if include_broken or found[k].broken is None]
 
 
-def by_name() -> Dict[str, Entry]:
-    return {e.name: e for e in entries()}
+def by_name(include_broken: bool = True) -> Dict[str, Entry]:
+    return {e.name: e for e in entries(include_broken)}
+
+
+# ---------------------------------------------------------------------------
+# Batch hooks: the few models whose inputs the head builders cannot guess.
+
+def _decoder_inputs(entry, model, b, g):
+    """Models that do not derive decoder inputs from the labels."""
+    start = model.config.decoder_start_token_id
+    start = 0 if start is None else start
+    labels = b["labels"]
+    b["decoder_input_ids"] = torch.cat([torch.full_like(labels[:, :1], start), labels[:, :-1]], dim=1)
+    return b
+
+
+def _global_attention(entry, model, b, g):
+    gm = torch.zeros_like(b["input_ids"])
+    gm[:, 0] = 1
+    b["global_attention_mask"] = gm
+    return b
+
+
+def _bbox(entry, model, b, g):
+    n, s = b["input_ids"].shape
+    xy = torch.randint(0, 60, (n, s, 2), generator=g)
+    wh = torch.randint(1, 60, (n, s, 2), generator=g)
+    box = torch.cat([xy, xy + wh], dim=-1)
+    if entry.model_type == "bros":
+        box = box.float() / 128
+        box = torch.cat([box[..., :2], box[..., 2:3], box[..., 1:2], box[..., 2:], box[..., 0:1], box[..., 3:]], -1)
+    b["bbox"] = box
+    return b
+
+
+def _lxmert(entry, model, b, g):
+    n = b["input_ids"].shape[0]
+    b["visual_feats"] = torch.randn(n, 4, model.config.visual_feat_dim, generator=g)
+    b["visual_pos"] = torch.rand(n, 4, model.config.visual_pos_dim, generator=g)
+    b["labels"] = torch.randint(0, NUM_LABELS, (n,), generator=g)
+    b.pop("start_positions", None)
+    b.pop("end_positions", None)
+    return b
+
+
+def _siglip2(entry, model, b, g):
+    n = b["pixel_values"].shape[0]
+    p = model.config.vision_config.patch_size
+    side = IMAGE // p
+    b["pixel_values"] = torch.randn(n, side * side, 3 * p * p, generator=g)
+    b["pixel_attention_mask"] = torch.ones(n, side * side, dtype=torch.long)
+    b["spatial_shapes"] = torch.tensor([[side, side]] * n)
+    return b
+
+
+def _musicgen(entry, model, b, g):
+    dec = getattr(model.config, "decoder", model.config)
+    k = dec.num_codebooks
+    n, s = b["input_ids"].shape
+    ids = torch.randint(8, 100, (n * k, s), generator=g)
+    b = {"input_ids": ids, "labels": ids.view(n, k, s).transpose(1, 2).contiguous()}
+    return b
+
+
+BATCH_HOOKS.update({
+    "fsmt": _decoder_inputs, "pop2piano": _decoder_inputs,
+    "longformer/qa": _global_attention, "led": _global_attention,
+    "bros": _bbox, "layoutlm": _bbox, "layoutlmv3": _bbox, "lilt": _bbox,
+    "lxmert": _lxmert, "siglip2": _siglip2,
+    "musicgen": _musicgen, "musicgen_melody": _musicgen,
+})
+
+
+def _image_text(entry, model, b, g):
+    """A vision-language model fed an image: pixel values, and as many image tokens in
+    the text as the model makes image features (counted by its get_image_features)."""
+    import inputs
+
+    cfg = model.config
+    tok = next((getattr(cfg, k) for k in ("image_token_id", "image_token_index") if getattr(cfg, k, None) is not None),
+               None)
+    if tok is None or not hasattr(model, "get_image_features"):
+        return b
+    pv = inputs.pixel_values(cfg, g)
+    extra = {}
+    import inspect
+
+    if "image_sizes" in inspect.signature(model.get_image_features).parameters:
+        extra["image_sizes"] = torch.tensor([list(pv.shape[-2:])] * pv.shape[0])
+    try:
+        with torch.no_grad():
+            feats = model.get_image_features(pixel_values=pv, **extra)
+    except Exception:  # an image input this builder cannot make: the model runs on text only
+        return b
+    if not isinstance(feats, (torch.Tensor, list, tuple)):
+        feats = feats.pooler_output if getattr(feats, "pooler_output", None) is not None else feats.last_hidden_state
+    parts = list(feats) if isinstance(feats, (list, tuple)) else [feats]
+    hidden = cfg.get_text_config().hidden_size
+    tokens = sum(p.numel() // hidden for p in parts)
+    per_image = tokens // pv.shape[0]
+    ids, mask = inputs.text_ids(cfg, g, seq=per_image + 8)
+    ids[:, 1:1 + per_image] = tok
+    b.update(input_ids=ids, attention_mask=mask, pixel_values=pv, **extra,
+             labels=ids.masked_fill((mask == 0) | (ids == tok), -100))
+    return b
+
+
+BATCH_HOOKS.update({name: _image_text for name in (
+    "llava/multimodal_lm", "paligemma/multimodal_lm", "gemma3/causal_lm", "mistral3/multimodal_lm",
+    "aya_vision/multimodal_lm", "internvl/multimodal_lm", "vipllava/multimodal_lm", "got_ocr2/causal_lm",
+    "idefics3/multimodal_lm", "smolvlm/multimodal_lm", "cohere2_vision/multimodal_lm", "lighton_ocr/multimodal_lm",
+    "llava_onevision/multimodal_lm", "llava_next/multimodal_lm", "janus/multimodal_lm", "deepseek_vl/multimodal_lm",
+    "ovis2/multimodal_lm", "fuyu/causal_lm", "chameleon/multimodal_lm", "perception_lm/multimodal_lm",
+    "aria/multimodal_lm", "idefics2/multimodal_lm", "qianfan_ocr/multimodal_lm", "exaone4_5/multimodal_lm",
+    "minicpmv4_6/multimodal_lm", "granite4_vision/multimodal_lm", "pp_chart2table/multimodal_lm",
+    "florence2/multimodal_lm", "lfm2_vl/multimodal_lm", "video_llava/multimodal_lm")})

@@ -1,0 +1,347 @@
+"""Writes docs/ZOO.md (and docs/zoo/by_trait.png) from a runner.py results JSON.
+
+    python tests/zoo/report.py /tmp/zoo.json                 # -> docs/ZOO.md
+    python tests/zoo/report.py /tmp/zoo.json --out /tmp/ZOO.md --plot /tmp/by_trait.png
+    python tests/zoo/report.py docs/zoo/results.json        # regenerate from the committed results
+
+Sections: totals; pass rate by trait value (table and bar plot); failures grouped
+by cause (exception type and normalized message, or the kind of mismatch), most
+common first, each with its known reason where KNOWN_CAUSES has one; per-model
+results; the config-broken entries with their CPU errors; entries not run.
+The pass rate counts valid entries only (config-broken ones are excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import sys
+from typing import Any, Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+STATUSES = ("pass", "mismatch", "error", "crash", "config-broken")
+VALID = ("pass", "mismatch", "error", "crash")
+DIMENSIONS = ("front_end", "attention", "position", "norm", "mlp", "structure", "head")
+
+# cause pattern (regex on the cause key) -> the written reason. A failure whose cause
+# matches none is listed as "no known reason yet", and fails `runner.py --check`.
+# A mismatch is explained only by a measurement (the float64 run of float64_check)
+# or a named cause, never by its size alone.
+KNOWN_CAUSES: List[Tuple[str, str]] = [
+    (r"histogram_cpu\" not implemented for 'Int'",
+     "Mixture-of-experts: `torch.nn.functional.grouped_mm` -> `aten::_grouped_mm` has no lowering and runs "
+     "on the CPU fallback, whose `histc` on the Int expert ids fails (issue 16)."),
+    (r"do not support dtype Complex",
+     "Complex dtypes: rotary embeddings built with `torch.polar` / `view_as_complex` (deepseek-v2, llama4...) "
+     "and FNet's FFT need complex64 neuron tensors (issue 16)."),
+    (r"Expected reduction dim to be specified for input\.numel\(\) == 0",
+     "`max()` over an empty tensor on neuron where the CPU run has a non-empty one (mobilebert; issue 16)."),
+    (r"^mismatch: rounding-level",
+     "A float64 CPU run of the same steps is as far from the CPU's float32 result as from neuron's (within 4x): "
+     "the tolerance is tighter than this model's own float32 rounding (a large gradient summed over many "
+     "terms); not a wrong result."),
+    (r"did not settle",
+     "Mixture-of-experts with an eager per-expert loop (`expert_mask.nonzero()` and `torch.where(mask)`, so each "
+     "expert's token count is data): the routing changes as the weights train, so the graph shapes change "
+     "and step 3 builds new graphs (dbrx, jetmoe, longcat-flash, switch-transformers, openai-privacy-filter). "
+     "Values match the CPU; only compile counts fail to settle."),
+]
+
+
+def normalize(msg: str) -> str:
+    """A message with the instance details taken out, so one cause groups its models."""
+    m = msg.strip()
+    m = re.sub(r"0x[0-9a-fA-F]+", "0x…", m)
+    m = re.sub(r"\[[-0-9, ]+\]", "[…]", m)
+    m = re.sub(r"\([-0-9, ]+\)", "(…)", m)
+    m = re.sub(r"(?<![A-Za-z0-9_:.])\d+(\.\d+)?(e[-+]?\d+)?(?![A-Za-z0-9_])", "N", m)
+    m = re.sub(r"'[^']{40,}'", "'…'", m)
+    return m[:220]
+
+
+def cause_of(r: Dict[str, Any]) -> str:
+    st = r["status"]
+    if st == "error":
+        e = r.get("error", {})
+        return f"{e.get('type', '?')}: {normalize(e.get('message', ''))}"
+    if st == "crash":
+        how = r.get("crash", {}).get("how", "")
+        return "crash: timed out" if "timed out" in how else f"crash: {normalize(how)}"
+    if st == "config-broken":
+        e = r.get("cpu_error", {})
+        return f"{e.get('type', '?')}: {normalize(e.get('message', ''))}"
+    if st == "mismatch":
+        cmp = r.get("compare", {})
+        if (r.get("float64_check") or {}).get("rounding_level"):
+            return "mismatch: rounding-level (no further from a float64 run than the CPU's float32 is)"
+        if not cmp.get("ok", True):
+            probs = cmp.get("problems") or []
+            if probs:
+                kind = re.sub(r"^(grad|param) \S+: ", r"\1 ", probs[0])
+                return f"mismatch: {kind}"
+            w = cmp.get("worst", {})
+            score = w.get("score", 0)
+            score = float(score) if not isinstance(score, str) else float("inf")
+            tensor = str(w.get("tensor", "?"))
+            kind = tensor.split(" ")[0].split("[")[0]
+            why = w.get("why", "values differ")
+            if why != "values differ":
+                return f"mismatch: {why} in {kind}"
+            size = "marginal (<= 10x tolerance)" if score <= 10 else ("large (> 1000x tolerance)" if score > 1000
+                                                                      else "moderate (10-1000x tolerance)")
+            return f"mismatch: {size}, worst in {kind}"
+        return "mismatch: compiles did not settle"
+    return st
+
+
+def known_reason(cause: str) -> str:
+    """The written reason for a failure cause, or "" (an unexplained failure)."""
+    for pat, why in KNOWN_CAUSES:
+        if re.search(pat, cause):
+            return why
+    return ""
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, str):
+        return x
+    if x == 0:
+        return "0"
+    return f"{x:.2g}"
+
+
+def _graphs_per_step(r) -> str:
+    c = r.get("compiles_per_step")
+    if not c:
+        return ""
+    d = r.get("disk_hits_per_step") or [0] * len(c)
+    return "/".join(str(a + b) for a, b in zip(c, d))
+
+
+def _fallbacks(r, n=3) -> str:
+    fb = r.get("fallback_ops") or {}
+    items = sorted(fb.items(), key=lambda kv: (-kv[1], kv[0]))
+    s = ", ".join(f"`{k}`×{v}" for k, v in items[:n])
+    return s + (f" +{len(items) - n}" if len(items) > n else "")
+
+
+def by_trait(results: Dict[str, Any], traits_of) -> Dict[Tuple[str, str], collections.Counter]:
+    table: Dict[Tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
+    for name, r in results.items():
+        if r["status"] not in VALID:
+            continue
+        t = r.get("traits") or traits_of(name)
+        if not t:
+            continue
+        for dim in DIMENSIONS:
+            for v in t.get(dim, []):
+                table[(dim, v)][r["status"]] += 1
+    return table
+
+
+def plot(table, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(table.items(), key=lambda kv: (DIMENSIONS.index(kv[0][0]), kv[0][1]))
+    labels = [f"{d}={v} ({sum(c.values())})" for (d, v), c in rows]
+    rates = [100.0 * c["pass"] / max(1, sum(c.values())) for _, c in rows]
+    colors = [f"C{DIMENSIONS.index(d)}" for (d, _), _ in rows]
+    fig, ax = plt.subplots(figsize=(9, max(4, 0.22 * len(rows))))
+    ax.barh(range(len(rows)), rates, color=colors)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("pass rate, % of valid entries (count in parentheses)")
+    ax.set_title("Model zoo: pass rate by trait value")
+    ax.axvline(95, color="gray", linestyle="--", linewidth=0.8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render(data: Dict[str, Any], plot_rel: str, traits_of) -> str:
+    meta, results = data.get("meta", {}), data.get("results", {})
+    counts = collections.Counter(r["status"] for r in results.values())
+    valid = sum(counts[s] for s in VALID)
+    out: List[str] = []
+    w = out.append
+    w("# Model zoo results")
+    w("")
+    w("Generated by `tests/zoo/report.py` from a `tests/zoo/runner.py` results file; do not edit by hand. "
+      "See DESIGN.md \"Model zoo\" and `tests/zoo/` for how entries are built, run and compared.")
+    w("")
+    rtol = 1e-4 if meta.get("opt_level") == 0 else 1e-3
+    w(f"- opt level **{meta.get('opt_level')}**: |neuron - cpu| <= atol + rtol x |cpu| with rtol {rtol:g} and, per "
+      "tensor, atol = rtol x max(max|cpu tensor|, 1e-3 x max|cpu, all tensors of its kind|) (see `run_model.py`)")
+    w(f"- transformers {meta.get('transformers')}, torch {meta.get('torch')}; {meta.get('jobs')} jobs, "
+      f"timeout {meta.get('timeout_s')} s per entry; wall time {meta.get('wall_s', 0) / 60:.1f} min "
+      f"({meta.get('started', '?')} to {meta.get('finished', '?')})")
+    w("- a run: build on the CPU from seed 0, deep-copy to neuron, 3 SGD steps (lr 0.1) on both with the same "
+      "batch; compared: the 3 losses, step-1 logits, every parameter's step-1 gradient by name, every parameter "
+      "after step 3")
+    builds = collections.Counter(r.get("build") or "not recorded" for r in results.values()
+                                 if r["status"] != "config-broken")
+    if builds:
+        w(f"- torch_neuron builds seen (extension mtime: entries): " +
+          ", ".join(f"{b}: {n}" for b, n in sorted(builds.items())) + f"; git HEAD {meta.get('git_head', '?')}")
+    w("")
+    w("## Totals")
+    w("")
+    w(f"Catalog: **{meta.get('catalog_size', len(results))}** (architecture, head) entries; "
+      f"recorded here: {len(results)}; not run (sweep cut short): {len(meta.get('not_run', []))}.")
+    w("")
+    w("| status | entries |")
+    w("|---|---|")
+    for s in STATUSES:
+        w(f"| {s} | {counts[s]} |")
+    w("")
+    rate = 100.0 * counts["pass"] / valid if valid else 0.0
+    w(f"Pass rate over valid entries (config-broken excluded): **{counts['pass']}/{valid} = {rate:.1f}%**.")
+    subset = meta.get("covering_subset") or []
+    if subset:
+        sub_valid = [results[n] for n in subset if n in results and results[n]["status"] in VALID]
+        sub_pass = sum(1 for r in sub_valid if r["status"] == "pass")
+        w("")
+        w(f"Covering subset ({len(subset)} entries, every trait value at least once): {sub_pass}/{len(sub_valid)} "
+          f"pass: " + ", ".join(f"`{n}`" for n in subset) + ".")
+    w("")
+
+    table = by_trait(results, traits_of)
+    w("## Pass rate by trait value")
+    w("")
+    w(f"![pass rate by trait]({plot_rel})")
+    w("")
+    w("| trait | value | valid | pass | mismatch | error | crash | pass rate |")
+    w("|---|---|---|---|---|---|---|---|")
+    for (dim, v), c in sorted(table.items(), key=lambda kv: (DIMENSIONS.index(kv[0][0]), kv[0][1])):
+        n = sum(c.values())
+        w(f"| {dim} | {v} | {n} | {c['pass']} | {c['mismatch']} | {c['error']} | {c['crash']} | "
+          f"{100.0 * c['pass'] / n:.0f}% |")
+    w("")
+
+    groups: Dict[str, List[str]] = collections.defaultdict(list)
+    for name, r in sorted(results.items()):
+        if r["status"] in ("mismatch", "error", "crash"):
+            groups[cause_of(r)].append(name)
+    w("## Failures by cause")
+    w("")
+    w("Most common first. The cause is the exception type and its first line with numbers and shapes "
+      "normalized (errors), the size and place of the worst difference (mismatches), or how the child died "
+      "(crashes).")
+    w("")
+    for i, (cause, names) in enumerate(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])), 1):
+        why = known_reason(cause)
+        w(f"### {i}. {cause} ({len(names)})")
+        w("")
+        w(f"Reason: {why}" if why else "Reason: no known reason yet.")
+        w("")
+        for n in names:
+            r = results[n]
+            detail = (r.get("mismatch") or (r.get("error") or {}).get("message") or
+                      (r.get("crash") or {}).get("how") or "")
+            where = (r.get("error") or {}).get("where", "")
+            phase = (r.get("error") or {}).get("phase", "")
+            extra = f" ({phase}; {where})" if where or phase else ""
+            w(f"- `{n}`: {detail[:300]}{extra}")
+        w("")
+
+    w("## Per-model results")
+    w("")
+    w("Graphs per step: graphs compiled or loaded from the disk cache in steps 1/2/3 (a settled model builds "
+      "none in step 3). Fallback ops: CPU-fallback runs over the 3 steps, most frequent first.")
+    w("")
+    w("| entry | status | max abs | max rel | graphs per step | fallback ops | neuron s |")
+    w("|---|---|---|---|---|---|---|")
+    for name, r in sorted(results.items()):
+        if r["status"] == "config-broken":
+            continue
+        w(f"| `{name}` | {r['status']} | {_fmt(r.get('max_abs'))} | {_fmt(r.get('max_rel'))} | "
+          f"{_graphs_per_step(r)} | {_fallbacks(r)} | {_fmt(r.get('neuron_s'))} |")
+    w("")
+
+    w("## Config-broken entries")
+    w("")
+    w("These fail on the CPU with their tiny config (or their forward draws random numbers, so there is "
+      "nothing to compare); they are excluded from the pass rate. Grouped by CPU error.")
+    w("")
+    broken: Dict[str, List[str]] = collections.defaultdict(list)
+    for name, r in sorted(results.items()):
+        if r["status"] == "config-broken":
+            msg = (r.get("cpu_error") or {}).get("message", "")
+            broken[normalize(re.sub(r" \[[^\]]*\]$", "", msg))[:160]].append(name)
+    for msg, names in sorted(broken.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        w(f"- {msg} ({len(names)}): " + ", ".join(f"`{n}`" for n in names))
+    w("")
+    not_run = meta.get("not_run") or []
+    if not_run:
+        w("## Not run")
+        w("")
+        w(f"{len(not_run)} entries were not reached before the sweep's time budget: "
+          + ", ".join(f"`{n}`" for n in not_run) + ".")
+        w("")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", help="results JSON from runner.py")
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "ZOO.md"))
+    p.add_argument("--plot", default=None, help="bar plot path (default: docs/zoo/by_trait.png beside --out)")
+    p.add_argument("--keep", default=None,
+                   help="also write the results, without per-step counters, here (default: "
+                        "zoo/results.json beside --out; 'none' to skip), so the report can be "
+                        "regenerated from what is committed")
+    args = p.parse_args(argv)
+    with open(args.results) as f:
+        data = json.load(f)
+    plot_path = args.plot or os.path.join(os.path.dirname(os.path.abspath(args.out)), "zoo", "by_trait.png")
+    cached = {}
+    try:
+        import traits
+
+        if os.path.exists(traits.TRAITS_JSON):
+            with open(traits.TRAITS_JSON) as f:
+                cached = json.load(f).get("entries", {})
+    except Exception:
+        cached = {}
+
+    def traits_of(name):
+        return (cached.get(name) or {}).get("traits")
+
+    table = by_trait(data.get("results", {}), traits_of)
+    if table:
+        plot(table, plot_path)
+    rel = os.path.relpath(plot_path, os.path.dirname(os.path.abspath(args.out)))
+    text = render(data, rel, traits_of)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text + "\n")
+    keep = args.keep or os.path.join(os.path.dirname(os.path.abspath(args.out)), "zoo", "results.json")
+    if keep != "none" and os.path.abspath(keep) != os.path.abspath(args.results):
+        slim = {"meta": data.get("meta", {}),
+                "results": {n: {k: v for k, v in r.items() if k not in ("step_counters", "setup_counters")}
+                            for n, r in sorted(data.get("results", {}).items())}}
+        with open(keep + ".tmp", "w") as f:
+            json.dump(slim, f, sort_keys=True, separators=(",", ":"))
+            f.write("\n")
+        os.replace(keep + ".tmp", keep)
+        print(f"wrote {keep}")
+    print(f"wrote {args.out} and {plot_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
