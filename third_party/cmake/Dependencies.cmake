@@ -11,8 +11,11 @@ endfunction()
 
 # --- Python and libtorch (the torch wheel installed in the build's Python) ---------
 find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+# Device-backend autoload off: with this checkout on the import path but its
+# extension not built yet (a first build, or after `make clean`), importing torch
+# would load the unbuilt torch_neuron through its entry point and fail.
 execute_process(
-  COMMAND "${Python3_EXECUTABLE}" -c
+  COMMAND "${CMAKE_COMMAND}" -E env TORCH_DEVICE_BACKEND_AUTOLOAD=0 "${Python3_EXECUTABLE}" -c
           "import torch, os; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(os.path.dirname(torch.__file__))"
   OUTPUT_VARIABLE _tn_torch_info OUTPUT_STRIP_TRAILING_WHITESPACE
   RESULT_VARIABLE _tn_torch_rc)
