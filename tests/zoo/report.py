@@ -2,7 +2,8 @@
 
     python tests/zoo/report.py /tmp/zoo.json                 # -> docs/ZOO.md
     python tests/zoo/report.py /tmp/zoo.json --out /tmp/ZOO.md --plot /tmp/by_trait.png
-    python tests/zoo/report.py docs/zoo/results.json        # regenerate from the committed results
+    python tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json
+        # regenerate from the committed results
 
 Sections: totals; pass rate by trait value (table and bar plot); failures grouped
 by cause (exception type and normalized message, or the kind of mismatch), most
@@ -19,7 +20,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -172,7 +173,36 @@ def plot(table, path: str) -> None:
     plt.close(fig)
 
 
-def render(data: Dict[str, Any], plot_rel: str, traits_of) -> str:
+def render_other_level(other: Dict[str, Any]) -> List[str]:
+    """A section on a second sweep (another opt level, often a part of the zoo):
+    totals, pass rate, and each failure with its cause and reason."""
+    meta, results = other.get("meta", {}), other.get("results", {})
+    run = {n: r for n, r in results.items() if not r.get("from_catalog")}
+    counts = collections.Counter(r["status"] for r in run.values())
+    valid = sum(counts[s] for s in VALID)
+    rtol = 1e-4 if meta.get("opt_level") == 0 else 1e-3
+    out = [f"## At opt level {meta.get('opt_level')}", "",
+           f"A second sweep at opt level {meta.get('opt_level')} (rtol {rtol:g}, the same atol rule), in the "
+           f"runner's order (the covering subset, then each architecture's first head, ...), "
+           f"{meta.get('jobs')} job(s), {meta.get('wall_s', 0) / 60:.0f} min "
+           f"({meta.get('started', '?')} to {meta.get('finished', '?')}; git HEAD {meta.get('git_head', '?')}): "
+           f"**{len(run)}** entries run, {len(meta.get('not_run', []))} not reached.", "",
+           "| status | entries |", "|---|---|"]
+    out += [f"| {s} | {counts[s]} |" for s in STATUSES]
+    rate = 100.0 * counts["pass"] / valid if valid else 0.0
+    out += ["", f"Pass rate over valid entries: **{counts['pass']}/{valid} = {rate:.1f}%**.", ""]
+    failed = sorted(n for n, r in run.items() if r["status"] in ("mismatch", "error", "crash"))
+    for n in failed:
+        r = run[n]
+        cause = cause_of(r)
+        why = known_reason(cause)
+        out.append(f"- `{n}`: {cause}" + (f" (known: {why[:160]}...)" if why else " (no known reason yet)"))
+    if failed:
+        out.append("")
+    return out
+
+
+def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[str, Any]] = None) -> str:
     meta, results = data.get("meta", {}), data.get("results", {})
     counts = collections.Counter(r["status"] for r in results.values())
     valid = sum(counts[s] for s in VALID)
@@ -218,6 +248,8 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of) -> str:
         w(f"Covering subset ({len(subset)} entries, every trait value at least once): {sub_pass}/{len(sub_valid)} "
           f"pass: " + ", ".join(f"`{n}`" for n in subset) + ".")
     w("")
+    if other is not None:
+        out.extend(render_other_level(other))
 
     table = by_trait(results, traits_of)
     w("## Pass rate by trait value")
@@ -295,15 +327,33 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of) -> str:
     return "\n".join(out)
 
 
+def keep_results(data: Dict[str, Any], source_path: str, folder: str) -> None:
+    """A compact copy of a results file (per-step counters dropped) in `folder`."""
+    path = os.path.join(folder, f"results-o{data.get('meta', {}).get('opt_level', 'x')}.json")
+    if os.path.abspath(path) == os.path.abspath(source_path):
+        return
+    os.makedirs(folder, exist_ok=True)
+    slim = {"meta": data.get("meta", {}),
+            "results": {n: {k: v for k, v in r.items() if k not in ("step_counters", "setup_counters")}
+                        for n, r in sorted(data.get("results", {}).items())}}
+    with open(path + ".tmp", "w") as f:
+        json.dump(slim, f, sort_keys=True, separators=(",", ":"))
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"wrote {path}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", help="results JSON from runner.py")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "ZOO.md"))
     p.add_argument("--plot", default=None, help="bar plot path (default: docs/zoo/by_trait.png beside --out)")
+    p.add_argument("--other-level", default=None,
+                   help="a second results file (another opt level, whole or part of the zoo): a section of its own")
     p.add_argument("--keep", default=None,
-                   help="also write the results, without per-step counters, here (default: "
-                        "zoo/results.json beside --out; 'none' to skip), so the report can be "
-                        "regenerated from what is committed")
+                   help="a folder to also write the results files into, without per-step counters, as "
+                        "results-o<level>.json (default: zoo/ beside --out; 'none' to skip), so the report "
+                        "can be regenerated from what is committed")
     args = p.parse_args(argv)
     with open(args.results) as f:
         data = json.load(f)
@@ -325,20 +375,19 @@ def main(argv=None) -> int:
     if table:
         plot(table, plot_path)
     rel = os.path.relpath(plot_path, os.path.dirname(os.path.abspath(args.out)))
-    text = render(data, rel, traits_of)
+    other = None
+    if args.other_level:
+        with open(args.other_level) as f:
+            other = json.load(f)
+    text = render(data, rel, traits_of, other)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text + "\n")
-    keep = args.keep or os.path.join(os.path.dirname(os.path.abspath(args.out)), "zoo", "results.json")
-    if keep != "none" and os.path.abspath(keep) != os.path.abspath(args.results):
-        slim = {"meta": data.get("meta", {}),
-                "results": {n: {k: v for k, v in r.items() if k not in ("step_counters", "setup_counters")}
-                            for n, r in sorted(data.get("results", {}).items())}}
-        with open(keep + ".tmp", "w") as f:
-            json.dump(slim, f, sort_keys=True, separators=(",", ":"))
-            f.write("\n")
-        os.replace(keep + ".tmp", keep)
-        print(f"wrote {keep}")
+    if args.keep != "none":
+        keep_dir = args.keep or os.path.join(os.path.dirname(os.path.abspath(args.out)), "zoo")
+        for source_path, results_data in ((args.results, data), (args.other_level, other)):
+            if results_data is not None:
+                keep_results(results_data, source_path, keep_dir)
     print(f"wrote {args.out} and {plot_path}")
     return 0
 
