@@ -78,6 +78,14 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     TN_ASSIGN_OR_RETURN(c.cache_max_mb,
                         ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
   }
+  if (std::string v = lookup("TORCH_NEURON_CACHE_MEMORY_ENTRIES"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.cache_memory_entries,
+                        ParseInt("TORCH_NEURON_CACHE_MEMORY_ENTRIES", v, 1, int64_t{1} << 24));
+  }
+  if (std::string v = lookup("TORCH_NEURON_CACHE_MEMORY_MB"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.cache_memory_mb,
+                        ParseInt("TORCH_NEURON_CACHE_MEMORY_MB", v, 1, int64_t{1} << 30));
+  }
   if (std::string v = lookup("TORCH_NEURON_CACHE"); !v.empty()) {
     std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
     if (m == "readonly" || m == "read-only" || m == "ro") {
@@ -98,6 +106,9 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     TN_ASSIGN_OR_RETURN(c.debug, ParseBool("TORCH_NEURON_DEBUG", v));
   }
   if (std::string v = lookup("TORCH_NEURON_DEBUG_DIR"); !v.empty()) c.debug_dir = v;
+  // The conventional variable of build tools, not a TORCH_NEURON_ one: the host
+  // toolchain that builds tier-1 kernels.
+  if (std::string v = lookup("CXX"); !v.empty()) c.cxx = v;
   if (std::string v = lookup("TORCH_NEURON_SHAPE_REGISTRY"); !v.empty()) {
     c.shape_registry = v;
   }

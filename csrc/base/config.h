@@ -26,6 +26,8 @@ struct Config {
   int64_t cache_max_mb = 10240;  // TORCH_NEURON_CACHE_MAX_MB
   bool cache_enabled = true;     // TORCH_NEURON_CACHE (0 disables the disk cache)
   bool cache_read_only = false;  // TORCH_NEURON_CACHE=readonly
+  int64_t cache_memory_entries = 4096;  // TORCH_NEURON_CACHE_MEMORY_ENTRIES (loaded executables kept)
+  int64_t cache_memory_mb = 1024;       // TORCH_NEURON_CACHE_MEMORY_MB (their NEFF bytes)
   std::string compile_service = "auto";  // TORCH_NEURON_COMPILE_SERVICE
   bool ir_debug = false;         // TORCH_NEURON_IR_DEBUG
   bool debug = false;            // TORCH_NEURON_DEBUG
@@ -34,6 +36,7 @@ struct Config {
   // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
   // ATen call per op), 1 = elementwise fusion into generated kernels.
   int opt_level = 1;
+  std::string cxx;               // CXX: tier 1's C++ compiler ("" = c++), read once here
   // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
   // 0 = one per host core.
   int kernel_threads = 0;

@@ -14,8 +14,9 @@ void BindDevice(pybind11::module_& m);
 void BindLazy(pybind11::module_& m);
 void BindMetrics(pybind11::module_& m);
 
-// Raises the Python exception matching `status` (ValueError for INVALID_ARGUMENT,
-// MemoryError-like torch.OutOfMemoryError for RESOURCE_EXHAUSTED, RuntimeError else).
+// Raises the Python exception base/error_kind.h's table names for `status`
+// (torch.OutOfMemoryError for RESOURCE_EXHAUSTED, ValueError for INVALID_ARGUMENT
+// and OUT_OF_RANGE, NotImplementedError for UNIMPLEMENTED, RuntimeError else).
 void RaiseIfError(const absl::Status& status);
 
 }  // namespace torch_neuron::python

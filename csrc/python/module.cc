@@ -4,24 +4,37 @@
 #include "python/bindings.h"
 
 #include "absl/synchronization/mutex.h"
+#include "base/error_kind.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::python {
 
+namespace {
+
+[[noreturn]] void Raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw pybind11::error_already_set();
+}
+
+}  // namespace
+
 void RaiseIfError(const absl::Status& status) {
-  // ThrowIfError raises c10 exceptions, which torch's pybind11 glue does not see
-  // here; translate the common codes directly.
+  // pybind11 turns a c10 exception thrown here into a plain RuntimeError (torch's
+  // translation lives in its own bindings' macros), so the Python type is set
+  // directly, from the same table ThrowIfError uses.
   if (status.ok()) return;
   const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      throw pybind11::value_error(message);
-    case absl::StatusCode::kNotFound:
-      throw pybind11::key_error(message);
-    default:
-      throw std::runtime_error(message);
+  switch (ErrorKindFor(status.code())) {
+    case ErrorKind::kOutOfMemory:
+      Raise(pybind11::module_::import("torch").attr("OutOfMemoryError").ptr(), message);
+    case ErrorKind::kValue:
+      Raise(PyExc_ValueError, message);
+    case ErrorKind::kNotImplemented:
+      Raise(PyExc_NotImplementedError, message);
+    case ErrorKind::kRuntime:
+      break;
   }
+  Raise(PyExc_RuntimeError, message);
 }
 
 }  // namespace torch_neuron::python
@@ -40,4 +53,9 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindDevice(m);
   torch_neuron::python::BindMetrics(m);
   torch_neuron::python::BindLazy(m);
+  // For tests of the Status -> exception table: raises what a binding raises for
+  // a failed status of this absl::StatusCode.
+  m.def("_raise_status", [](int code, const std::string& message) {
+    torch_neuron::python::RaiseIfError(absl::Status(static_cast<absl::StatusCode>(code), message));
+  });
 }

@@ -1,29 +1,31 @@
-// The ATen boundary for Status: kernels and hooks call ThrowIfError so a failed
-// Status becomes the torch exception a user expects (torch.OutOfMemoryError for
-// RESOURCE_EXHAUSTED, NotImplementedError for UNIMPLEMENTED, RuntimeError else).
+// The ATen boundary for Status: kernels and hooks call ThrowIfError, so a failed
+// Status becomes the c10 exception base/error_kind.h's table names (torch turns
+// it into torch.OutOfMemoryError, ValueError, NotImplementedError or
+// RuntimeError).
 #pragma once
 
 #include <c10/util/Exception.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/error_kind.h"
 
 namespace torch_neuron::runtime {
 
 inline void ThrowIfError(const absl::Status& status) {
   if (status.ok()) return;
   const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kResourceExhausted:
+  switch (ErrorKindFor(status.code())) {
+    case ErrorKind::kOutOfMemory:
       TORCH_CHECK_WITH(OutOfMemoryError, false, message);
-    case absl::StatusCode::kUnimplemented:
+    case ErrorKind::kNotImplemented:
       TORCH_CHECK_NOT_IMPLEMENTED(false, message);
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
+    case ErrorKind::kValue:
       TORCH_CHECK_VALUE(false, message);
-    default:
-      TORCH_CHECK(false, message);
+    case ErrorKind::kRuntime:
+      break;
   }
+  TORCH_CHECK(false, message);
 }
 
 template <typename T>

@@ -1,4 +1,5 @@
 #include "base/config.h"
+#include "base/error_kind.h"
 
 #include <gtest/gtest.h>
 
@@ -59,6 +60,26 @@ TEST(ConfigTest, ScopedOverrideRestoresPreviousConfig) {
     EXPECT_EQ(GlobalConfig().num_devices, 7);
   }
   EXPECT_EQ(GlobalConfig().num_devices, before);
+}
+
+}  // namespace
+}  // namespace torch_neuron
+
+namespace torch_neuron {
+namespace {
+
+TEST(ErrorKindTest, OneTableFromStatusCodeToException) {
+  EXPECT_EQ(ErrorKindFor(absl::StatusCode::kResourceExhausted), ErrorKind::kOutOfMemory);
+  EXPECT_EQ(ErrorKindFor(absl::StatusCode::kInvalidArgument), ErrorKind::kValue);
+  EXPECT_EQ(ErrorKindFor(absl::StatusCode::kOutOfRange), ErrorKind::kValue);
+  EXPECT_EQ(ErrorKindFor(absl::StatusCode::kUnimplemented), ErrorKind::kNotImplemented);
+  for (absl::StatusCode code : {absl::StatusCode::kInternal, absl::StatusCode::kNotFound,
+                                absl::StatusCode::kFailedPrecondition, absl::StatusCode::kDataLoss,
+                                absl::StatusCode::kUnavailable, absl::StatusCode::kUnknown}) {
+    EXPECT_EQ(ErrorKindFor(code), ErrorKind::kRuntime) << absl::StatusCodeToString(code);
+  }
+  EXPECT_STREQ(ErrorKindName(ErrorKind::kOutOfMemory), "torch.OutOfMemoryError");
+  EXPECT_STREQ(ErrorKindName(ErrorKind::kRuntime), "RuntimeError");
 }
 
 }  // namespace
