@@ -12,14 +12,14 @@
 #include "compiler/native_build.h"
 #include "compiler/pass_pipeline.h"
 #include "ir/hash.h"
-#include "runtime/native_library.h"
 
 namespace torch_neuron::compiler {
 namespace {
 
-// Builds the fused kernels of `g` into one shared object, registers it with the
-// runtime and names it in each kernel node. The object's name and bytes.
-absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g,
+// Builds the fused kernels of `g` into one shared object and names it in each
+// kernel node. The object's name and bytes (the program carries them; the
+// runtime makes them callable when it loads the program).
+absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g, const CompileOptions& options,
                                                                  std::string* sources) {
   std::vector<std::pair<std::string, std::string>> kernels;
   absl::flat_hash_set<std::string> built;  // kernels of one body share a name
@@ -29,10 +29,9 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
     absl::StrAppend(sources, kernels.back().second, "\n");
   }
   if (kernels.empty()) return std::pair<std::string, std::string>();
-  absl::StatusOr<std::string> bytes = BuildSharedObject(kernels, Toolchain::Host());
+  absl::StatusOr<std::string> bytes = BuildSharedObject(kernels, Toolchain::For(options.cxx));
   if (!bytes.ok()) return bytes.status();
   const std::string name = absl::StrCat("tn_", ir::HashToHex(ir::Hash(*bytes)));
-  runtime::RegisterNativeLibrary(name, *bytes);
   for (CompileNode& n : g.nodes) {
     if (n.dead || !n.kernel) continue;
     std::vector<ir::Shape> inputs, outputs;
@@ -75,7 +74,7 @@ absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
   CompileResult result;
   std::pair<std::string, std::string> library;
   if (options.opt_level >= 1) {
-    absl::StatusOr<std::pair<std::string, std::string>> built = BuildKernels(g, &result.kernel_sources);
+    absl::StatusOr<std::pair<std::string, std::string>> built = BuildKernels(g, options, &result.kernel_sources);
     if (!built.ok()) {
       CompileOptions tier0 = options;
       tier0.opt_level = 0;

@@ -25,6 +25,7 @@ struct CompileOptions {
   bool fold_constants = true;
   // Largest value (in elements) constant folding will compute at compile time.
   int64_t max_fold_elements = 4096;
+  std::string cxx;  // the host toolchain's C++ compiler for tier 1 ("": c++)
 };
 
 struct CompileResult {

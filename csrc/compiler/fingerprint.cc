@@ -1,11 +1,15 @@
 #include "compiler/fingerprint.h"
 
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "compiler/kernel_codegen.h"
 #include "compiler/native_build.h"
+#include "compiler_source_id.h"  // generated in the build tree: TN_COMPILER_SOURCE_ID
 
 #ifndef TN_VERSION
 #error "TN_VERSION (torch_neuron's version) must be defined by the build"
@@ -28,34 +32,44 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
   f.set_target_isa("unknown-host-aten");
 #endif
   f.set_tier(options.opt_level >= 1 ? 1 : 0);
+  f.set_compiler_source_id(TN_COMPILER_SOURCE_ID);
   std::string text = absl::StrCat("cse=", options.cse ? 1 : 0, ";fold_constants=",
                                   options.fold_constants ? 1 : 0,
                                   ";max_fold_elements=", options.max_fold_elements);
   if (options.opt_level >= 1) {
     absl::StrAppend(&text, ";opt_level=", options.opt_level, ";passes=",
                     absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(),
-                    ";toolchain=", Toolchain::Host().Describe());
+                    ";toolchain=", Toolchain::For(options.cxx).Describe());
   }
   f.set_options(text);
   return f;
 }
 
 std::string FingerprintText(const proto::CompilerFingerprint& f) {
-  return absl::StrCat("torch_neuron ", f.project_version(), ", torch ", f.torch_version(), ", ",
-                      f.target_isa(), ", tier ", f.tier(), ", ", f.options());
+  return absl::StrCat("torch_neuron ", f.project_version(), " (compiler ", f.compiler_source_id(), "), torch ",
+                      f.torch_version(), ", ", f.target_isa(), ", tier ", f.tier(), ", ", f.options());
+}
+
+const KeyedFingerprint& FingerprintFor(const CompileOptions& options) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* built = new std::map<std::string, std::unique_ptr<const KeyedFingerprint>>();
+  const std::string key = absl::StrCat(options.opt_level >= 1 ? 1 : 0, "|", options.cse, "|", options.fold_constants,
+                                       "|", options.max_fold_elements, "|", options.cxx);
+  absl::MutexLock lock(&mu);
+  std::unique_ptr<const KeyedFingerprint>& slot = (*built)[key];
+  if (slot == nullptr) {
+    auto made = std::make_unique<KeyedFingerprint>();
+    made->fingerprint = MakeFingerprint(options);
+    made->hash = HashFingerprint(made->fingerprint);
+    slot = std::move(made);
+  }
+  return *slot;
 }
 
 const proto::CompilerFingerprint& FingerprintFor(int opt_level) {
-  static const auto* fingerprints = [] {
-    auto* f = new std::vector<proto::CompilerFingerprint>();
-    for (int level = 0; level <= 1; ++level) {
-      CompileOptions options;
-      options.opt_level = level;
-      f->push_back(MakeFingerprint(options));
-    }
-    return f;
-  }();
-  return (*fingerprints)[opt_level >= 1 ? 1 : 0];
+  CompileOptions options;
+  options.opt_level = opt_level;
+  return FingerprintFor(options).fingerprint;
 }
 
 ir::hash_t HashFingerprint(const proto::CompilerFingerprint& fingerprint) {

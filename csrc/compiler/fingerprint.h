@@ -14,14 +14,22 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options);
 // Canonical text of a fingerprint (logs, `python -m torch_neuron.cache info`).
 std::string FingerprintText(const proto::CompilerFingerprint& fingerprint);
 
-// The fingerprint of the default compile options at `opt_level`, built once
-// per level (tier 1's includes the codegen id and the host toolchain, probed
-// once).
-const proto::CompilerFingerprint& FingerprintFor(int opt_level);
-
 // XXH3-128 of a fingerprint's serialized form (computed once by callers that
 // key many graphs with one fingerprint).
 ir::hash_t HashFingerprint(const proto::CompilerFingerprint& fingerprint);
+
+// A fingerprint with its hash.
+struct KeyedFingerprint {
+  proto::CompilerFingerprint fingerprint;
+  ir::hash_t hash = 0;
+};
+
+// The fingerprint of `options`, built (and hashed) once per distinct options
+// (tier 1's includes the codegen id and the toolchain, probed once).
+const KeyedFingerprint& FingerprintFor(const CompileOptions& options);
+
+// FingerprintFor the default options at `opt_level` (tests, tools).
+const proto::CompilerFingerprint& FingerprintFor(int opt_level);
 
 // The cache key of a graph: XXH3-128 over its canonical hash and the fingerprint's hash.
 ir::hash_t CacheKey(ir::hash_t graph_hash, ir::hash_t fingerprint_hash);

@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -44,35 +46,41 @@ std::string FirstLines(const std::string& text, int count) {
   return absl::StrJoin(lines, "\n");
 }
 
+// The toolchain of C++ compiler `cxx`, with its version probed.
+Toolchain* Probe(const std::string& cxx) {
+  auto* t = new Toolchain();
+  t->compiler = cxx.empty() ? "c++" : cxx;
+  // -O3 -march=native: vectorized loops for this machine's ISA; no FMA
+  // contraction, so a fused kernel rounds each op like the CPU's own kernels;
+  // no errno, so math calls may be vectorized. No trapping math: kernels never
+  // read the FP exception flags, and without it GCC will not if-convert a
+  // select over a division (tanh's (1 - e) / (1 + e) or the Taylor branch)
+  // where the target has no masked stores: on AVX2 (Zen 3) the bias + tanh row
+  // kernel stayed scalar, 13.7 ms against 2.7 ms vectorized on one thread.
+  // Results do not change: rounding, NaN and signed zeros are as before.
+  t->flags = {"-O3", "-march=native", "-fPIC", "-fno-math-errno", "-fno-trapping-math",
+              "-ffp-contract=off", "-fno-semantic-interposition"};
+  auto [status, output] = Run(Quote(t->compiler) + " --version");
+  if (status == 0) t->version = FirstLines(output, 1);
+  // GCC does not take a local __restrict__ pointer at its word, so a flat
+  // kernel's direct loop is versioned on runtime alias checks, one per pair
+  // of an output and another pointer: 15 for AdamW's 4 inputs and 3 outputs,
+  // past GCC's default limit of 10, and the loop stayed scalar.
+  if (status == 0 && t->version.find("clang") == std::string::npos) {
+    t->flags.push_back("--param=vect-max-version-for-alias-checks=64");
+  }
+  return t;
+}
+
 }  // namespace
 
-const Toolchain& Toolchain::Host() {
-  static const Toolchain* toolchain = [] {
-    auto* t = new Toolchain();
-    const char* cxx = std::getenv("CXX");
-    t->compiler = cxx != nullptr && *cxx != '\0' ? cxx : "c++";
-    // -O3 -march=native: vectorized loops for this machine's ISA; no FMA
-    // contraction, so a fused kernel rounds each op like the CPU's own kernels;
-    // no errno, so math calls may be vectorized. No trapping math: kernels never
-    // read the FP exception flags, and without it GCC will not if-convert a
-    // select over a division (tanh's (1 - e) / (1 + e) or the Taylor branch)
-    // where the target has no masked stores: on AVX2 (Zen 3) the bias + tanh row
-    // kernel stayed scalar, 13.7 ms against 2.7 ms vectorized on one thread.
-    // Results do not change: rounding, NaN and signed zeros are as before.
-    t->flags = {"-O3", "-march=native", "-fPIC", "-fno-math-errno", "-fno-trapping-math",
-                "-ffp-contract=off", "-fno-semantic-interposition"};
-    auto [status, output] = Run(Quote(t->compiler) + " --version");
-    if (status == 0) t->version = FirstLines(output, 1);
-    // GCC does not take a local __restrict__ pointer at its word, so a flat
-    // kernel's direct loop is versioned on runtime alias checks, one per pair
-    // of an output and another pointer: 15 for AdamW's 4 inputs and 3 outputs,
-    // past GCC's default limit of 10, and the loop stayed scalar.
-    if (status == 0 && t->version.find("clang") == std::string::npos) {
-      t->flags.push_back("--param=vect-max-version-for-alias-checks=64");
-    }
-    return t;
-  }();
-  return *toolchain;
+const Toolchain& Toolchain::For(const std::string& cxx) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* probed = new std::map<std::string, const Toolchain*>();
+  absl::MutexLock lock(&mu);
+  const Toolchain*& t = (*probed)[cxx];
+  if (t == nullptr) t = Probe(cxx);
+  return *t;
 }
 
 std::string Toolchain::Describe() const {

@@ -19,8 +19,9 @@ struct Toolchain {
   std::string version;         // first line of `compiler --version`, "" if it did not run
   std::vector<std::string> flags;
 
-  // CXX from the environment at first use, else "c++"; probed once.
-  static const Toolchain& Host();
+  // The host toolchain of C++ compiler `cxx` ("" for "c++"; the config reads
+  // CXX once), probed (its --version) once per compiler.
+  static const Toolchain& For(const std::string& cxx);
   // Canonical text for the fingerprint.
   std::string Describe() const;
 };

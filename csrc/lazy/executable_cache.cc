@@ -1,6 +1,5 @@
 #include "lazy/executable_cache.h"
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,108 +10,22 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/config.h"
-#include "base/metrics.h"
+#include "c10/util/Exception.h"
+#include "cache/compile_provider.h"
 #include "cache/disk_cache.h"
-#include "cache/lru_cache.h"
-#include "compiler/compiler.h"
+#include "cache/executable_provider.h"
 #include "compiler/fingerprint.h"
 #include "ir/printer.h"
 #include "lazy/execution_mode.h"
-#include "neff/neff_reader.h"
-#include "neff/neff_writer.h"
 #include "runtime/torch_status.h"
+
+// Where executables come from is the cache/ provider chain's business; this file
+// builds the chain from the config, asks it for each graph, and observes compiles
+// (the TORCH_NEURON_DEBUG recompile report, TORCH_NEURON_DEBUG_DIR dumps, the
+// tier-1 fallback warning).
 
 namespace torch_neuron::lazy {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-using metrics::NanosSince;
-
-struct CompileMetrics {
-  metrics::Counter* compiles = metrics::GetCounter("graph.compile.count");
-  metrics::Counter* compile_ns = metrics::GetCounter("graph.compile.ns");
-  metrics::Counter* compiled_nodes = metrics::GetCounter("graph.compile.nodes");
-  metrics::Counter* cache_hits = metrics::GetCounter("graph.cache_hit.count");
-  metrics::Counter* tier1_fallbacks = metrics::GetCounter("compile.tier1_fallback.count");
-};
-
-const CompileMetrics& CompileCounters() {
-  static const CompileMetrics* counters = new CompileMetrics();
-  return *counters;
-}
-
-// L1: loaded programs by cache key, bounded by count and by NEFF bytes.
-cache::LruCache<ir::hash_t, runtime::Program>& ProgramCache() {
-  static auto* cache = new cache::LruCache<ir::hash_t, runtime::Program>(4096, size_t{1} << 30);
-  return *cache;
-}
-
-// L2: the disk cache of the config (nullptr when TORCH_NEURON_CACHE=0).
-cache::DiskCache* DiskCacheOrNull() {
-  static cache::DiskCache* disk = []() -> cache::DiskCache* {
-    const Config& config = GlobalConfig();
-    if (!config.cache_enabled) return nullptr;
-    const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
-    return new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);
-  }();
-  return disk;
-}
-
-struct CacheCounters {
-  metrics::Counter* memory_hits = metrics::GetCounter("cache.memory_hit.count");
-  metrics::Counter* disk_hits = metrics::GetCounter("cache.disk_hit.count");
-  metrics::Counter* misses = metrics::GetCounter("cache.miss.count");
-  metrics::Counter* load_ns = metrics::GetCounter("cache.load.ns");
-  metrics::Counter* store_errors = metrics::GetCounter("cache.store_error.count");
-};
-const CacheCounters& CC() {
-  static const CacheCounters* c = new CacheCounters();
-  return *c;
-}
-
-// The program of a disk entry, if present and valid.
-std::shared_ptr<const runtime::Program> LoadFromDisk(cache::DiskCache& disk, const std::string& key) {
-  auto start = Clock::now();
-  std::shared_ptr<const runtime::Program> program;
-  disk.Load(key, [&](std::string_view bytes) -> absl::Status {
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(bytes, &CurrentFingerprint());
-    if (!loaded.ok()) return loaded.status();
-    program = loaded->program;
-    return absl::OkStatus();
-  });
-  if (program != nullptr) CC().load_ns->Add(NanosSince(start));
-  return program;
-}
-
-proto::Signature SignatureFor(const ir::CanonicalGraph& g) {
-  proto::Signature s;
-  std::vector<int64_t> input_bytes;
-  for (int32_t p : g.parameters) {
-    const ir::Node* n = g.nodes[p];
-    s.add_input_kinds(n->kind() == ir::NodeKind::kDeviceData ? proto::Signature::DEVICE_DATA
-                      : n->kind() == ir::NodeKind::kGenerator ? proto::Signature::GENERATOR
-                                                               : proto::Signature::SCALAR);
-    proto::TensorSpec* spec = s.add_inputs();
-    spec->set_dtype(static_cast<int32_t>(n->shape().dtype()));
-    for (int64_t d : n->shape().sizes()) spec->add_sizes(d);
-    input_bytes.push_back(n->kind() == ir::NodeKind::kDeviceData
-                              ? n->shape().numel() * static_cast<int64_t>(c10::elementSize(n->shape().dtype()))
-                              : -1);
-  }
-  for (const auto& [node, index] : g.outputs) {
-    const ir::Shape& shape = g.nodes[node]->shape(index);
-    proto::TensorSpec* spec = s.add_outputs();
-    spec->set_dtype(static_cast<int32_t>(shape.dtype()));
-    for (int64_t d : shape.sizes()) spec->add_sizes(d);
-    proto::DonationCandidates* donation = s.add_donations();
-    const int64_t bytes = shape.numel() * static_cast<int64_t>(c10::elementSize(shape.dtype()));
-    for (size_t i = 0; i < input_bytes.size(); ++i) {
-      if (input_bytes[i] == bytes && bytes > 0) donation->add_inputs(static_cast<int32_t>(i));
-    }
-  }
-  return s;
-}
 
 // What the recompile report compares between two graphs from one place.
 struct GraphSignature {
@@ -225,59 +138,16 @@ void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::s
   }
 }
 
-// Compiles `g`; with a writable disk cache, also stores its NEFF under `key`.
-// Returns the program and its NEFF size (0 when not serialized).
-std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
-    const ir::CanonicalGraph& g, cache::DiskCache* disk, const std::string& key) {
-  const Config& config = GlobalConfig();
-  auto start = Clock::now();
-  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, CurrentCompileOptions());
-  runtime::ThrowIfError(result.status());
-  if (!result->tier1_error.empty()) {
+// Compile events, as the user sees them.
+void ObserveCompile(const cache::CompileEvent& event) {
+  const ir::CanonicalGraph& g = *event.request.graph;
+  const compiler::CompileResult& result = event.result;
+  if (!result.tier1_error.empty()) {
     // Tier 0 runs every graph tier 1 fuses: the graph runs, slower; say so once.
-    CompileCounters().tier1_fallbacks->Add(1);
-    static bool warned = false;
-    if (!warned) {
-      warned = true;
-      std::fprintf(stderr, "torch_neuron: warning: tier-1 kernels did not build, running graphs "
-                   "at tier 0 (counted in compile.tier1_fallback.count): %s\n",
-                   result->tier1_error.c_str());
-    }
+    TORCH_WARN_ONCE("torch_neuron: tier-1 kernels did not build, running graphs at tier 0 "
+                    "(counted in compile.tier1_fallback.count): ", result.tier1_error);
   }
-  size_t neff_bytes = 0;
-  std::shared_ptr<const runtime::Program> program = result->program;
-  absl::StatusOr<std::string> neff = neff::WriteNeff(
-      {result->program.get(), CurrentFingerprint(), g.hash, SignatureFor(g)});
-  if (neff.ok()) {
-    // What runs is what the reader makes of the NEFF, as for an entry loaded
-    // from disk: a program the reader rejects is a compiler bug, reported as
-    // the graph's error, and never reaches the cache.
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(*neff, &CurrentFingerprint());
-    if (!loaded.ok()) {
-      runtime::ThrowIfError(absl::InternalError(absl::StrCat(
-          "the compiler produced an executable its reader rejects (", loaded.status().message(),
-          "); graph ", ir::HashToHex(g.hash))));
-    }
-    program = loaded->program;
-    neff_bytes = neff->size();
-    // A tier-0 fallback stays out of the disk cache: under the tier-1 key it
-    // would outlive the broken toolchain that caused it.
-    if (disk != nullptr && !disk->read_only() && result->tier1_error.empty()) {
-      absl::Status stored = disk->Store(key, *neff);
-      if (!stored.ok()) {
-        CC().store_errors->Add(1);
-        static bool warned = false;
-        if (!warned) {
-          warned = true;
-          std::fprintf(stderr, "torch_neuron: warning: cannot write the compile cache (%s); "
-                       "continuing without it\n", std::string(stored.message()).c_str());
-        }
-      }
-    }
-  }
-  CompileCounters().compiles->Add(1);
-  CompileCounters().compile_ns->Add(NanosSince(start));
-  CompileCounters().compiled_nodes->Add(g.size());
+  const Config& config = GlobalConfig();
   if (config.debug) {
     std::string place = CurrentSourceLocation();
     if (place.empty()) place = "<unknown>";
@@ -287,68 +157,81 @@ std::pair<std::shared_ptr<const runtime::Program>, size_t> CompileGraph(
                    static_cast<long long>(g.size()), place.c_str(), reason.c_str());
     }
   }
-  if (!config.debug_dir.empty()) {
-    DumpGraph(config.debug_dir, g, result->optimized_text, result->kernel_sources);
-  }
-  return {program, neff_bytes};
+  if (!config.debug_dir.empty()) DumpGraph(config.debug_dir, g, result.optimized_text, result.kernel_sources);
 }
 
-// L1, then L2, then compile (under the key's cross-process lock, so one process
-// compiles a graph and the others load its NEFF).
+struct Providers {
+  cache::ProviderChain chain;
+  cache::MemoryProvider* memory;
+};
+
+// The chain of the process, built once from the config: memory, then disk
+// (unless TORCH_NEURON_CACHE=0), then the compiler here. With no provider below
+// the disk that coordinates processes, the disk's key lock is held across the
+// compile, so one process compiles a graph and the others load its NEFF.
+Providers& TheProviders() {
+  static Providers* providers = [] {
+    const Config& config = GlobalConfig();
+    std::vector<std::unique_ptr<cache::ExecutableProvider>> chain;
+    auto memory = std::make_unique<cache::MemoryProvider>(
+        static_cast<size_t>(config.cache_memory_entries), static_cast<size_t>(config.cache_memory_mb) << 20);
+    cache::MemoryProvider* memory_ptr = memory.get();
+    chain.push_back(std::move(memory));
+    if (config.cache_enabled) {
+      const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
+      static cache::DiskCache* disk = new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);
+      chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/true));
+    }
+    auto compile = std::make_unique<cache::LocalCompileProvider>();
+    compile->AddObserver(ObserveCompile);
+    chain.push_back(std::move(compile));
+    return new Providers{cache::ProviderChain(std::move(chain)), memory_ptr};
+  }();
+  return *providers;
+}
+
 }  // namespace
 
 compiler::CompileOptions CurrentCompileOptions() {
   compiler::CompileOptions options;
   options.opt_level = GlobalConfig().opt_level;
+  options.cxx = GlobalConfig().cxx;
   return options;
 }
 
 const proto::CompilerFingerprint& CurrentFingerprint() {
-  return compiler::FingerprintFor(GlobalConfig().opt_level);
+  return compiler::FingerprintFor(CurrentCompileOptions()).fingerprint;
 }
 
 std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
   if (compiled != nullptr) *compiled = false;
-  // Each level's fingerprint is serialized and hashed once, not on every sync.
-  static const ir::hash_t fingerprint_hashes[2] = {
-      compiler::HashFingerprint(compiler::FingerprintFor(0)),
-      compiler::HashFingerprint(compiler::FingerprintFor(1))};
-  const ir::hash_t key =
-      compiler::CacheKey(g.hash, fingerprint_hashes[GlobalConfig().opt_level >= 1 ? 1 : 0]);
-  if (auto program = ProgramCache().Get(key)) {
-    CompileCounters().cache_hits->Add(1);
-    CC().memory_hits->Add(1);
-    return program;
+  cache::ExecutableRequest request;
+  request.options = CurrentCompileOptions();
+  // Serialized and hashed once per option set, and looked up again only when
+  // the options of this thread's syncs change.
+  thread_local int last_level = -1;
+  thread_local std::string last_cxx;
+  thread_local const compiler::KeyedFingerprint* last = nullptr;
+  if (last == nullptr || last_level != request.options.opt_level || last_cxx != request.options.cxx) {
+    last = &compiler::FingerprintFor(request.options);
+    last_level = request.options.opt_level;
+    last_cxx = request.options.cxx;
   }
-  const std::string hex = ir::HashToHex(key);
-  cache::DiskCache* disk = DiskCacheOrNull();
-  std::unique_ptr<cache::DiskCache::KeyLock> lock;
-  if (disk != nullptr) {
-    if (auto program = LoadFromDisk(*disk, hex)) {
-      CC().disk_hits->Add(1);
-      ProgramCache().Put(key, program);
-      return program;
-    }
-    absl::StatusOr<std::unique_ptr<cache::DiskCache::KeyLock>> locked = disk->LockKey(hex, 600.0);
-    if (locked.ok()) {
-      lock = *std::move(locked);
-      // Another process may have compiled it while we waited.
-      if (auto program = LoadFromDisk(*disk, hex)) {
-        CC().disk_hits->Add(1);
-        ProgramCache().Put(key, program);
-        return program;
-      }
-    }
+  const compiler::KeyedFingerprint& fingerprint = *last;
+  request.key = compiler::CacheKey(g.hash, fingerprint.hash);
+  request.graph = &g;
+  request.fingerprint = &fingerprint.fingerprint;
+  absl::StatusOr<cache::ProviderChain::Answer> answer = TheProviders().chain.Get(request);
+  runtime::ThrowIfError(answer.status());
+  for (const absl::Status& error : answer->keep_errors) {
+    TORCH_WARN_ONCE("torch_neuron: ", error.message(), "; continuing without it");
   }
-  CC().misses->Add(1);
-  auto [program, bytes] = CompileGraph(g, disk, hex);
-  if (compiled != nullptr) *compiled = true;
-  ProgramCache().Put(key, program, bytes);
-  return program;
+  if (compiled != nullptr) *compiled = answer->source == "compile" && !answer->waited;
+  return answer->program;
 }
 
 std::string LastRecompileReason() { return Log().LastReason(); }
 
-void ClearMemoryCache() { ProgramCache().Clear(); }
+void ClearMemoryCache() { TheProviders().memory->Clear(); }
 
 }  // namespace torch_neuron::lazy

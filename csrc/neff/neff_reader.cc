@@ -9,7 +9,6 @@
 #include "ir/hash.h"
 #include "neff/constant_codec.h"
 #include "neff/neff_format.h"
-#include "runtime/native_library.h"
 #include "runtime/op_lookup.h"
 #include "runtime/schema_types.h"
 
@@ -217,15 +216,15 @@ absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::Compile
     program->instructions[entry.instruction()].source = entry.location();
   }
   // Native objects are named by the hash of their bytes: a name that does not
-  // match is a damaged file, never code to load. Registering stores the bytes;
-  // they are loaded when a kernel is first called.
+  // match is a damaged file, never code to load. Reading loads nothing: the
+  // runtime registers the objects when it loads the program
+  // (runtime::LoadNativeObjects), so inspecting or verifying a NEFF runs no code.
   for (const proto::NativeObject& object : loaded.payload.native_objects()) {
     if (object.name() != absl::StrCat("tn_", ir::HashToHex(ir::Hash(object.code())))) {
       return Malformed(absl::StrCat("native object ", object.name(), " does not match its bytes"));
     }
   }
   for (const proto::NativeObject& object : loaded.payload.native_objects()) {
-    runtime::RegisterNativeLibrary(object.name(), object.code());
     program->native_objects.emplace_back(object.name(), object.code());
   }
   loaded.payload.clear_program();

@@ -27,6 +27,7 @@ py::dict Inspect(const std::string& bytes) {
   d["inputs"] = p.signature().inputs_size();
   d["outputs"] = p.signature().outputs_size();
   d["source_lines"] = p.source_map_size();
+  d["native_objects"] = loaded->program->native_objects.size();
   return d;
 }
 

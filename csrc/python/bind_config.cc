@@ -21,6 +21,9 @@ py::dict ConfigToDict(const Config& c) {
   d["allow_cpu_fallback"] = c.allow_cpu_fallback;
   d["cache_dir"] = c.cache_dir;
   d["cache_max_mb"] = c.cache_max_mb;
+  d["cache_memory_entries"] = c.cache_memory_entries;
+  d["cache_memory_mb"] = c.cache_memory_mb;
+  d["cxx"] = c.cxx;
   d["cache_enabled"] = c.cache_enabled;
   d["cache_read_only"] = c.cache_read_only;
   d["compile_service"] = c.compile_service;

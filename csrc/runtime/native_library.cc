@@ -86,6 +86,10 @@ void RegisterNativeLibrary(const std::string& name, std::string bytes) {
   Libraries().Register(name, std::move(bytes));
 }
 
+void LoadNativeObjects(const std::vector<std::pair<std::string, std::string>>& objects) {
+  for (const auto& [name, bytes] : objects) Libraries().Register(name, bytes);
+}
+
 absl::StatusOr<KernelFn> FindKernel(const std::string& name, const std::string& symbol) {
   absl::StatusOr<void*> fn = Libraries().Find(name, symbol);
   if (!fn.ok()) return fn.status();

@@ -6,12 +6,14 @@ results."""
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
+import torch_neuron
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -84,6 +86,38 @@ def test_a_second_process_compiles_nothing_and_loads_from_disk(tmp_path, referen
     assert second["disk_hits"] == 2
     assert second["losses"] == first["losses"] == reference["losses"]
     assert len(entries(tmp_path)) == 2
+
+
+TIER1_WORKER = r"""
+import json, torch, torch_neuron
+x = torch.linspace(-2, 2, 4096).reshape(64, 64)
+y = ((x.to("neuron").sin() * 3 + 1).tanh() * x.to("neuron").cos()).sum(1)
+out = y.cpu()
+c = torch_neuron.metrics.counters()
+print(json.dumps({"compiles": c.get("graph.compile.count", 0), "disk_hits": c.get("cache.disk_hit.count", 0),
+                  "equal": bool(torch.allclose(out, ((x.sin() * 3 + 1).tanh() * x.cos()).sum(1), rtol=1e-5, atol=1e-5)),
+                  "values": out.tolist()}))
+"""
+
+
+def test_generated_kernels_compiled_in_one_process_run_in_another(tmp_path):
+    # The compiling process registers its kernels the way a loading process
+    # does (one load path); the second process compiles nothing and runs the
+    # kernels it read from the NEFF.
+    def once():
+        proc = subprocess.run([sys.executable, "-c", TIER1_WORKER], env=env_for(tmp_path, TORCH_NEURON_OPT_LEVEL="1"),
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    compiler, loader = once(), once()
+    assert (compiler["compiles"], compiler["disk_hits"]) == (1, 0)
+    assert (loader["compiles"], loader["disk_hits"]) == (0, 1)
+    assert compiler["equal"] and loader["values"] == compiler["values"]
+    (entry,) = entries(tmp_path)
+    with open(entry, "rb") as f:
+        info = torch_neuron._C._neff_inspect(f.read())
+    assert info["native_objects"] == 1, info
 
 
 def test_eight_concurrent_processes_compile_each_graph_once(tmp_path, reference):
@@ -183,7 +217,7 @@ def test_cache_cli(tmp_path, reference):
     info = cli("info", cache_dir=tmp_path)
     assert info.returncode == 0
     assert f"directory     {tmp_path}" in info.stdout and "entries       2" in info.stdout
-    assert "fingerprint   torch_neuron 0.1.0, torch 2.13.0" in info.stdout
+    assert re.search(r"fingerprint   torch_neuron 0\.1\.0 \(compiler [0-9a-f]{16}\), torch 2\.13\.0", info.stdout), info.stdout
     listed = cli("list", cache_dir=tmp_path).stdout.strip().splitlines()
     assert sorted(line.split()[0] for line in listed) == sorted(os.path.basename(p)[:32] for p in entries(tmp_path))
     assert cli("verify", cache_dir=tmp_path).stdout.strip() == "2 of 2 entries valid; 0 moved to quarantine"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torch_neuron
-from child_process import start_python
+from child_process import run_python, start_python
 
 # ------------------------------------------------------------ unsupported dtypes
 
@@ -252,6 +252,8 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_MODE": "eager",
             "TORCH_NEURON_CACHE_DIR": "/tmp/neff",
             "TORCH_NEURON_CACHE_MAX_MB": "64",
+            "TORCH_NEURON_CACHE_MEMORY_ENTRIES": "12",
+            "TORCH_NEURON_CACHE_MEMORY_MB": "5",
             "TORCH_NEURON_CACHE": "no",
             "TORCH_NEURON_IR_DEBUG": "on",
             "TORCH_NEURON_OPT_LEVEL": "0",
@@ -266,6 +268,8 @@ def test_parse_converts_every_known_setting():
         "allow_cpu_fallback": False,
         "cache_dir": "/tmp/neff",
         "cache_max_mb": 64,
+        "cache_memory_entries": 12,
+        "cache_memory_mb": 5,
         "cache_enabled": False,
         "cache_read_only": False,
         "compile_service": "auto",
@@ -276,6 +280,7 @@ def test_parse_converts_every_known_setting():
         "opt_level": 0,
         "kernel_threads": 3,
         "autograd_thread": True,
+        "cxx": "",
     }
 
 
@@ -292,6 +297,49 @@ def test_parse_of_an_empty_mapping_gives_the_defaults():
     parsed = torch_neuron.config.parse({})
     assert (parsed["mode"], parsed["num_devices"], parsed["memory_limit_bytes"]) == ("lazy", 1, 0)
     assert parsed["allow_cpu_fallback"] is True
+    assert (parsed["cache_memory_entries"], parsed["cache_memory_mb"]) == (4096, 1024)
+    assert torch_neuron.config.parse({"CXX": "clang++-16"})["cxx"] == "clang++-16"
+
+
+# One Status -> exception table (base/error_kind.h) for bindings and ATen kernels.
+@pytest.mark.parametrize(
+    "code, exc",
+    [
+        (8, torch.OutOfMemoryError),   # RESOURCE_EXHAUSTED
+        (3, ValueError),               # INVALID_ARGUMENT
+        (11, ValueError),              # OUT_OF_RANGE
+        (12, NotImplementedError),     # UNIMPLEMENTED
+        (5, RuntimeError),             # NOT_FOUND
+        (13, RuntimeError),            # INTERNAL
+    ],
+)
+def test_a_failed_status_raises_the_same_exception_type_everywhere(code, exc):
+    with pytest.raises(exc, match="the message") as info:
+        torch_neuron._C._raise_status(code, "the message")
+    assert type(info.value) is exc
+
+
+def test_the_memory_cache_bound_is_a_setting():
+    # Two graphs, a bound of one executable: the first is evicted and built again
+    # (from the disk cache, which is off here, so compiled).
+    code = """
+import torch, torch_neuron
+from torch_neuron import metrics
+x = torch.ones(4, device="neuron")
+def run(k):
+    y = (x * k).sin() if k == 2 else (x + k).cos()
+    torch_neuron.mark_step()
+    return y.cpu()
+run(2); run(3)
+metrics.reset()
+run(2)
+print(metrics.counter("graph.compile.count"), metrics.counter("graph.cache_hit.count"))
+"""
+    bounded = run_python(code, env={"TORCH_NEURON_CACHE_MEMORY_ENTRIES": "1", "TORCH_NEURON_CACHE": "0"})
+    roomy = run_python(code, env={"TORCH_NEURON_CACHE": "0"})
+    assert bounded.returncode == 0 and roomy.returncode == 0, bounded.stderr + roomy.stderr
+    assert bounded.stdout.split() == ["1", "0"]
+    assert roomy.stdout.split() == ["0", "1"]
 
 
 @pytest.mark.parametrize(

@@ -219,6 +219,19 @@ TEST(NeffTest, AnotherCompilersNeffIsRejected) {
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(NeffTest, AChangedCompilersSourcesRejectTheOldNeffs) {
+  // Same version, same options, other compiler sources (a rebuilt compiler).
+  Compiled c = CompileSample();
+  const proto::CompilerFingerprint current = compiler::MakeFingerprint(compiler::CompileOptions());
+  ASSERT_TRUE(ReadNeff(c.bytes, &current).ok());
+  ASSERT_EQ(current.compiler_source_id().size(), 16u);
+  EXPECT_EQ(current.compiler_source_id().find_first_not_of("0123456789abcdef"), std::string::npos);
+  proto::CompilerFingerprint rebuilt = current;
+  rebuilt.set_compiler_source_id("0000000000000000");
+  EXPECT_EQ(ReadNeff(c.bytes, &rebuilt).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(compiler::HashFingerprint(rebuilt), compiler::HashFingerprint(current));
+}
+
 TEST(NeffTest, StructuralErrorsBehindAValidChecksumAreRejected) {
   proto::NeffPayload p = Payload(CompileSample().bytes);
   proto::NeffPayload bad_register = p;

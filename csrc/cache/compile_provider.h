@@ -1,0 +1,41 @@
+#pragma once
+// The last provider of the chain: compiles the graph here. What it answers with
+// is what the NEFF reader makes of the NEFF it wrote (as for an entry loaded from
+// disk), so a program the reader rejects is the graph's error and never reaches
+// a cache. Compile events go to observers (the recompile report, graph dumps,
+// the tier-1 fallback warning live in lazy/, not here).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/executable_provider.h"
+
+namespace torch_neuron::cache {
+
+struct CompileEvent {
+  const ExecutableRequest& request;
+  const compiler::CompileResult& result;
+  int64_t compile_ns;
+};
+using CompileObserver = std::function<void(const CompileEvent&)>;
+
+class LocalCompileProvider : public ExecutableProvider {
+ public:
+  const char* name() const override { return "compile"; }
+  absl::StatusOr<ProvidedExecutable> Get(const ExecutableRequest& request, RequestHolds& holds) override;
+  // Called on the compiling thread after each successful compile.
+  void AddObserver(CompileObserver observer);
+
+ private:
+  absl::Mutex mu_;
+  std::vector<CompileObserver> observers_ ABSL_GUARDED_BY(mu_);
+};
+
+// The NEFF signature of a canonical graph: parameter kinds and specs, outputs and
+// the inputs each output could donate into (same byte size).
+proto::Signature SignatureFor(const ir::CanonicalGraph& g);
+
+}  // namespace torch_neuron::cache
