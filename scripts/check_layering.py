@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Checks that csrc/'s #include edges point down DESIGN.md's picture (ctest runs it).
+
+    python scripts/check_layering.py              # the tree: exit 1 on a violation
+    python scripts/check_layering.py --self-test  # shows it catches an upward include
+
+A file in csrc/<folder>/ may include headers of its own folder and of folders
+below it in LAYERS, never above; a folder missing from LAYERS is a violation too
+(place it before adding it). Outside python/, no file includes Python or pybind11
+headers. Only quoted project includes (`#include "ir/node.h"`) are edges; system
+and third-party includes (`<...>`) are checked for Python headers alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from typing import List
+
+# Lowest first. An arrow may point only to the left (or stay in its folder).
+LAYERS = (
+    "proto",     # generated protobuf formats
+    "base",      # config, status and the Status -> exception table, metrics
+    "runtime",   # device memory, queues, execution of programs; the kernel ABI
+    "ir",        # immutable nodes, shapes, hashing, canonical graphs
+    "neff",      # the executable container (reads and writes runtime programs)
+    "compiler",  # passes, fusion, codegen, lowering: graph -> program
+    "cache",     # ExecutableProvider chain: memory, disk, local compile
+    "service",   # the compile service and its client provider
+    "lazy",      # tensors, tracer, scheduler seams, graph executor
+    "eager",     # adaptive eager (a Scheduler)
+    "registry",  # shape registry (a TraceObserver)
+    "python",    # pybind11 bindings: the only folder that sees Python
+)
+
+PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]+"', re.M)
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', re.M)
+PYTHON_HEADERS = re.compile(r"^(Python\.h|pybind11/|torch/python\.h|torch/extension\.h|torch/csrc/(utils/)?python)")
+SOURCES = (".h", ".cc", ".cpp", ".hpp", ".inc")
+
+
+def violations(csrc: str) -> List[str]:
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    found: List[str] = []
+    for folder in sorted(os.listdir(csrc)):
+        top = os.path.join(csrc, folder)
+        if not os.path.isdir(top):
+            continue
+        if folder not in rank:
+            found.append(f"csrc/{folder}/: a folder that is not in check_layering.LAYERS (place it in the picture)")
+            continue
+        for dirpath, _, files in os.walk(top):
+            for name in sorted(files):
+                if not name.endswith(SOURCES):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, os.path.dirname(csrc))
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for m in PROJECT_INCLUDE.finditer(text):
+                    target = m.group(1)
+                    line = text.count("\n", 0, m.start()) + 1
+                    if target not in rank:
+                        if os.path.isdir(os.path.join(csrc, target)):
+                            found.append(f"{rel}:{line}: includes {target}/, a folder not in the picture")
+                        continue  # a third-party quoted include (absl/..., gtest/...)
+                    if rank[target] > rank[folder]:
+                        found.append(f"{rel}:{line}: {folder}/ includes {m.group(0).split('include', 1)[1].strip()}"
+                                     f" from {target}/, which is above it")
+                if folder != "python":
+                    for m in ANY_INCLUDE.finditer(text):
+                        if PYTHON_HEADERS.match(m.group(1)):
+                            line = text.count("\n", 0, m.start()) + 1
+                            found.append(f"{rel}:{line}: includes the Python header {m.group(1)} outside python/")
+    return found
+
+
+def self_test() -> int:
+    """A fixture tree with one upward include, one Python include and one unknown
+    folder: each must be reported; the same tree without them must pass."""
+    with tempfile.TemporaryDirectory() as tmp:
+        csrc = os.path.join(tmp, "csrc")
+        files = {
+            "ir/node.h": '#include "base/config.h"\n#include "absl/status/status.h"\n',
+            "lazy/tracer.cc": '#include "ir/node.h"\n#include "cache/executable_provider.h"\n',
+            "cache/executable_provider.h": '#include "compiler/compiler.h"\n',
+            "compiler/compiler.h": '#include "ir/node.h"\n',
+            "base/config.h": "#include <string>\n",
+            "python/module.cc": "#include <pybind11/pybind11.h>\n",
+        }
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(csrc, rel)), exist_ok=True)
+            with open(os.path.join(csrc, rel), "w") as f:
+                f.write(text)
+        clean = violations(csrc)
+        if clean:
+            print("self-test: the clean fixture was reported:", *clean, sep="\n  ")
+            return 1
+        with open(os.path.join(csrc, "ir/node.h"), "a") as f:
+            f.write('#include "lazy/tracer.h"\n')  # ir/ includes lazy/: upward
+        os.makedirs(os.path.join(csrc, "runtime"))
+        with open(os.path.join(csrc, "runtime/hooks.cc"), "w") as f:
+            f.write("#include <Python.h>\n")
+        os.makedirs(os.path.join(csrc, "misc"))
+        found = violations(csrc)
+        expected = ["csrc/ir/node.h:3: ir/ includes \"lazy/tracer.h\" from lazy/, which is above it",
+                    "csrc/runtime/hooks.cc:1: includes the Python header Python.h outside python/",
+                    "csrc/misc/: a folder that is not in check_layering.LAYERS (place it in the picture)"]
+        if sorted(found) != sorted(expected):
+            print("self-test: expected", *expected, "got", *found, sep="\n  ")
+            return 1
+    print("self-test: an upward include, a Python header below python/ and an unplaced folder are reported")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--csrc", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc"))
+    p.add_argument("--self-test", action="store_true")
+    args = p.parse_args(argv)
+    if args.self_test:
+        return self_test()
+    found = violations(args.csrc)
+    for v in found:
+        print(v)
+    print(f"layering: {len(found)} violation(s) in {args.csrc}" if found else
+          f"layering: every #include in {args.csrc} points down ({' < '.join(LAYERS)})")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
