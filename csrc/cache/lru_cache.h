@@ -1,12 +1,15 @@
 // LruCache: a map from key to shared value bounded by entry count and by bytes
 // (each entry's size given at Put), evicting the least recently used entries.
 // Values are shared_ptrs: an entry evicted while a caller still holds it stays
-// alive for that caller ("in use" entries are never freed under it).
+// alive for that caller ("in use" entries are never freed under it). Values
+// that are dropped (evicted, replaced, cleared) are destroyed after mu_ is
+// released, so a value's destructor may take other locks, or use this cache.
 //
 // Thread-safe: every member behind mu_.
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <list>
 #include <memory>
 #include <utility>
@@ -36,10 +39,12 @@ class LruCache {
   // Inserts or replaces; evicts least recently used entries beyond the bounds
   // (never the one just inserted).
   void Put(const Key& key, std::shared_ptr<const Value> value, size_t bytes = 0) {
+    std::list<Entry> dropped;  // destroyed after `lock` (declared later) is released
     absl::MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it != index_.end()) {
       total_bytes_ -= it->second->bytes;
+      dropped.push_back(Entry{key, std::move(it->second->value), 0});
       it->second->value = std::move(value);
       it->second->bytes = bytes;
       total_bytes_ += bytes;
@@ -53,7 +58,7 @@ class LruCache {
            (order_.size() > max_entries_ || (max_bytes_ > 0 && total_bytes_ > max_bytes_))) {
       total_bytes_ -= order_.back().bytes;
       index_.erase(order_.back().key);
-      order_.pop_back();
+      dropped.splice(dropped.end(), order_, std::prev(order_.end()));
     }
   }
 
@@ -68,9 +73,10 @@ class LruCache {
   }
 
   void Clear() {
+    std::list<Entry> dropped;  // destroyed after `lock` is released
     absl::MutexLock lock(&mu_);
     index_.clear();
-    order_.clear();
+    dropped.swap(order_);
     total_bytes_ = 0;
   }
 
