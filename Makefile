@@ -5,7 +5,7 @@ PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
 .PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench bench-quick clean \
-	conformance conformance-report zoo zoo-subset validate
+	conformance conformance-report zoo zoo-subset validate asan tsan
 
 setup:
 	@bash scripts/setup.sh
@@ -41,6 +41,15 @@ wheel-check: setup
 FUZZ_SECONDS ?= 60
 fuzz: setup
 	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The C++ tests and a Python subset under AddressSanitizer / ThreadSanitizer, in
+# build-asan/ or build-tsan/ (scripts/sanitize.sh says what each leaves out and
+# why). SANITIZE_TESTS="tests/python/test_x.py ..." picks other Python tests.
+asan: setup
+	@bash scripts/sanitize.sh asan $(SANITIZE_TESTS)
+
+tsan: setup
+	@bash scripts/sanitize.sh tsan $(SANITIZE_TESTS)
 
 # The full OpInfo conformance sweep (every op of op_db; a few minutes on 2 cores):
 # rewrites tests/conformance/results.json and docs/CONFORMANCE.md. The default
@@ -88,4 +97,4 @@ bench-quick: setup
 	@$(PY) benchmarks/run_all.py --quick
 
 clean:
-	rm -rf build build-fuzz dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info
+	rm -rf build build-fuzz build-asan build-tsan dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info

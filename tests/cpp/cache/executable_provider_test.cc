@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "base/metrics.h"
@@ -77,6 +78,26 @@ Chain MakeChain(std::vector<std::unique_ptr<FakeProvider>> providers) {
   return c;
 }
 
+// Two threads ask for `key`: the second asks while the first is inside the
+// chain's only provider (held there until the second is waiting).
+std::pair<absl::StatusOr<ProviderChain::Answer>, absl::StatusOr<ProviderChain::Answer>> RaceForOneKey(
+    Chain& c, ir::hash_t key) {
+  absl::Notification entered, release;
+  c.fakes[0]->entered = &entered;
+  c.fakes[0]->release = &release;
+  absl::StatusOr<ProviderChain::Answer> first, second;
+  std::thread a([&] { first = c.chain->Get(Request(key)); });
+  entered.WaitForNotification();
+  std::thread b([&] { second = c.chain->Get(Request(key)); });
+  while (c.chain->Waiting(key) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  release.Notify();
+  a.join();
+  b.join();
+  c.fakes[0]->entered = nullptr;
+  c.fakes[0]->release = nullptr;
+  return {std::move(first), std::move(second)};
+}
+
 TEST(ProviderChainTest, NotFoundAndUnavailablePassOnAndTheAnswerIsKeptAboveLowestFirst) {
   FakeProvider::kept_order.clear();
   std::vector<std::unique_ptr<FakeProvider>> p;
@@ -135,17 +156,7 @@ TEST(ProviderChainTest, TwoThreadsAskingForOneKeyCompileItOnce) {
   std::vector<std::unique_ptr<FakeProvider>> p;
   p.push_back(std::make_unique<FakeProvider>("compile", absl::OkStatus()));
   Chain c = MakeChain(std::move(p));
-  absl::Notification entered, release;
-  c.fakes[0]->entered = &entered;
-  c.fakes[0]->release = &release;
-  absl::StatusOr<ProviderChain::Answer> first, second;
-  std::thread a([&] { first = c.chain->Get(Request(11)); });
-  entered.WaitForNotification();
-  std::thread b([&] { second = c.chain->Get(Request(11)); });
-  while (c.chain->Waiting(11) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  release.Notify();
-  a.join();
-  b.join();
+  auto [first, second] = RaceForOneKey(c, 11);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(c.fakes[0]->gets, 1);
   EXPECT_EQ(first->program, second->program);
@@ -159,24 +170,13 @@ TEST(ProviderChainTest, AThrowingProviderFailsTheKeyForEveryWaiterWithoutHanging
   std::vector<std::unique_ptr<FakeProvider>> p;
   p.push_back(std::make_unique<FakeProvider>("compile", absl::OkStatus()));
   Chain c = MakeChain(std::move(p));
-  absl::Notification entered, release;
-  c.fakes[0]->entered = &entered;
-  c.fakes[0]->release = &release;
   c.fakes[0]->throw_on_get = true;
-  absl::StatusOr<ProviderChain::Answer> first, second;
-  std::thread a([&] { first = c.chain->Get(Request(12)); });
-  entered.WaitForNotification();
-  std::thread b([&] { second = c.chain->Get(Request(12)); });
-  while (c.chain->Waiting(12) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  release.Notify();
-  a.join();
-  b.join();
+  auto [first, second] = RaceForOneKey(c, 12);
   EXPECT_TRUE(absl::IsInternal(first.status()));
   EXPECT_NE(first.status().message().find("provider bug"), std::string::npos);
   EXPECT_EQ(second.status(), first.status());
   // The failure is not remembered: the next request asks again.
   c.fakes[0]->throw_on_get = false;
-  c.fakes[0]->release = nullptr;
   EXPECT_TRUE(c.chain->Get(Request(12)).ok());
 }
 
