@@ -179,7 +179,7 @@ Providers& TheProviders() {
     chain.push_back(std::move(memory));
     if (config.cache_enabled) {
       const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
-      static cache::DiskCache* disk = new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);
+      auto* disk = new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);  // lives as long as the chain
       chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/true));
     }
     auto compile = std::make_unique<cache::LocalCompileProvider>();
