@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -82,7 +83,7 @@ class ProviderChain {
  public:
   struct Answer {
     std::shared_ptr<const runtime::Program> program;
-    std::string source;          // the name of the provider that answered
+    std::string_view source;     // the name of the provider that answered (a static string)
     bool waited = false;         // another thread's request for the key answered this one
     std::vector<absl::Status> keep_errors;  // write-backs that failed
   };
