@@ -7,6 +7,7 @@
 #include "lazy/bridge.h"
 #include "lazy/graph_executor.h"
 #include "lazy/tensor_impl.h"
+#include "lazy/trace_observer.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
 #include "runtime/schema_types.h"
@@ -50,6 +51,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                                 " cannot run on the neuron device (", reason,
                                 ") and the CPU fallback is off (TORCH_NEURON_FALLBACK=0)");
     metrics::Increment(std::string(metrics::kFallbackPrefix) + name);
+    if (HasTraceObservers()) ObservedOpScope::NoteFallback(reason);
   }
 
   // Every neuron input, materialized in one graph.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -22,6 +23,7 @@
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
 #include "lazy/tensor_impl.h"
+#include "lazy/trace_observer.h"
 #include "runtime/device_registry.h"
 #include "runtime/device_data.h"
 #include "runtime/dtypes.h"
@@ -349,7 +351,9 @@ const TraceMetrics& TraceCounters() {
 
 }  // namespace
 
-void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+namespace {
+
+void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // At the op, not at a later sync: a forked child's device state is unusable.
   if (runtime::InBadFork()) runtime::ThrowIfError(runtime::BadForkError());
   const auto start = Clock::now();
@@ -682,6 +686,24 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TraceCounters().ops->Add(1);
   TraceCounters().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (CurrentMode() == ExecutionMode::kEager) GraphExecutor::Get().Sync(created);
+}
+
+// With observers installed: the op's arguments are kept (the tracer consumes
+// them) and shown to the observers once the op is handled. An op that throws
+// (bad input) is not shown.
+void TraceObserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(num_args), stack->end());
+  ObservedOpScope scope;
+  TraceUnobserved(op, stack);
+  NotifyTraceObservers(TracedOp{op, args, scope.fallback_reason()});
+}
+
+}  // namespace
+
+void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (ABSL_PREDICT_FALSE(HasTraceObservers())) return TraceObserved(op, stack);
+  TraceUnobserved(op, stack);
 }
 
 int RegisterTracerForCompositeOps() {
