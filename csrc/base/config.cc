@@ -109,6 +109,8 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   // The conventional variable of build tools, not a TORCH_NEURON_ one: the host
   // toolchain that builds tier-1 kernels.
   if (std::string v = lookup("CXX"); !v.empty()) c.cxx = v;
+  if (std::string v = lookup("TORCH_NEURON_TEST_FAULT_OP"); !v.empty()) c.test_fault_op = v;
+  if (std::string v = lookup("TORCH_NEURON_REGISTRY_TAG"); !v.empty()) c.registry_tag = v;
   if (std::string v = lookup("TORCH_NEURON_SHAPE_REGISTRY"); !v.empty()) {
     c.shape_registry = v;
   }

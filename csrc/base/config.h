@@ -33,10 +33,14 @@ struct Config {
   bool debug = false;            // TORCH_NEURON_DEBUG
   std::string debug_dir;         // TORCH_NEURON_DEBUG_DIR
   std::string shape_registry;    // TORCH_NEURON_SHAPE_REGISTRY
+  std::string registry_tag;      // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
   // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
   // ATen call per op), 1 = elementwise fusion into generated kernels.
   int opt_level = 1;
   std::string cxx;               // CXX: tier 1's C++ compiler ("" = c++), read once here
+  // Test only (TORCH_NEURON_TEST_FAULT_OP): the compiler lowers this op wrong on
+  // purpose, to show that the registry replay catches a broken lowering.
+  std::string test_fault_op;
   // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
   // 0 = one per host core.
   int kernel_threads = 0;

@@ -10,6 +10,7 @@
 #include "compiler/foreach_expansion.h"
 #include "compiler/lowering.h"
 #include "compiler/native_build.h"
+#include "compiler/fault_injection.h"
 #include "compiler/pass_pipeline.h"
 #include "ir/hash.h"
 
@@ -46,6 +47,7 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
 
 PassPipeline MakePipeline(const CompileOptions& options) {
   PassPipeline pipeline;
+  if (!options.fault_op.empty()) pipeline.AddPass<FaultInjection>(options.fault_op);
   if (options.cse) pipeline.AddPass<CommonSubexpressionElimination>();
   if (options.fold_constants) pipeline.AddPass<ConstantFolding>(options.max_fold_elements);
   pipeline.AddPass<DeadCodeElimination>();

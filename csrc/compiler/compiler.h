@@ -26,6 +26,8 @@ struct CompileOptions {
   // Largest value (in elements) constant folding will compute at compile time.
   int64_t max_fold_elements = 4096;
   std::string cxx;  // the host toolchain's C++ compiler for tier 1 ("": c++)
+  // Test only: this op's lowering is made wrong on purpose (fault_injection.h).
+  std::string fault_op;
 };
 
 struct CompileResult {

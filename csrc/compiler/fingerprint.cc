@@ -41,6 +41,9 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
                     absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(),
                     ";toolchain=", Toolchain::For(options.cxx).Describe());
   }
+  // Test-only fault injection changes what any tier computes: never the key of
+  // a healthy executable.
+  if (!options.fault_op.empty()) absl::StrAppend(&text, ";fault_op=", options.fault_op);
   f.set_options(text);
   return f;
 }
@@ -54,7 +57,7 @@ const KeyedFingerprint& FingerprintFor(const CompileOptions& options) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* built = new std::map<std::string, std::unique_ptr<const KeyedFingerprint>>();
   const std::string key = absl::StrCat(options.opt_level >= 1 ? 1 : 0, "|", options.cse, "|", options.fold_constants,
-                                       "|", options.max_fold_elements, "|", options.cxx);
+                                       "|", options.max_fold_elements, "|", options.cxx, "|", options.fault_op);
   absl::MutexLock lock(&mu);
   std::unique_ptr<const KeyedFingerprint>& slot = (*built)[key];
   if (slot == nullptr) {

@@ -196,6 +196,7 @@ compiler::CompileOptions CurrentCompileOptions() {
   compiler::CompileOptions options;
   options.opt_level = GlobalConfig().opt_level;
   options.cxx = GlobalConfig().cxx;
+  options.fault_op = GlobalConfig().test_fault_op;
   return options;
 }
 
@@ -211,11 +212,14 @@ std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& 
   // the options of this thread's syncs change.
   thread_local int last_level = -1;
   thread_local std::string last_cxx;
+  thread_local std::string last_fault_op;
   thread_local const compiler::KeyedFingerprint* last = nullptr;
-  if (last == nullptr || last_level != request.options.opt_level || last_cxx != request.options.cxx) {
+  if (last == nullptr || last_level != request.options.opt_level || last_cxx != request.options.cxx ||
+      last_fault_op != request.options.fault_op) {
     last = &compiler::FingerprintFor(request.options);
     last_level = request.options.opt_level;
     last_cxx = request.options.cxx;
+    last_fault_op = request.options.fault_op;
   }
   const compiler::KeyedFingerprint& fingerprint = *last;
   request.key = compiler::CacheKey(g.hash, fingerprint.hash);
