@@ -81,6 +81,10 @@ _serialization.install()
 _module_support.install()
 debug._install_source_locations()
 
+from . import registry  # noqa: E402
+
+registry._start_from_config()  # TORCH_NEURON_SHAPE_REGISTRY: record from here on
+
 
 @atexit.register
 def _drain_devices() -> None:

@@ -31,6 +31,8 @@ py::dict ConfigToDict(const Config& c) {
   d["debug"] = c.debug;
   d["debug_dir"] = c.debug_dir;
   d["shape_registry"] = c.shape_registry;
+  d["registry_tag"] = c.registry_tag;
+  d["test_fault_op"] = c.test_fault_op;
   d["opt_level"] = c.opt_level;
   d["kernel_threads"] = c.kernel_threads;
   d["autograd_thread"] = c.autograd_thread;

@@ -29,6 +29,15 @@ import torch  # noqa: E402
 import torch_neuron  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _registry_tag(request):
+    """While the shape registry records (TORCH_NEURON_SHAPE_REGISTRY), each test's
+    ops are tagged with the test's name (tests/registry/record.py)."""
+    if torch_neuron.registry.recording():
+        torch_neuron.registry.set_tag(f"tests/python/{request.node.nodeid.split('/')[-1]}")
+    yield
+
+
 @pytest.fixture
 def metrics():
     """torch_neuron.metrics with every counter zeroed, for exact deltas. Graphs

@@ -277,6 +277,8 @@ def test_parse_converts_every_known_setting():
         "debug": False,
         "debug_dir": "",
         "shape_registry": "",
+        "registry_tag": "",
+        "test_fault_op": "",
         "opt_level": 0,
         "kernel_threads": 3,
         "autograd_thread": True,

@@ -67,6 +67,8 @@ class Job:
         self.err = tempfile.TemporaryFile(mode="w+")
         cmd = [sys.executable, os.path.join(HERE, "run_model.py"), entry.name, "--seed", str(args.seed)]
         # A session of its own, so a timeout can end the child and anything it started (g++).
+        # Shape registry records (when --shape-registry is given) are tagged by entry.
+        env = dict(env, TORCH_NEURON_REGISTRY_TAG=entry.name)
         self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, env=env, cwd=ROOT,
                                      start_new_session=True)
         self.timed_out = False

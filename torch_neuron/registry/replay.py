@@ -1,0 +1,796 @@
+"""Replays recorded op signatures on neuron and on the CPU and compares them.
+
+For each signature the replay rebuilds the op's arguments from the record
+(dtypes, shapes, scalar values, dtypes and devices), fills tensors with values
+the op accepts, runs the op on a copy of the inputs on each device (random
+generators seeded alike), and compares every result and every argument the op
+writes. Values respect the op's own constraints: an index argument lies in the
+range of the dim it indexes, a probability in [0, 1], a matrix to factor is
+positive definite, a logarithm's input is positive, a divisor is nonzero. A
+signature whose arguments cannot be rebuilt, or whose generated inputs the CPU
+itself refuses, is "unreplayable" with the reason, never a failure.
+
+Outcomes: pass, mismatch (values, dtypes or shapes differ), error (neuron
+raised where the CPU did not), unreplayable, crash and timeout (set by the
+runner in __main__.py, which runs the replays in worker processes).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from .store import Signature
+
+# Statuses, in report order.
+PASS, MISMATCH, ERROR, CRASH, TIMEOUT, UNREPLAYABLE = (
+    "pass", "mismatch", "error", "crash", "timeout", "unreplayable")
+STATUSES = (PASS, MISMATCH, ERROR, CRASH, TIMEOUT, UNREPLAYABLE)
+
+
+@dataclass
+class Outcome:
+    status: str
+    cause: str = ""   # short, groups failures in the report ("values differ")
+    detail: str = ""  # the specifics (which output, how far, the message)
+
+
+class Unreplayable(Exception):
+    """The signature cannot be rebuilt into a valid call (the message says why)."""
+
+
+# ---------------------------------------------------------------------------
+# The op and its schema
+
+def base_name(op: str) -> Tuple[str, str, str]:
+    """("aten", "add", "Tensor") for "aten::add.Tensor"."""
+    ns, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    return ns, name, overload
+
+
+def resolve(op: str):
+    ns, name, overload = base_name(op)
+    try:
+        packet = getattr(getattr(torch.ops, ns), name)
+        return getattr(packet, overload or "default")
+    except (AttributeError, RuntimeError):
+        raise Unreplayable(f"{op} is not an operator of this torch build") from None
+
+
+def _stem(name: str) -> str:
+    """The op's family: "index_put" for index_put_, _index_put_impl_ etc."""
+    s = name
+    if s.endswith("_") and not s.endswith("__"):
+        s = s[:-1]
+    if s.endswith("_copy") and s not in ("_to_copy", "copy"):
+        s = s[: -len("_copy")]
+    return s
+
+
+# ---------------------------------------------------------------------------
+# Values
+
+_DTYPES = {str(d).replace("torch.", ""): d for d in (
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8, torch.int8, torch.int16,
+    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128, torch.uint16, torch.uint32,
+    torch.uint64)}
+
+
+def dtype_of(name: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise Unreplayable(f"dtype {name!r} is not one this replay can make")
+    return _DTYPES[name]
+
+
+class _Device:
+    """Placeholder of a device argument (the device of the side being run)."""
+
+    def __init__(self, recorded: str):
+        self.recorded = recorded
+
+
+class _Generator:
+    """Placeholder of a Generator argument (seeded alike on both sides)."""
+
+
+@dataclass
+class _TensorSpec:
+    dtype: torch.dtype
+    shape: List[int]
+    strides: Optional[List[int]] = None
+    on_cpu: bool = False   # stays a CPU tensor on the neuron side too
+    value: Any = None      # a CPU scalar tensor's recorded value
+    wrapped: bool = False  # a Python number (passed as one)
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "tensor" in value:
+            return _TensorSpec(dtype_of(value["tensor"]), list(value["shape"]), value.get("strides"),
+                               bool(value.get("cpu", False)), value.get("value"), bool(value.get("wrapped", False)))
+        if "tensors" in value:
+            return [None if t is None else _decode(t) for t in value["tensors"]]
+        if "dtype" in value:
+            return dtype_of(value["dtype"])
+        if "layout" in value:
+            layout = getattr(torch, value["layout"], None)
+            if not isinstance(layout, torch.layout):
+                raise Unreplayable(f"layout {value['layout']!r} is unknown")
+            return layout
+        if "memory_format" in value:
+            fmt = getattr(torch, value["memory_format"], None)
+            if not isinstance(fmt, torch.memory_format):
+                raise Unreplayable(f"memory format {value['memory_format']!r} is unknown")
+            return fmt
+        if "device" in value:
+            return _Device(value["device"])
+        if "generator" in value:
+            return _Generator()
+        if "complex" in value:
+            re_, im = value["complex"]
+            return complex(re_, im)
+        if "unsupported" in value:
+            raise Unreplayable(f"an argument of kind {value['unsupported']} was recorded without its value")
+        raise Unreplayable(f"an argument the replay does not know: {value}")
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _random_values(spec: _TensorSpec, gen: torch.Generator, distinct: bool) -> torch.Tensor:
+    numel = math.prod(spec.shape)
+    dtype = spec.dtype
+    if distinct and numel > 0 and not dtype.is_complex and dtype != torch.bool:
+        limit = {torch.uint8: 256, torch.int8: 128}.get(dtype, 1 << 24)
+        if numel <= limit:
+            perm = torch.randperm(numel, generator=gen)
+            if dtype.is_floating_point:
+                return (perm.to(torch.float64) / max(numel, 1) - 0.5).to(dtype).reshape(spec.shape)
+            return perm.to(dtype).reshape(spec.shape)
+    if dtype.is_floating_point:
+        return torch.randn(spec.shape, generator=gen, dtype=torch.float32).to(dtype)
+    if dtype.is_complex:
+        return torch.randn(spec.shape, generator=gen, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, spec.shape, generator=gen).bool()
+    low = 0 if dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64) else -5
+    return torch.randint(low, 6, spec.shape, generator=gen).to(dtype)
+
+
+def _make_tensor(spec: _TensorSpec, gen: torch.Generator, distinct: bool) -> Any:
+    if spec.value is not None and not spec.shape:
+        if spec.wrapped:
+            return spec.value  # a Python number, as the user's code passed it
+        return torch.tensor(spec.value, dtype=spec.dtype)
+    values = _random_values(spec, gen, distinct)
+    if spec.strides is not None:
+        # The recorded layout: the same values in a buffer with those strides.
+        extent = 1 + sum((n - 1) * abs(s) for n, s in zip(spec.shape, spec.strides) if n > 0)
+        if any(n == 0 for n in spec.shape):
+            extent = 0
+        buffer = torch.zeros(max(extent, 1), dtype=spec.dtype)
+        strided = buffer.as_strided(spec.shape, spec.strides)
+        strided.copy_(values)
+        return strided
+    return values
+
+
+# ---------------------------------------------------------------------------
+# The op's constraints on its inputs
+
+@dataclass
+class _Call:
+    op: str
+    schema: Any
+    values: List[Any]  # one per schema argument (tensors made, placeholders kept)
+
+    def index(self, name: str) -> int:
+        for i, a in enumerate(self.schema.arguments):
+            if a.name == name:
+                return i
+        return -1
+
+    def get(self, name: str, default=None):
+        i = self.index(name)
+        return self.values[i] if 0 <= i < len(self.values) else default
+
+    def set(self, name: str, value) -> None:
+        i = self.index(name)
+        if 0 <= i < len(self.values):
+            self.values[i] = value
+
+    def tensor(self, name: str) -> Optional[torch.Tensor]:
+        v = self.get(name)
+        return v if isinstance(v, torch.Tensor) else None
+
+
+def _fill_int(t: Optional[torch.Tensor], low: int, high: int, gen: torch.Generator) -> None:
+    """Fills an integer tensor with values in [low, high) (an index argument)."""
+    if t is None or t.dtype.is_floating_point or t.dtype == torch.bool or t.numel() == 0:
+        return
+    if high <= low:
+        raise Unreplayable(f"an index into an empty dim (range [{low}, {high}))")
+    t.copy_(torch.randint(low, high, t.shape, generator=gen).to(t.dtype))
+
+
+def _dim_size(t: torch.Tensor, dim) -> int:
+    if t.dim() == 0:
+        return 1
+    return t.shape[dim if isinstance(dim, int) else 0]
+
+
+def _index_rule(index_arg: str, source_arg: str, dim_arg: Optional[str] = "dim"):
+    def rule(call: _Call, gen):
+        src = call.tensor(source_arg)
+        if src is None:
+            return
+        dim = call.get(dim_arg, 0) if dim_arg else 0
+        _fill_int(call.tensor(index_arg), 0, _dim_size(src, dim), gen)
+    return rule
+
+
+def _rule_embedding(call, gen):
+    w = call.tensor("weight")
+    if w is not None:
+        _fill_int(call.tensor("indices"), 0, w.shape[0], gen)
+
+
+def _rule_embedding_backward(call, gen):
+    n = call.get("num_weights")
+    if isinstance(n, int):
+        _fill_int(call.tensor("indices"), 0, n, gen)
+
+
+def _rule_embedding_bag(call, gen):
+    w, idx, off = call.tensor("weight"), call.tensor("indices"), call.tensor("offsets")
+    if w is None or idx is None:
+        return
+    _fill_int(idx, 0, w.shape[0], gen)
+    if off is not None and off.numel() > 0:
+        cuts = torch.sort(torch.randint(0, idx.numel() + 1, (off.numel(),), generator=gen)).values
+        cuts[0] = 0
+        off.copy_(cuts.to(off.dtype))
+
+
+def _rule_index_list(call, gen):
+    src = call.tensor("self")
+    indices = call.get("indices")
+    if src is None or not isinstance(indices, list):
+        return
+    for d, t in enumerate(indices):
+        if isinstance(t, torch.Tensor) and d < src.dim():
+            _fill_int(t, 0, src.shape[d], gen)
+
+
+def _rule_take_along(call, gen):
+    src, dim = call.tensor("self"), call.get("dim")
+    if src is not None:
+        _fill_int(call.tensor("indices"), 0, src.numel() if dim is None else _dim_size(src, dim), gen)
+
+
+def _rule_take(call, gen):
+    src = call.tensor("self")
+    if src is not None:
+        _fill_int(call.tensor("index"), 0, src.numel(), gen)
+
+
+def _rule_nll_loss(call, gen):
+    x = call.tensor("self")
+    if x is None:
+        return
+    classes = x.shape[1] if x.dim() >= 2 else x.shape[0] if x.dim() == 1 else 1
+    _fill_int(call.tensor("target"), 0, classes, gen)
+
+
+def _rule_one_hot(call, gen):
+    n = call.get("num_classes", -1)
+    _fill_int(call.tensor("self"), 0, n if isinstance(n, int) and n > 0 else 4, gen)
+
+
+def _rule_nonnegative(name: str, high: int = 4):
+    def rule(call, gen):
+        _fill_int(call.tensor(name), 0, high, gen)
+    return rule
+
+
+def _rule_pool_indices(call, gen):
+    x, idx = call.tensor("self"), call.tensor("indices")
+    if x is None or idx is None:
+        return
+    spatial = 2 if "2d" in call.op else 3 if "3d" in call.op else 1
+    plane = math.prod(x.shape[-spatial:]) if x.dim() >= spatial else 1
+    _fill_int(idx, 0, plane, gen)
+
+
+def _rule_probability(*names: str):
+    def rule(call, gen):
+        for name in names:
+            t = call.tensor(name)
+            if t is not None and t.dtype.is_floating_point:
+                t.copy_(torch.rand(t.shape, generator=gen).mul(0.98).add(0.01).to(t.dtype))
+    return rule
+
+
+def _rule_positive(*names: str):
+    def rule(call, gen):
+        for name in names:
+            t = call.tensor(name)
+            if t is not None and (t.dtype.is_floating_point or t.dtype.is_complex):
+                t.copy_(t.abs() + 0.5)
+    return rule
+
+
+def _rule_unit_interval(call, gen):
+    t = call.tensor("self")
+    if t is not None and t.dtype.is_floating_point:
+        t.copy_(torch.rand(t.shape, generator=gen).mul(1.98).sub(0.99).to(t.dtype))
+
+
+def _rule_at_least_one(call, gen):
+    t = call.tensor("self")
+    if t is not None and t.dtype.is_floating_point:
+        t.copy_(t.abs() + 1.0)
+
+
+def _rule_positive_definite(*names: str):
+    def rule(call, gen):
+        for name in names:
+            t = call.tensor(name)
+            if t is None or t.dim() < 2 or t.shape[-1] != t.shape[-2] or not t.dtype.is_floating_point:
+                continue
+            n = t.shape[-1]
+            pd = t @ t.transpose(-1, -2) + n * torch.eye(n, dtype=t.dtype)
+            t.copy_(pd)
+    return rule
+
+
+def _rule_triangular_factor(name: str):
+    def rule(call, gen):
+        t = call.tensor(name)
+        if t is None or t.dim() < 2 or not t.dtype.is_floating_point:
+            return
+        upper = bool(call.get("upper", False))
+        f = torch.triu(t) if upper else torch.tril(t)
+        f.diagonal(dim1=-2, dim2=-1).copy_(t.diagonal(dim1=-2, dim2=-1).abs() + 1.0)
+        t.copy_(f)
+    return rule
+
+
+def _rule_nonzero_divisor(call, gen):
+    t = call.tensor("other")
+    if t is not None and not t.dtype.is_floating_point and not t.dtype.is_complex:
+        t.copy_(torch.where(t == 0, torch.ones_like(t), t))
+        if t.dtype != torch.bool:
+            t.copy_(t.abs().clamp(min=1))
+    elif not isinstance(t, torch.Tensor):
+        v = call.get("other")
+        if isinstance(v, int) and not isinstance(v, bool) and v == 0:
+            call.set("other", 1)
+
+
+def _rule_int_exponent(call, gen):
+    x, e = call.tensor("self"), call.tensor("exponent")
+    if e is not None and not e.dtype.is_floating_point and e.dtype != torch.bool:
+        if x is None or not x.dtype.is_floating_point:
+            e.copy_(e.abs())
+
+
+def _rule_shift(call, gen):
+    t = call.tensor("other")
+    if t is not None and not t.dtype.is_floating_point:
+        _fill_int(t, 0, 4, gen)
+
+
+def _rule_sorted(name: str):
+    def rule(call, gen):
+        t = call.tensor(name)
+        if t is not None and t.numel() > 0:
+            t.copy_(torch.sort(t, dim=-1).values)
+    return rule
+
+
+def _rule_true(call, gen):
+    t = call.tensor("self")
+    if t is not None:
+        t.copy_(torch.ones_like(t))
+
+
+def _rule_ctc(call, gen):
+    lp, targets = call.tensor("log_probs"), call.tensor("targets")
+    il, tl = call.get("input_lengths"), call.get("target_lengths")
+    if lp is None or targets is None:
+        return
+    steps, classes = lp.shape[0], lp.shape[-1]
+    batch = lp.shape[1] if lp.dim() == 3 else 1
+    blank = call.get("blank", 0)
+    # Labels other than the blank; lengths a path through `steps` frames can emit.
+    _fill_int(targets, 1 if blank == 0 else 0, classes if blank == 0 else classes - 1, gen)
+    longest = max(1, (steps - 1) // 2)
+    if targets.dim() == 1:  # concatenated: the lengths sum to its length
+        total = targets.numel()
+        lengths = [total // batch + (1 if b < total % batch else 0) for b in range(batch)]
+        if max(lengths) > longest:
+            raise Unreplayable(f"{total} concatenated targets do not fit {batch} sequences of {steps} frames")
+    else:
+        lengths = [min(targets.shape[-1], longest)] * batch
+    for name, value in (("input_lengths", [steps] * batch), ("target_lengths", lengths)):
+        current = call.get(name)
+        if isinstance(current, torch.Tensor):
+            current.copy_(torch.tensor(value, dtype=current.dtype).reshape(current.shape))
+        elif isinstance(current, list):
+            call.set(name, value)
+
+
+def _rule_masked_scatter(call, gen):
+    """At most as many (broadcast) true mask elements as the source holds."""
+    x, mask = call.tensor("self"), call.tensor("mask")
+    if mask is None:
+        return
+    source = call.tensor("source")
+    available = source.numel() if source is not None else math.prod(call.get("sizes") or [0])
+    full = x.numel() if x is not None else call.tensor("grad_output").numel()
+    per_element = max(1, full // max(mask.numel(), 1))
+    chosen = min(mask.numel(), available // per_element)
+    flat = torch.zeros(mask.numel(), dtype=torch.bool)
+    flat[torch.randperm(mask.numel(), generator=gen)[:chosen]] = True
+    mask.copy_(flat.reshape(mask.shape))
+
+
+def _rule_group_offsets(call, gen):
+    """_grouped_mm's offs: where each group ends along the grouped dim, sorted,
+    the last at its length (rows past it would be left uninitialized)."""
+    a, b, offs = call.tensor("self"), call.tensor("mat2"), call.tensor("offs")
+    if a is None or b is None or offs is None or offs.numel() == 0:
+        return
+    if a.dim() == 2 and b.dim() == 3:
+        total = a.shape[0]
+    elif a.dim() == 3 and b.dim() == 2:
+        total = b.shape[1]
+    else:
+        total = a.shape[-1]
+    cuts = torch.sort(torch.randint(0, total + 1, (offs.numel(),), generator=gen)).values
+    cuts[-1] = total
+    offs.copy_(cuts.to(offs.dtype))
+
+
+def _chain(*rules):
+    def rule(call, gen):
+        for r in rules:
+            r(call, gen)
+    return rule
+
+
+_scatter = _index_rule("index", "self")
+RULES: Dict[str, Callable] = {
+    "embedding": _rule_embedding,
+    "embedding_dense_backward": _rule_embedding_backward,
+    "embedding_backward": _rule_embedding_backward,
+    "_embedding_bag": _rule_embedding_bag,
+    "_embedding_bag_forward_only": _rule_embedding_bag,
+    "embedding_bag": _rule_embedding_bag,
+    "gather": _index_rule("index", "self"),
+    "scatter": _scatter,
+    "scatter_add": _scatter,
+    "scatter_reduce": _scatter,
+    "index_select": _index_rule("index", "self"),
+    "index_add": _index_rule("index", "self"),
+    "index_copy": _index_rule("index", "self"),
+    "index_fill": _index_rule("index", "self"),
+    "index_reduce": _index_rule("index", "self"),
+    "index": _rule_index_list,
+    "index_put": _rule_index_list,
+    "_index_put_impl": _rule_index_list,
+    "_unsafe_index": _rule_index_list,
+    "_unsafe_index_put": _rule_index_list,
+    "take_along_dim": _rule_take_along,
+    "take": _rule_take,
+    "nll_loss": _rule_nll_loss,
+    "nll_loss_forward": _rule_nll_loss,
+    "nll_loss_backward": _rule_nll_loss,
+    "nll_loss2d_forward": _rule_nll_loss,
+    "nll_loss2d_backward": _rule_nll_loss,
+    "nll_loss_nd": _rule_nll_loss,
+    "one_hot": _rule_one_hot,
+    "bincount": _rule_nonnegative("self", 8),
+    "repeat_interleave": _rule_nonnegative("repeats", 3),
+    "max_pool2d_with_indices_backward": _rule_pool_indices,
+    "max_pool3d_with_indices_backward": _rule_pool_indices,
+    "max_unpool2d": _rule_pool_indices,
+    "bernoulli": _rule_probability("self", "p"),
+    "binary_cross_entropy": _rule_probability("self", "target"),
+    "binary_cross_entropy_backward": _rule_probability("self", "target"),
+    "multinomial": _rule_positive("self"),
+    "log": _rule_positive("self"), "log2": _rule_positive("self"), "log10": _rule_positive("self"),
+    "sqrt": _rule_positive("self"), "rsqrt": _rule_positive("self"),
+    "log1p": _rule_positive("self"), "lgamma": _rule_positive("self"), "digamma": _rule_positive("self"),
+    "acos": _rule_unit_interval, "asin": _rule_unit_interval, "atanh": _rule_unit_interval,
+    "erfinv": _rule_unit_interval, "acosh": _rule_at_least_one,
+    "cholesky": _rule_positive_definite("self"),
+    "linalg_cholesky_ex": _rule_positive_definite("self"),
+    "linalg_cholesky": _rule_positive_definite("self"),
+    "linalg_inv_ex": _rule_positive_definite("A"),
+    "linalg_inv": _rule_positive_definite("A"),
+    "inverse": _rule_positive_definite("self"),
+    "linalg_solve_ex": _rule_positive_definite("A"),
+    "_linalg_solve_ex": _rule_positive_definite("A"),
+    "linalg_eigh": _rule_positive_definite("self"),
+    "_linalg_eigh": _rule_positive_definite("A"),
+    "logdet": _rule_positive_definite("self"),
+    "_linalg_slogdet": _rule_positive_definite("A"),
+    "_linalg_det": _rule_positive_definite("A"),
+    "cholesky_inverse": _rule_triangular_factor("self"),
+    "cholesky_solve": _rule_triangular_factor("input2"),
+    "div": _rule_nonzero_divisor, "remainder": _rule_nonzero_divisor, "fmod": _rule_nonzero_divisor,
+    "floor_divide": _rule_nonzero_divisor,
+    "pow": _rule_int_exponent,
+    "bitwise_left_shift": _rule_shift, "bitwise_right_shift": _rule_shift,
+    "__lshift__": _rule_shift, "__rshift__": _rule_shift,
+    "searchsorted": _rule_sorted("sorted_sequence"),
+    "bucketize": _rule_sorted("boundaries"),
+    "_assert_async": _rule_true,
+    "_ctc_loss": _rule_ctc,
+    "_ctc_loss_backward": _rule_ctc,
+    "masked_scatter": _rule_masked_scatter,
+    "_grouped_mm": _rule_group_offsets,
+    "masked_scatter_backward": _rule_masked_scatter,
+}
+
+# Ops that return positions (sort, topk...): ties would make two correct
+# answers differ, so their inputs get distinct values.
+DISTINCT_VALUES = {
+    "sort", "argsort", "topk", "max", "min", "argmax", "argmin", "median", "nanmedian", "mode", "kthvalue",
+    "cummax", "cummin", "msort", "unique_consecutive", "_unique2", "unique_dim", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool1d",
+}
+
+# Ops whose results are uninitialized memory: shapes, dtypes compared, not values.
+UNDEFINED_VALUES = {
+    "empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted", "resize",
+    "_resize_output",
+}
+
+
+# Results partly left uninitialized by the op (CTC's log_alpha beyond each
+# sequence's lattice): by result position, compared by shape and dtype only.
+UNDEFINED_RESULTS = {"_ctc_loss": {1}}
+
+
+def constraint_rule(op: str) -> Optional[Callable]:
+    return RULES.get(_stem(base_name(op)[1]))
+
+
+# ---------------------------------------------------------------------------
+# Building and running a call
+
+def build_call(sig: Signature, seed: int) -> _Call:
+    """The CPU arguments of `sig` (tensors filled within the op's constraints)."""
+    overload = resolve(sig.op)
+    schema = overload._schema
+    try:
+        decoded = [_decode(v) for v in sig.decoded_args()]
+    except ValueError as e:
+        raise Unreplayable(f"the recorded arguments are not valid JSON ({e})") from None
+    if len(decoded) != len(schema.arguments):
+        raise Unreplayable(f"recorded {len(decoded)} arguments, this torch's schema has "
+                           f"{len(schema.arguments)} ({schema})")
+    gen = torch.Generator().manual_seed(seed)
+    distinct = base_name(sig.op)[1] in DISTINCT_VALUES
+
+    def make(v):
+        if isinstance(v, _TensorSpec):
+            return _make_tensor(v, gen, distinct)
+        if isinstance(v, list):
+            return [make(e) for e in v]
+        return v
+
+    call = _Call(sig.op, schema, [make(v) for v in decoded])
+    rule = constraint_rule(sig.op)
+    if rule is not None:
+        rule(call, gen)
+    return call
+
+
+def _on_side(value, device: str, seed: int, cpu_spec_paths: set, path=()):
+    """The argument for one side: tensors copied to `device` (except those
+    recorded as CPU tensors), placeholders made."""
+    if isinstance(value, torch.Tensor):
+        if device == "cpu" or path in cpu_spec_paths:
+            return value.clone()
+        return value.to(device)
+    if isinstance(value, _Device):
+        if value.recorded in ("neuron", "privateuseone"):
+            return torch.device(device)
+        return torch.device(value.recorded)
+    if isinstance(value, _Generator):
+        return torch.Generator(device).manual_seed(seed)
+    if isinstance(value, list):
+        return [_on_side(v, device, seed, cpu_spec_paths, path + (i,)) for i, v in enumerate(value)]
+    return value
+
+
+def _cpu_paths(sig: Signature) -> set:
+    """Argument positions recorded as CPU tensors (they stay on the CPU)."""
+    paths = set()
+
+    def walk(v, path):
+        if isinstance(v, dict) and "tensor" in v and v.get("cpu"):
+            paths.add(path)
+        elif isinstance(v, dict) and "tensors" in v:
+            for i, e in enumerate(v["tensors"]):
+                walk(e, path + (i,))
+    for i, v in enumerate(sig.decoded_args()):
+        walk(v, (i,))
+    return paths
+
+
+def _invoke(overload, schema, values):
+    args, kwargs = [], {}
+    for a, v in zip(schema.arguments, values):
+        if a.kwarg_only:
+            kwargs[a.name] = v
+        else:
+            args.append(v)
+    return overload(*args, **kwargs)
+
+
+def _written(schema) -> List[int]:
+    return [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+
+
+def _flatten(value) -> List[Any]:
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out.extend(_flatten(v))
+        return out
+    return [value]
+
+
+def _to_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, (list, tuple)):
+        return [_to_cpu(v) for v in value]
+    return value
+
+
+def tolerance(dtype: torch.dtype, opt_level: int) -> float:
+    """Relative tolerance of a replay comparison (of |cpu| and of max |cpu|)."""
+    if dtype in (torch.bfloat16,):
+        return 1.6e-2
+    if dtype in (torch.float16,):
+        return 2e-3
+    if dtype in (torch.float64, torch.complex128):
+        return 1e-7 if opt_level == 0 else 1e-6
+    return 1e-5 if opt_level == 0 else 1e-4
+
+
+def compare(name: str, actual, expected, opt_level: int, values: bool = True) -> Optional[Outcome]:
+    """None if `actual` (neuron's, moved to the CPU) matches `expected`."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return Outcome(MISMATCH, "type differs", f"{name}: neuron gave {type(actual).__name__}, the CPU a tensor")
+        if actual.dtype != expected.dtype:
+            return Outcome(MISMATCH, "dtype differs", f"{name}: neuron {actual.dtype}, cpu {expected.dtype}")
+        if actual.shape != expected.shape:
+            return Outcome(MISMATCH, "shape differs",
+                           f"{name}: neuron {list(actual.shape)}, cpu {list(expected.shape)}")
+        if not values or expected.numel() == 0:
+            return None
+        if expected.dtype.is_floating_point or expected.dtype.is_complex:
+            e = expected.to(torch.complex128 if expected.dtype.is_complex else torch.float64)
+            a = actual.to(e.dtype)
+            rtol = tolerance(expected.dtype, opt_level)
+            finite = torch.isfinite(e)
+            scale = e[finite].abs().max().item() if finite.any() else 0.0
+            atol = rtol * max(scale, 1e-3)
+            same_special = (torch.isnan(e) & torch.isnan(a)) | (torch.isinf(e) & (a == e))
+            close = same_special | ((a - e).abs() <= atol + rtol * e.abs())
+            if not bool(close.all()):
+                bad = ~close
+                diff = (a - e).abs()[bad & torch.isfinite(a) & finite]
+                worst = diff.max().item() if diff.numel() else float("nan")
+                return Outcome(MISMATCH, "values differ",
+                               f"{name}: {int(bad.sum())} of {e.numel()} elements differ (max abs {worst:.3g}, "
+                               f"rtol {rtol:g}, atol {atol:.3g})")
+            return None
+        if not torch.equal(actual, expected):
+            bad = int((actual != expected).sum())
+            return Outcome(MISMATCH, "values differ", f"{name}: {bad} of {expected.numel()} elements differ")
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)) or len(actual) != len(expected):
+            return Outcome(MISMATCH, "type differs", f"{name}: neuron gave {actual!r:.80}, the CPU {expected!r:.80}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            found = compare(f"{name}[{i}]", a, e, opt_level, values)
+            if found:
+                return found
+        return None
+    if isinstance(expected, float) and isinstance(actual, float):
+        if math.isclose(actual, expected, rel_tol=tolerance(torch.float64, opt_level) * 10, abs_tol=1e-12) or (
+                math.isnan(actual) and math.isnan(expected)):
+            return None
+        return Outcome(MISMATCH, "values differ", f"{name}: neuron {actual}, cpu {expected}")
+    if actual != expected and not (values is False):
+        return Outcome(MISMATCH, "values differ", f"{name}: neuron {actual!r:.80}, cpu {expected!r:.80}")
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def replay(sig: Signature, opt_level: int = 0, seed: int = 0, on_cpu_done=None) -> Outcome:
+    """Replays one signature on neuron and on the CPU and compares; calls
+    `on_cpu_done()` between the two (a crash before it is the CPU's)."""
+    import torch_neuron
+
+    sig_seed = (int(sig.key[:8], 16) ^ seed) & 0x7FFFFFFF
+    try:
+        call = build_call(sig, sig_seed)
+    except Unreplayable as e:
+        return Outcome(UNREPLAYABLE, str(e).split(" (")[0][:80], str(e))
+    except Exception as e:  # a record this replay cannot turn into arguments
+        return Outcome(UNREPLAYABLE, "the arguments cannot be rebuilt", _first_line(e))
+    overload = resolve(sig.op)
+    schema = overload._schema
+    cpu_paths = _cpu_paths(sig)
+    written = _written(schema)
+    stem = _stem(base_name(sig.op)[1])
+    values_defined = stem not in UNDEFINED_VALUES
+
+    torch.manual_seed(sig_seed)
+    cpu_args = [_on_side(v, "cpu", sig_seed, cpu_paths, (i,)) for i, v in enumerate(call.values)]
+    try:
+        expected = _invoke(overload, schema, cpu_args)
+    except Exception as e:
+        return Outcome(UNREPLAYABLE, "the CPU refuses the generated inputs", _first_line(e))
+    expected_written = [cpu_args[i] for i in written]
+    if on_cpu_done is not None:
+        on_cpu_done()
+
+    torch.manual_seed(sig_seed)
+    neuron_args = [_on_side(v, "neuron", sig_seed, cpu_paths, (i,)) for i, v in enumerate(call.values)]
+    try:
+        actual = _invoke(overload, schema, neuron_args)
+        torch_neuron.mark_step()
+        actual = _to_cpu(actual)
+        actual_written = [_to_cpu(neuron_args[i]) for i in written]
+    except Exception as e:
+        return Outcome(ERROR, f"neuron raised {type(e).__name__}", _first_line(e))
+
+    expected = _to_cpu(expected)
+    undefined = UNDEFINED_RESULTS.get(stem, set())
+    if isinstance(expected, (list, tuple)) and undefined and isinstance(actual, (list, tuple)) and \
+            len(actual) == len(expected):
+        found = None
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            found = found or compare(f"result[{i}]", a, e, opt_level, values_defined and i not in undefined)
+    else:
+        found = compare("result", actual, expected, opt_level, values_defined)
+    if found is None:
+        for i, a, e in zip(written, actual_written, expected_written):
+            found = compare(f"argument {schema.arguments[i].name} (written)", a, e, opt_level, values_defined)
+            if found:
+                break
+    return found or Outcome(PASS)
+
+
+def replay_safely(sig: Signature, opt_level: int = 0, seed: int = 0, on_cpu_done=None) -> Outcome:
+    """replay(), with an unexpected failure of the replay itself reported as an error."""
+    try:
+        return replay(sig, opt_level, seed, on_cpu_done)
+    except Exception as e:
+        return Outcome(ERROR, "the replay failed", _first_line(e) + "\n" + traceback.format_exc(limit=4))
+
+
+def matches(op: str, pattern: Optional[str]) -> bool:
+    """-k PATTERN: a regular expression searched in the op's name."""
+    return pattern is None or re.search(pattern, op) is not None
