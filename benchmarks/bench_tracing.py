@@ -41,6 +41,17 @@ def per_op_trace(ops: int) -> float:
     return elapsed / (2 * ops) * 1e6
 
 
+def per_op_trace_recording(ops: int) -> float:
+    """per_op_trace with the shape registry's recorder installed (its records
+    are dropped after each sample: the cost measured is the recording's)."""
+    torch_neuron._C._registry_start()
+    try:
+        return per_op_trace(ops)
+    finally:
+        torch_neuron._C._registry_stop()
+        torch_neuron._C._registry_take()
+
+
 def per_op_cpu(ops: int) -> float:
     x, y = torch.randn(16), torch.randn(16)
     start = time.perf_counter()
@@ -79,9 +90,12 @@ def main(argv=None) -> int:
     sizes = [10, 100, 1000] if args.quick else [10, 100, 1000, 10000]
 
     samples = interleaved({"neuron_trace_us": lambda: per_op_trace(ops),
+                           "neuron_trace_recording_us": lambda: per_op_trace_recording(ops),
                            "cpu_eager_us": lambda: per_op_cpu(ops)}, repeats=repeats)
     per_op = {k: summary(v) for k, v in samples.items()}
     per_op["trace_over_cpu_ratio"] = ratios(samples["neuron_trace_us"], samples["cpu_eager_us"])
+    # The shape registry's recording cost (TORCH_NEURON_SHAPE_REGISTRY), pair by pair.
+    per_op["recording_over_trace_ratio"] = ratios(samples["neuron_trace_recording_us"], samples["neuron_trace_us"])
 
     mark_step = {}
     for n in sizes:
@@ -118,6 +132,11 @@ def main(argv=None) -> int:
             "tracing per op": (f"{fmt(per_op['neuron_trace_us']['median'])} us per traced op vs "
                                f"{fmt(per_op['cpu_eager_us']['median'])} us per CPU eager op "
                                f"(ratio {fmt(ratio['median'])}, {fmt(ratio['min'])}-{fmt(ratio['max'])})"),
+            "shape registry recording": (
+                f"{fmt(per_op['neuron_trace_recording_us']['median'])} us per traced op while recording "
+                f"(ratio to not recording {fmt(per_op['recording_over_trace_ratio']['median'])}, "
+                f"{fmt(per_op['recording_over_trace_ratio']['min'])}-"
+                f"{fmt(per_op['recording_over_trace_ratio']['max'])})"),
             "cached mark_step": ", ".join(f"{n} nodes {fmt(v['mark_step_ms']['median'])} ms"
                                           for n, v in mark_step.items()),
         },
