@@ -479,7 +479,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
-    const c10::TypePtr& type = schema.arguments()[i].type();
+    // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
+    const c10::TypePtr& type = schema.arguments()[i].real_type();
     exempt_from_stale_check = info.stale_allowed[i];
     if (v.isTensor()) {
       std::optional<int32_t> index = tensor_operand(v.toTensor());

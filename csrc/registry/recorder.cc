@@ -213,7 +213,8 @@ void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
   out->push_back('[');
   for (size_t i = 0; i < args.size(); ++i) {
     if (i > 0) out->push_back(',');
-    const c10::TypePtr& type = i < schema.arguments().size() ? schema.arguments()[i].type()
+    // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
+    const c10::TypePtr& type = i < schema.arguments().size() ? schema.arguments()[i].real_type()
                                                              : c10::AnyType::get();
     Value(type, args[i], out);
   }

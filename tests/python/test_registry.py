@@ -276,3 +276,20 @@ def test_a_deliberately_broken_lowering_is_reported_as_a_mismatch_naming_op_and_
     assert "aten::mul.Tensor: values differ (1 signature)" in broken.stdout
     assert mul in broken.stdout
     assert f"replay: python -m torch_neuron.registry run {db} --signature {key} --opt-level 0" in broken.stdout
+
+
+def test_a_forked_child_does_not_write_its_parents_records_again(tmp_path):
+    db = str(tmp_path / "r.db")
+    code = textwrap.dedent("""
+        import os, sys, torch, torch_neuron
+        x = torch.ones(3, device="neuron")
+        (x * 7).cpu()
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # a normal exit: atexit handlers run in the child
+        os.waitpid(pid, 0)
+    """)
+    r = _run(code, {"TORCH_NEURON_SHAPE_REGISTRY": db, "TORCH_NEURON_REGISTRY_TAG": "fork"})
+    assert r.returncode == 0, r.stderr
+    mul = [s for s in store.load(db) if s.op == "aten::mul.Tensor"]
+    assert [s.counts for s in mul] == [{"fork": 1}]

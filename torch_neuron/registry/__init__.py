@@ -113,4 +113,13 @@ def _start_from_config() -> None:
         start()
 
 
+def _forget_inherited_records() -> None:
+    # A forked child holds a copy of the parent's unwritten records: writing them
+    # too (at the child's exit) would count them twice. The child keeps only its own.
+    global _pending
+    _pending = []
+    _C._registry_take()
+
+
 atexit.register(_flush_at_exit)
+os.register_at_fork(after_in_child=_forget_inherited_records)
