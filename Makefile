@@ -5,7 +5,7 @@ PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
 .PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench bench-quick clean \
-	conformance conformance-report zoo zoo-subset validate asan tsan
+	conformance conformance-report zoo zoo-subset validate asan tsan registry-test registry-record
 
 setup:
 	@bash scripts/setup.sh
@@ -79,11 +79,27 @@ zoo: setup
 zoo-subset: setup
 	@$(PY) -m pytest tests/python/test_zoo_subset.py -p no:cacheprovider -q
 
+# The shape registry's generated tests: every signature of the committed registry
+# (tests/registry/registry.db.gz) replayed on neuron and on the CPU. `make test` runs a
+# fixed stratified sample of it. REGISTRY_OPT_LEVEL=1 replays at opt level 1.
+REGISTRY_OPT_LEVEL ?= 0
+registry-test: setup
+	@TORCH_NEURON_REGISTRY_SAMPLE=0 TORCH_NEURON_REGISTRY_OPT_LEVEL=$(REGISTRY_OPT_LEVEL) \
+	  $(PY) -m pytest tests/registry -q -p no:cacheprovider
+
+# Records tests/registry/registry.db.gz afresh: the zoo (about 100 minutes at opt level 0),
+# the training workloads and the demo, merged (tests/registry/record.py;
+# REGISTRY_ARGS="--zoo-budget 3600" stops the zoo part early).
+REGISTRY_ARGS ?=
+registry-record: setup
+	@$(PY) tests/registry/record.py $(REGISTRY_ARGS)
+
 # Staged validation, fastest first, stopping at the first failing stage:
-# 1. shape-registry replay (not yet: the registry is issue 18), 2. the zoo's covering
+# 1. shape-registry replay (every committed signature), 2. the zoo's covering
 # subset, 3. the whole zoo.
 validate: setup
-	@echo "== validate 1/3: shape-registry replay: no registry yet (issue 18), nothing to replay =="
+	@echo "== validate 1/3: shape-registry replay ==" && \
+	  $(PY) -m torch_neuron.registry run tests/registry/registry.db.gz --opt-level $(REGISTRY_OPT_LEVEL)
 	@echo "== validate 2/3: zoo covering subset ==" && $(MAKE) --no-print-directory zoo-subset
 	@echo "== validate 3/3: whole zoo ==" && $(MAKE) --no-print-directory zoo
 

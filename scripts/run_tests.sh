@@ -19,7 +19,7 @@ cpp_failed=$(grep -oE '[0-9]+ tests failed' "$log/ctest.txt" | grep -oE '^[0-9]+
 echo "== Python tests (pytest) =="
 marker=()
 [ "${TORCH_NEURON_TEST_ALL:-0}" = 1 ] && marker=(-m "")
-$PY -m pytest tests/python -p no:cacheprovider --durations=15 --durations-min=5 "${marker[@]}" \
+$PY -m pytest tests/python tests/registry -p no:cacheprovider --durations=15 --durations-min=5 "${marker[@]}" \
   | tee "$log/pytest.txt"
 py_rc=${PIPESTATUS[0]}
 last=$(grep -E '(passed|failed|error)' "$log/pytest.txt" | tail -1)

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "runtime/schema_types.h"
 
@@ -35,6 +34,21 @@ const char* DtypeName(c10::ScalarType t) {
     case c10::ScalarType::UInt32: return "uint32";
     case c10::ScalarType::UInt64: return "uint64";
     default: return c10::toString(t);
+  }
+}
+
+// torch's Python names of the layouts (torch.strided, torch.sparse_coo, ...).
+const char* LayoutName(c10::Layout layout) {
+  switch (layout) {
+    case c10::kStrided: return "strided";
+    case c10::kSparse: return "sparse_coo";
+    case c10::kSparseCsr: return "sparse_csr";
+    case c10::kSparseCsc: return "sparse_csc";
+    case c10::kSparseBsr: return "sparse_bsr";
+    case c10::kSparseBsc: return "sparse_bsc";
+    case c10::kMkldnn: return "_mkldnn";
+    case c10::kJagged: return "jagged";
+    default: return "unknown";
   }
 }
 
@@ -147,8 +161,7 @@ void Value(const c10::TypePtr& declared, const c10::IValue& v, std::string* out)
     out->push_back('}');
   } else if (kind == c10::TypeKind::LayoutType && v.isInt()) {
     out->append("{\"layout\":");
-    std::string name = c10::toString(static_cast<c10::Layout>(v.toInt()));
-    String(absl::AsciiStrToLower(name), out);
+    String(LayoutName(static_cast<c10::Layout>(v.toInt())), out);
     out->push_back('}');
   } else if (kind == c10::TypeKind::MemoryFormatType && v.isInt()) {
     out->append("{\"memory_format\":");
@@ -222,21 +235,20 @@ void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
 }
 
 void ShapeRecorder::OnTracedOp(const lazy::TracedOp& op) {
-  // The key is built in a buffer reused per thread: no allocation once warm.
+  // The key is built in buffers reused per thread (no allocation once warm):
+  // the op's part outside the lock, the tag in front of it under it.
+  thread_local std::string signature;
   thread_local std::string key;
-  key.clear();
-  const std::string& name = NameOf(op.op);
-  {
-    absl::MutexLock lock(&mu_);
-    key.append(tag_);
-  }
-  key.push_back('\0');
-  key.append(name);
-  key.push_back('\0');
-  EncodeArguments(op.op.schema(), op.args, &key);
-  key.push_back('\0');
-  if (op.fallback_reason != nullptr) key.append(op.fallback_reason);
+  signature.clear();
+  signature.push_back('\0');
+  signature.append(NameOf(op.op));
+  signature.push_back('\0');
+  EncodeArguments(op.op.schema(), op.args, &signature);
+  signature.push_back('\0');
+  if (op.fallback_reason != nullptr) signature.append(op.fallback_reason);
   absl::MutexLock lock(&mu_);
+  key.assign(tag_);
+  key.append(signature);
   auto it = entries_.find(key);
   if (it == entries_.end()) it = entries_.emplace(key, Entry{}).first;
   ++it->second.count;

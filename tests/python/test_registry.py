@@ -293,3 +293,20 @@ def test_a_forked_child_does_not_write_its_parents_records_again(tmp_path):
     assert r.returncode == 0, r.stderr
     mul = [s for s in store.load(db) if s.op == "aten::mul.Tensor"]
     assert [s.counts for s in mul] == [{"fork": 1}]
+
+
+def test_a_gzip_compressed_registry_reads_like_the_file_and_refuses_writes(tmp_path):
+    import gzip
+    import shutil
+
+    db = str(tmp_path / "r.db")
+    store.add(db, [("t", "aten::relu", "[1]", "", 3)])
+    with open(db, "rb") as src, gzip.open(db + ".gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert [(s.op, s.counts) for s in store.load(db + ".gz")] == [("aten::relu", {"t": 3})]
+    with pytest.raises(store.RegistryError, match="compressed registry is read-only"):
+        store.add(db + ".gz", [("t", "aten::abs", "[1]", "", 1)])
+    broken = tmp_path / "broken.db.gz"
+    broken.write_bytes(b"\x1f\x8b" + os.urandom(100))
+    with pytest.raises(store.RegistryError, match="broken.db.gz: not a readable gzip file"):
+        store.load(str(broken))

@@ -50,7 +50,10 @@ def start(path: Optional[str] = None, tag: Optional[str] = None) -> None:
         if _path is not None and os.path.abspath(path) != os.path.abspath(_path):
             raise RuntimeError(f"already recording into {_path}; flush() and stop() first")
         _path = path
-    _C._registry_set_tag(tag if tag is not None else _default_tag())
+    if tag is not None:
+        set_tag(tag)
+    else:
+        _C._registry_set_tag(_default_tag())
     _C._registry_start()
 
 
@@ -69,8 +72,8 @@ def recording() -> bool:
 
 def set_tag(tag: str) -> None:
     """Tags the signatures recorded from now on (a model's name, say)."""
-    if not isinstance(tag, str) or not tag:
-        raise ValueError(f"a registry tag is a non-empty string, got {tag!r}")
+    if not isinstance(tag, str) or not tag or "\0" in tag:
+        raise ValueError(f"a registry tag is a non-empty string without NUL characters, got {tag!r}")
     _C._registry_set_tag(tag)
 
 

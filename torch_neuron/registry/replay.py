@@ -237,6 +237,8 @@ def _index_rule(index_arg: str, source_arg: str, dim_arg: Optional[str] = "dim")
 
 def _rule_embedding(call, gen):
     w = call.tensor("weight")
+    if w is None:
+        w = call.tensor("self")  # embedding_renorm(self = the table, indices, ...)
     if w is not None:
         _fill_int(call.tensor("indices"), 0, w.shape[0], gen)
 
@@ -263,9 +265,16 @@ def _rule_index_list(call, gen):
     indices = call.get("indices")
     if src is None or not isinstance(indices, list):
         return
+    values = call.tensor("values")
     for d, t in enumerate(indices):
         if isinstance(t, torch.Tensor) and d < src.dim():
             _fill_int(t, 0, src.shape[d], gen)
+            if t.dtype == torch.bool and values is not None and values.dim() > 0 and len(indices) == 1 \
+                    and t.dim() + values.dim() - 1 == src.dim() and values.shape[0] <= t.numel():
+                # index_put with a mask: as many selected places as values to put.
+                flat = torch.zeros(t.numel(), dtype=torch.bool)
+                flat[torch.randperm(t.numel(), generator=gen)[: values.shape[0]]] = True
+                t.copy_(flat.reshape(t.shape))
 
 
 def _rule_take_along(call, gen):
@@ -459,6 +468,27 @@ def _rule_group_offsets(call, gen):
     offs.copy_(cuts.to(offs.dtype))
 
 
+def _rule_bag_backward(call, gen):
+    """The embedding-bag backward ops read what the forward made: indices into
+    the table, sorted offsets starting at 0, offset2bag naming a bag of each index."""
+    indices, offsets, o2b = call.tensor("indices"), call.tensor("offsets"), call.tensor("offset2bag")
+    weight = call.tensor("weight")
+    rows = weight.shape[0] if weight is not None else call.get("num_weights")
+    if indices is not None and isinstance(rows, int):
+        _fill_int(indices, 0, rows, gen)
+    if offsets is not None and offsets.numel() > 0 and indices is not None:
+        cuts = torch.sort(torch.randint(0, indices.numel() + 1, (offsets.numel(),), generator=gen)).values
+        cuts[0] = 0
+        offsets.copy_(cuts.to(offsets.dtype))
+    bags = call.tensor("grad").shape[0] if call.tensor("grad") is not None else 1
+    if o2b is not None:
+        _fill_int(o2b, 0, max(bags, 1), gen)
+    for name in ("bag_size", "maximum_indices"):
+        t = call.tensor(name)
+        if t is not None and indices is not None:
+            _fill_int(t, 0, max(indices.numel(), 1), gen)
+
+
 def _chain(*rules):
     def rule(call, gen):
         for r in rules:
@@ -537,6 +567,11 @@ RULES: Dict[str, Callable] = {
     "_ctc_loss": _rule_ctc,
     "_ctc_loss_backward": _rule_ctc,
     "masked_scatter": _rule_masked_scatter,
+    "embedding_renorm": _rule_embedding,
+    "normal": _rule_positive("std"),
+    "_embedding_bag_backward": _rule_bag_backward,
+    "_embedding_bag_dense_backward": _rule_bag_backward,
+    "_embedding_bag_per_sample_weights_backward": _rule_bag_backward,
     "_grouped_mm": _rule_group_offsets,
     "masked_scatter_backward": _rule_masked_scatter,
 }
@@ -556,6 +591,12 @@ UNDEFINED_VALUES = {
 }
 
 
+# Backward ops whose CPU kernel reads state only their forward op makes
+# consistently (offset2bag, bag sizes, max positions): generated stand-ins gave
+# results that vary with the process's memory, so these are not replayed.
+NEEDS_FORWARD_STATE = {"_embedding_bag_backward", "_embedding_bag_dense_backward",
+                       "_embedding_bag_per_sample_weights_backward"}
+
 # Results partly left uninitialized by the op (CTC's log_alpha beyond each
 # sequence's lattice): by result position, compared by shape and dtype only.
 UNDEFINED_RESULTS = {"_ctc_loss": {1}}
@@ -572,6 +613,8 @@ def build_call(sig: Signature, seed: int) -> _Call:
     """The CPU arguments of `sig` (tensors filled within the op's constraints)."""
     overload = resolve(sig.op)
     schema = overload._schema
+    if _stem(base_name(sig.op)[1]) in NEEDS_FORWARD_STATE:
+        raise Unreplayable("it reads state only its forward op makes (offset2bag, bag sizes)")
     try:
         decoded = [_decode(v) for v in sig.decoded_args()]
     except ValueError as e:

@@ -12,16 +12,22 @@ Tables (format version 1):
 Every write is one transaction that adds counts (an UPSERT), under SQLite's own
 locking with a long busy timeout, so processes writing into one file at once lose
 nothing. A file that is not a registry is refused with RegistryError, which names
-the file and what it is.
+the file and what it is. A registry compressed with gzip (FILE.db.gz, how the
+committed one is kept) is read through a decompressed copy in the temporary
+directory, and cannot be written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -97,14 +103,38 @@ def _check_format(conn: sqlite3.Connection, path: str) -> None:
         raise RegistryError(f"{path}: shape registry is missing its tables {sorted(missing)}")
 
 
+def _decompressed(path: str) -> str:
+    """A decompressed copy of the gzip registry `path`, made once per content."""
+    st = os.stat(path)
+    tag = hashlib.sha1(f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"torch_neuron_registry_{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    copy = os.path.join(folder, f"{os.path.basename(path)[:-3]}.{tag}")
+    if not os.path.exists(copy):
+        fd, partial = tempfile.mkstemp(dir=folder)
+        try:
+            with gzip.open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, EOFError, zlib.error) as e:
+            os.unlink(partial)
+            raise RegistryError(f"{path}: not a readable gzip file ({e})") from None
+        os.replace(partial, copy)  # atomic: readers never see a partial copy
+    return copy
+
+
 @contextlib.contextmanager
 def _connect(path: str, create: bool) -> Iterator[sqlite3.Connection]:
     if not create and not os.path.exists(path):
         raise RegistryError(f"{path}: no such shape registry file")
     if os.path.isdir(path):
         raise RegistryError(f"{path}: is a directory, not a shape registry file")
+    target = path
+    if path.endswith(".gz"):
+        if create:
+            raise RegistryError(f"{path}: a compressed registry is read-only (gunzip it to add to it)")
+        target = _decompressed(path)
     try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as e:
         raise RegistryError(f"{path}: cannot open the shape registry ({e})") from None
     try:

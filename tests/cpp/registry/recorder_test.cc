@@ -41,6 +41,14 @@ TEST(EncodeArguments, TensorsScalarsAndOptionalsInSchemaOrder) {
             R"([{"tensor":"float32","shape":[4],"cpu":true},null,false,null])");
 }
 
+TEST(EncodeArguments, DtypeLayoutAndMemoryFormatByTheirPythonNames) {
+  const auto& empty = Op("aten::empty", "memory_format");
+  EXPECT_EQ(Encode(empty, {c10::IValue(std::vector<int64_t>{2}), c10::IValue(static_cast<int64_t>(c10::kHalf)),
+                           c10::IValue(static_cast<int64_t>(c10::kStrided)), c10::IValue(),
+                           c10::IValue(false), c10::IValue(static_cast<int64_t>(c10::MemoryFormat::ChannelsLast))}),
+            R"([[2],{"dtype":"float16"},{"layout":"strided"},null,false,{"memory_format":"channels_last"}])");
+}
+
 TEST(EncodeArguments, FloatsStayFloatsAndSpecialValuesAreJsonTokens) {
   const auto& mul = Op("aten::mul", "Scalar");
   const at::Tensor x = at::ones({2});

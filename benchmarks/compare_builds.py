@@ -1,0 +1,105 @@
+"""Per-op tracing cost and cached mark_step cost of this checkout's build beside
+another checkout's (the previous commit's, say), in alternating processes.
+
+    git worktree add /tmp/prev HEAD~1 && (cd /tmp/prev && cmake -S . -B build -G Ninja \\
+        -DPython3_EXECUTABLE=$PWD/../main/.venv/bin/python && cmake --build build --target _C)
+    python benchmarks/compare_builds.py /tmp/prev [--rounds 7] [--record]
+
+Each round runs one process per build, A B A B ...: the machine's noise hits
+both alike, and the ratio is taken round by round. A process traces 2000 small
+elementwise ops (16 floats: dispatch and bookkeeping only) five times and keeps
+the median, then times mark_step on a cached 1000-node graph. With --record,
+this checkout's processes also record into the shape registry (the cost of
+TORCH_NEURON_SHAPE_REGISTRY), the other's do not. Writes
+benchmarks/results/compare_builds.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import fmt, print_table, ratios, summary, write_results  # noqa: E402
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROBE = r"""
+import json, statistics, time, torch, torch_neuron
+record = %(record)s
+if record:
+    torch_neuron._C._registry_start()
+def trace(ops):
+    x = torch.randn(16, device="neuron"); y = torch.randn(16, device="neuron")
+    torch_neuron.mark_step(); torch_neuron.wait_device_ops()
+    start = time.perf_counter(); z = x
+    for _ in range(ops):
+        z = z * y + x
+    elapsed = time.perf_counter() - start
+    del z; torch_neuron.mark_step(); torch_neuron.wait_device_ops()
+    return elapsed / (2 * ops) * 1e6
+def step(nodes):
+    x = torch.randn(16, device="neuron"); torch_neuron.mark_step(); torch_neuron.wait_device_ops()
+    times = []
+    for r in range(7):
+        z = x
+        for _ in range(nodes - 1):
+            z = z + x
+        start = time.perf_counter(); torch_neuron.mark_step(); times.append(time.perf_counter() - start)
+        torch_neuron.wait_device_ops(); del z
+    return statistics.median(times[2:]) * 1e3
+trace(200)
+per_op = statistics.median(trace(%(ops)d) for _ in range(5))
+print(json.dumps({"file": torch_neuron.__file__, "trace_us": per_op, "mark_step_ms": step(1000)}))
+"""
+
+
+def probe(checkout: str, ops: int, record: bool) -> dict:
+    env = dict(os.environ, PYTHONPATH=checkout, TORCH_NEURON_OPT_LEVEL="0")
+    env.pop("TORCH_NEURON_SHAPE_REGISTRY", None)
+    # From a neutral directory: the current directory would come first on sys.path.
+    out = subprocess.run([sys.executable, "-c", PROBE % {"ops": ops, "record": record}], env=env,
+                         cwd="/", capture_output=True, text=True, check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    expected = os.path.join(os.path.abspath(checkout), "torch_neuron")
+    if not result["file"].startswith(expected):
+        raise SystemExit(f"the probe imported {result['file']}, not the build in {checkout}")
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("other", help="the other checkout (built)")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--ops", type=int, default=2000)
+    p.add_argument("--record", action="store_true", help="this checkout records into the shape registry")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    this, other = [], []
+    for r in range(args.rounds):
+        this.append(probe(HERE, args.ops, args.record))
+        other.append(probe(args.other, args.ops, False))
+        print(f"  round {r + 1}/{args.rounds}: trace {this[-1]['trace_us']:.3f} vs {other[-1]['trace_us']:.3f} us, "
+              f"mark_step {this[-1]['mark_step_ms']:.3f} vs {other[-1]['mark_step_ms']:.3f} ms", flush=True)
+    figures = {
+        "this_trace_us": summary([x["trace_us"] for x in this]),
+        "other_trace_us": summary([x["trace_us"] for x in other]),
+        "trace_ratio": ratios([x["trace_us"] for x in this], [x["trace_us"] for x in other]),
+        "this_mark_step_ms": summary([x["mark_step_ms"] for x in this]),
+        "other_mark_step_ms": summary([x["mark_step_ms"] for x in other]),
+        "mark_step_ratio": ratios([x["mark_step_ms"] for x in this], [x["mark_step_ms"] for x in other]),
+    }
+    rows = [[k, fmt(v["median"]), fmt(v["min"]), fmt(v["max"])] for k, v in figures.items()]
+    print_table(f"this checkout{' (recording)' if args.record else ''} vs {args.other}",
+                ["what", "median", "min", "max"], rows)
+    path = write_results("compare_builds", {"other": args.other, "record": args.record, "rounds": args.rounds,
+                                            "figures": figures}, args.out)
+    print(f"\nresults: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
