@@ -81,9 +81,14 @@ _serialization.install()
 _module_support.install()
 debug._install_source_locations()
 
-from . import registry  # noqa: E402
+if config.current()["shape_registry"]:
+    # TORCH_NEURON_SHAPE_REGISTRY: record from here on. Imported only then (and
+    # by `import torch_neuron.registry`): with the package imported in every
+    # process, a test's forked child that exits through atexit hung under pytest
+    # (tests/python/test_fork_safety.py; cause not found yet).
+    from . import registry  # noqa: E402
 
-registry._start_from_config()  # TORCH_NEURON_SHAPE_REGISTRY: record from here on
+    registry._start_from_config()
 
 
 @atexit.register

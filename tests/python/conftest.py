@@ -12,6 +12,7 @@ its counters, or an execution error) spills into the next test.
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 os.environ.setdefault("TORCH_NEURON_NUM_DEVICES", "2")
@@ -33,8 +34,9 @@ import torch_neuron  # noqa: E402
 def _registry_tag(request):
     """While the shape registry records (TORCH_NEURON_SHAPE_REGISTRY), each test's
     ops are tagged with the test's name (tests/registry/record.py)."""
-    if torch_neuron.registry.recording():
-        torch_neuron.registry.set_tag(f"tests/python/{request.node.nodeid.split('/')[-1]}")
+    registry = sys.modules.get("torch_neuron.registry")  # imported only when recording
+    if registry is not None and registry.recording():
+        registry.set_tag(f"tests/python/{request.node.nodeid.split('/')[-1]}")
     yield
 
 

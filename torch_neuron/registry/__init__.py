@@ -119,7 +119,10 @@ def _start_from_config() -> None:
 def _forget_inherited_records() -> None:
     # A forked child holds a copy of the parent's unwritten records: writing them
     # too (at the child's exit) would count them twice. The child keeps only its own.
+    # A process that is not recording has nothing to drop, and does nothing here.
     global _pending
+    if _path is None:
+        return
     _pending = []
     _C._registry_take()
 
