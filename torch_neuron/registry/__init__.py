@@ -19,7 +19,7 @@ import threading
 from typing import Optional
 
 from .. import _C, config
-from .store import RegistryError, Signature, add, load, write  # noqa: F401
+from .store import RegistryError, add, load  # noqa: F401
 
 __all__ = ["start", "stop", "flush", "recording", "set_tag", "tag", "RegistryError", "load"]
 

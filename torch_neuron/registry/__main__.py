@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import math
 import os
 import random
 import select
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Dict, List, Optional
 

@@ -29,7 +29,7 @@ import sqlite3
 import tempfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
 FORMAT = "torch_neuron.shape_registry"
 VERSION = 1
