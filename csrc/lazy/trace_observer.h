@@ -16,6 +16,7 @@ namespace torch_neuron::lazy {
 // One op as observers see it.
 struct TracedOp {
   const c10::OperatorHandle& op;
+  const std::string& name;  // "aten::add.Tensor", made once per operator by the tracer
   // The op's arguments as they reached the device (below functionalization:
   // views have become *_copy ops, tensors are plain values), schema order.
   c10::ArrayRef<c10::IValue> args;

@@ -697,7 +697,7 @@ void TraceObserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(num_args), stack->end());
   ObservedOpScope scope;
   TraceUnobserved(op, stack);
-  NotifyTraceObservers(TracedOp{op, args, scope.fallback_reason()});
+  NotifyTraceObservers(TracedOp{op, InfoFor(op).name, args, scope.fallback_reason()});
 }
 
 }  // namespace

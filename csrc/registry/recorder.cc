@@ -208,17 +208,6 @@ void Value(const c10::TypePtr& declared, const c10::IValue& v, std::string* out)
   }
 }
 
-// The op's name, made once per schema and thread.
-const std::string& NameOf(const c10::OperatorHandle& op) {
-  thread_local absl::flat_hash_map<const c10::FunctionSchema*, std::string> names;
-  const c10::FunctionSchema& schema = op.schema();
-  std::string& name = names[&schema];
-  if (name.empty()) {
-    name = schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
-  }
-  return name;
-}
-
 }  // namespace
 
 void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
@@ -241,7 +230,7 @@ void ShapeRecorder::OnTracedOp(const lazy::TracedOp& op) {
   thread_local std::string key;
   signature.clear();
   signature.push_back('\0');
-  signature.append(NameOf(op.op));
+  signature.append(op.name);
   signature.push_back('\0');
   EncodeArguments(op.op.schema(), op.args, &signature);
   signature.push_back('\0');

@@ -23,6 +23,8 @@ const c10::OperatorHandle& Op(const char* name, const char* overload) {
   return it->second;
 }
 
+const std::string kRelu = "aten::relu";
+
 std::string Encode(const c10::OperatorHandle& op, std::vector<c10::IValue> args) {
   std::string out;
   EncodeArguments(op.schema(), args, &out);
@@ -75,10 +77,10 @@ TEST(ShapeRecorder, CountsRepeatsPerTagAndKeepsFallbacksApart) {
   const auto& relu = Op("aten::relu", "");
   std::vector<c10::IValue> args = {at::ones({3})};
   recorder.SetTag("a");
-  for (int i = 0; i < 3; ++i) recorder.OnTracedOp(lazy::TracedOp{relu, args});
-  recorder.OnTracedOp(lazy::TracedOp{relu, args, "no Meta kernel"});
+  for (int i = 0; i < 3; ++i) recorder.OnTracedOp(lazy::TracedOp{relu, kRelu, args});
+  recorder.OnTracedOp(lazy::TracedOp{relu, kRelu, args, "no Meta kernel"});
   recorder.SetTag("b");
-  recorder.OnTracedOp(lazy::TracedOp{relu, args});
+  recorder.OnTracedOp(lazy::TracedOp{relu, kRelu, args});
   EXPECT_EQ(recorder.size(), 3u);
   std::vector<Record> records = recorder.Take();
   std::sort(records.begin(), records.end(), [](const Record& x, const Record& y) {
@@ -118,12 +120,12 @@ TEST(TraceObservers, AddNotifyRemoveAndAThrowingObserverIsIgnored) {
   lazy::AddTraceObserver(second);
   EXPECT_TRUE(lazy::HasTraceObservers());
   std::vector<c10::IValue> args = {at::ones({1})};
-  lazy::NotifyTraceObservers(lazy::TracedOp{Op("aten::relu", ""), args, "why"});
+  lazy::NotifyTraceObservers(lazy::TracedOp{Op("aten::relu", ""), kRelu, args, "why"});
   EXPECT_EQ(first->calls, 1);
   EXPECT_EQ(second->calls, 1);
   EXPECT_EQ(first->last_reason, "why");
   lazy::RemoveTraceObserver(second.get());
-  lazy::NotifyTraceObservers(lazy::TracedOp{Op("aten::relu", ""), args});
+  lazy::NotifyTraceObservers(lazy::TracedOp{Op("aten::relu", ""), kRelu, args});
   EXPECT_EQ(first->calls, 2);
   EXPECT_EQ(second->calls, 1);
   lazy::RemoveTraceObserver(first.get());
