@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -185,7 +186,47 @@ void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& ar
   }
 }
 
+// Embedding bags' bookkeeping outputs (offset2bag, bag_size, max_indices). The
+// CPU kernel sizes them by its code path, where Meta always gives one answer:
+// its index outputs take the common type of indices and offsets (int64 when
+// they differ); offset2bag is empty on the sum fast path (float, half or
+// bfloat16 weights without padding_idx; device values are always dense, so the
+// weight's stride never takes it off that path) and per index otherwise;
+// bag_size has one entry per offset in sum mode of the forward-only op and one
+// per bag elsewhere; max_indices is (bags, dim) in max mode and bag_size's
+// shape otherwise.
+void CpuEmbeddingBag(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
+                     MetaResult* result) {
+  if (result->shapes.size() != 4 || args.size() < 9 || !args[1].isTensor() ||
+      !args[2].isTensor() || !args[4].isInt()) {
+    return;
+  }
+  const at::Tensor& indices = args[1].toTensor();
+  const at::Tensor& offsets = args[2].toTensor();
+  const int64_t mode = args[4].toInt();
+  const bool include_last = args[7].isBool() && args[7].toBool();
+  const int64_t padding_idx = args[8].isInt() ? args[8].toInt() : -1;
+  const c10::ScalarType weight = result->shapes[0].dtype();
+  const c10::ScalarType index =
+      indices.scalar_type() == offsets.scalar_type() ? indices.scalar_type() : c10::kLong;
+  constexpr int64_t kSum = 0, kMax = 2;
+  const int64_t offset_count = offsets.dim() == 1 ? offsets.size(0) : 0;
+  const int64_t bags = include_last ? std::max<int64_t>(offset_count - 1, 0) : offset_count;
+  const bool fast_sum = mode == kSum && padding_idx < 0 &&
+                        (weight == c10::kFloat || weight == c10::kHalf || weight == c10::kBFloat16);
+  const bool forward_only = schema.name() == "aten::_embedding_bag_forward_only";
+  const int64_t bag_size = mode == kSum && forward_only ? offset_count : bags;
+  std::vector<int64_t> max_indices = {bag_size};
+  if (mode == kMax && result->shapes[0].dim() == 2) max_indices = {bags, result->shapes[0].sizes()[1]};
+  result->shapes[1] = ir::Shape(index, {fast_sum ? 0 : (indices.dim() >= 1 ? indices.size(0) : 0)});
+  result->shapes[2] = ir::Shape(index, {bag_size});
+  result->shapes[3] = ir::Shape(index, std::move(max_indices));
+}
+
 MetaFixup MetaFixupFor(const std::string& name) {
+  if (name == "aten::_embedding_bag" || name == "aten::_embedding_bag_forward_only") {
+    return CpuEmbeddingBag;
+  }
   if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit" ||
       name == "aten::_native_batch_norm_legit.no_stats" ||
       name == "aten::_native_batch_norm_legit_no_training" ||

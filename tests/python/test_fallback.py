@@ -343,3 +343,53 @@ def test_data_dependent_ops_in_a_loop_match_cpu_and_counters_say_what_ran(metric
     assert hits == [0, 4, 9]
     assert metrics.fallback_counts() == {"aten::index.Tensor": 3, "aten::masked_select": 3,
                                          "aten::nonzero": 3, "aten::_unique2": 3}
+
+
+# nn.EmbeddingBag's op returns, beside the bags, bookkeeping tensors whose sizes
+# the CPU kernel picks by its code path (offset2bag is empty on the sum fast
+# path, bag_size counts offsets or bags) where torch's Meta kernel always gives
+# one answer. The device must return what the CPU returns: it refused its own
+# outputs for max mode, include_last_offset, padding_idx and int32 offsets.
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("padding_idx", [None, 1])
+@pytest.mark.parametrize("index_dtypes", [(torch.int64, torch.int64), (torch.int32, torch.int32),
+                                          (torch.int32, torch.int64)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_embedding_bag_returns_what_the_cpu_returns(mode, include_last_offset, padding_idx, index_dtypes, dtype,
+                                                    metrics):
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(6, 3, dtype=dtype, generator=g)
+    indices = torch.tensor([0, 2, 1, 5, 3, 1, 4], dtype=index_dtypes[0])
+    # Four bags, an empty one included; with include_last_offset the offsets end
+    # at len(indices) (indices past the last offset are in no bag: the CPU's
+    # backward reads past its gradient for them).
+    offsets = torch.tensor([0, 2, 2, 5] + [7] * include_last_offset, dtype=index_dtypes[1])
+    samples = torch.rand(7, dtype=dtype, generator=g) if mode == "sum" else None
+    args = (False, ["sum", "mean", "max"].index(mode), False)
+    tail = (include_last_offset, -1 if padding_idx is None else padding_idx)
+    for op in (torch.ops.aten._embedding_bag, torch.ops.aten._embedding_bag_forward_only):
+        expected = op(weight, indices, offsets, *args, samples, *tail)
+        actual = op(weight.neuron(), indices.neuron(), offsets.neuron(), *args,
+                    None if samples is None else samples.neuron(), *tail)
+        # max_indices holds values only in max mode (the CPU leaves it unwritten otherwise)
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert (a.shape, a.dtype) == (e.shape, e.dtype), (op.__name__, i)
+            if i < 3 or mode == "max":
+                assert torch.equal(a.cpu(), e), (op.__name__, i)
+
+    # The module, trained one step: the forward's bookkeeping feeds the backward.
+    bag = torch.nn.EmbeddingBag(6, 3, mode=mode, include_last_offset=include_last_offset, padding_idx=padding_idx,
+                                dtype=dtype)
+    with torch.no_grad():
+        bag.weight.copy_(weight)
+    on_neuron = torch.nn.EmbeddingBag(6, 3, mode=mode, include_last_offset=include_last_offset,
+                                      padding_idx=padding_idx, dtype=dtype).neuron()
+    with torch.no_grad():
+        on_neuron.weight.copy_(weight.neuron())
+    kwargs = dict(per_sample_weights=samples) if samples is not None else {}
+    bag(indices, offsets, **kwargs).square().sum().backward()
+    kwargs = dict(per_sample_weights=samples.neuron()) if samples is not None else {}
+    on_neuron(indices.neuron(), offsets.neuron(), **kwargs).square().sum().backward()
+    torch.testing.assert_close(on_neuron.weight.grad.cpu(), bag.weight.grad, rtol=1e-6, atol=1e-6)
+    assert metrics.fallback_counts() == {}

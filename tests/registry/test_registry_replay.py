@@ -48,14 +48,7 @@ EXPECTED_ERRORS = {
 }
 
 # Real failures found by the replay and not fixed yet: operator -> why.
-_BAG = ("torch's Meta kernel of embedding_bag gives other output sizes and dtypes than its CPU kernel for "
-        "mode='max', include_last_offset=True, padding_idx and int32 offsets (the device refuses the executed "
-        "outputs: an error, not a wrong result; offset2bag comes back int32); the default nn.EmbeddingBag "
-        "path matches the CPU")
-KNOWN_FAILURES = {
-    "aten::_embedding_bag": _BAG,
-    "aten::_embedding_bag_forward_only": _BAG,
-}
+KNOWN_FAILURES: dict = {}
 
 _ALL = load(REGISTRY)
 SIGNATURES = _ALL if SAMPLE <= 0 else stratified_sample(_ALL, SAMPLE, SEED)
