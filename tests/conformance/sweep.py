@@ -4,6 +4,8 @@ worker processes, into tests/conformance/results.json; then docs/CONFORMANCE.md.
     python tests/conformance/sweep.py                 # all ops (make conformance)
     python tests/conformance/sweep.py --ops add,sum   # some ops, merged into the results
     python tests/conformance/sweep.py --report-only   # regenerate the report
+    python tests/conformance/sweep.py --shape-registry build/registry/opinfo.db \
+        --results build/registry/opinfo-results.json    # record every op's signatures
 
 A worker that crashes or runs past --timeout on one op is replaced; the op is
 recorded as failed with the reason, so one bad op cannot stop the sweep.
@@ -29,11 +31,18 @@ def _worker(conn):
     import harness
 
     ops = harness.ops_by_name()
+    registry = None
+    if os.environ.get("TORCH_NEURON_SHAPE_REGISTRY"):
+        import torch_neuron.registry as registry
     while True:
         name = conn.recv()
         if name is None:
             return
+        if registry:
+            registry.set_tag(f"opinfo/{name}")
         results = harness.run_op(ops[name])
+        if registry:  # a worker killed on a later op keeps what this one recorded
+            registry.flush()
         conn.send([r.__dict__ for r in results])
 
 
@@ -118,7 +127,14 @@ def main():
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per op")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--results", default=RESULTS,
+                        help="results file (default tests/conformance/results.json, which the report reads)")
+    parser.add_argument("--shape-registry", metavar="DB",
+                        help="record every op's signatures into this registry, tagged opinfo/<op>")
     args = parser.parse_args()
+    results_path = os.path.abspath(args.results)
+    if args.shape_registry:
+        os.environ["TORCH_NEURON_SHAPE_REGISTRY"] = os.path.abspath(args.shape_registry)
     os.environ.setdefault("TORCH_NEURON_CACHE", "0")
     # The sweep runs tier 0 (tier 1 would run the system compiler for most of
     # its thousands of little graphs); the slice in the default tests checks
@@ -136,20 +152,21 @@ def main():
         if unknown:
             parser.error(f"not in op_db: {', '.join(unknown)}")
         previous = {}
-        if args.ops and os.path.exists(RESULTS):
-            with open(RESULTS) as f:
+        if args.ops and os.path.exists(results_path):
+            with open(results_path) as f:
                 previous = {report.key(r): r for r in json.load(f)["results"]}
         start = time.monotonic()
         new = sweep(names, args.jobs, args.timeout)
         merged = {**previous, **{report.key(r): r for r in new}}
         payload = {"torch": __import__("torch").__version__,
                    "results": sorted(merged.values(), key=report.key)}
-        with open(RESULTS, "w") as f:  # one result per line: diffs show what changed
+        with open(results_path, "w") as f:  # one result per line: diffs show what changed
             f.write('{"torch": %s, "results": [\n' % json.dumps(payload["torch"]))
             f.write(",\n".join(json.dumps(r, sort_keys=True) for r in payload["results"]))
             f.write("\n]}\n")
-        print(f"{len(names)} ops in {time.monotonic() - start:.0f} s -> {RESULTS}")
-    print(report.write())
+        print(f"{len(names)} ops in {time.monotonic() - start:.0f} s -> {results_path}")
+    if results_path == RESULTS:
+        print(report.write())
 
 
 if __name__ == "__main__":

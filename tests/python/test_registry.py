@@ -244,6 +244,29 @@ def test_generated_index_arguments_lie_in_the_range_they_index():
     assert bool(((bern.values[0] >= 0) & (bern.values[0] <= 1)).all())
 
 
+def test_generated_inputs_satisfy_what_the_cpu_kernels_check_or_would_crash_on():
+    # index_copy's own rule (the view family's stem once took it for index): in range, distinct.
+    ic = build_call(_sig("aten::index_copy", [T("float32", [6, 3]), 0, T("int64", [6]), T("float32", [6, 3])]), 0)
+    assert sorted(ic.values[2].tolist()) == list(range(6))
+    # Pivots made by the factoring op: the CPU kernels check them (lu) or read memory by them (ldl).
+    lu = build_call(_sig("aten::linalg_lu_solve", [T("float32", [4, 4]), T("int32", [4]), T("float32", [4, 2]),
+                                                   True, False]), 0)
+    torch.linalg.lu_solve(lu.values[0], lu.values[1], lu.values[2])
+    ldl = build_call(_sig("aten::linalg_ldl_solve", [T("float64", [5, 5]), T("int32", [5]), T("float64", [5, 2]),
+                                                     False]), 0)
+    torch.linalg.ldl_solve(ldl.values[0], ldl.values[1], ldl.values[2])
+    # Pooling backward indices within the input's plane (the CPU kernel writes where they point).
+    pool = build_call(_sig("aten::adaptive_max_pool2d_backward",
+                           [T("float32", [2, 3, 2, 2]), T("float32", [2, 3, 4, 5]), T("int64", [2, 3, 2, 2])]), 0)
+    assert 0 <= int(pool.values[2].min()) and int(pool.values[2].max()) < 20
+    # Segment lengths cut the data exactly; repeats sum to the output size given.
+    seg = build_call(_sig("aten::segment_reduce", [T("float32", [9]), "sum", T("int64", [4]), None, None, 0, False,
+                                                   None]), 0)
+    assert int(seg.values[2].min()) >= 0 and int(seg.values[2].sum()) == 9
+    rep = build_call(_sig("aten::repeat_interleave.Tensor", [T("int64", [4]), 6]), 0)
+    assert int(rep.values[0].min()) >= 0 and int(rep.values[0].sum()) == 6
+
+
 def test_a_signature_that_cannot_be_rebuilt_is_unreplayable_with_its_reason():
     out = replay(_sig("aten::relu", [{"unsupported": "Stream"}]))
     assert (out.status, out.cause) == (UNREPLAYABLE, "an argument of kind Stream was recorded without its value")

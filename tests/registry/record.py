@@ -11,12 +11,17 @@ workloads, each op tagged with what ran it:
      --suite-timeout seconds; tag: "pytorch-tests/<file>"): not models, but code
      nobody here wrote that reaches operators the models do not. They record far
      more signatures than the models, so a stratified sample of
-     --pytorch-tests-sample of them (every operator kept) goes into OUT.
+     --pytorch-tests-sample of them (every operator kept) goes into OUT;
+  5. the OpInfo conformance sweep (tests/conformance/sweep.py: every op of
+     PyTorch's op_db with its own sample inputs; tag: "opinfo/<op>"), which
+     reaches the operators no model here calls; a stratified sample of
+     --opinfo-sample of its signatures goes into OUT.
 
     python tests/registry/record.py [--zoo-budget SECONDS] [--zoo-resume] [--skip-zoo]
-                                    [--pytorch-tests DIR | --no-pytorch-tests] [-o OUT]
+                                    [--pytorch-tests DIR | --no-pytorch-tests] [--no-opinfo]
+                                    [--merge-only] [-o OUT]
 
-The parts go to build/registry/{zoo,workloads,demo,pytorch-tests}.db and are
+The parts go to build/registry/{zoo,workloads,demo,pytorch-tests,opinfo}.db and are
 merged into OUT (default tests/registry/registry.db.gz, replaced). --zoo-budget stops starting zoo
 entries after that many seconds (the runner's order: the covering subset, then
 each architecture's first head, then the other heads); --zoo-resume continues
@@ -73,7 +78,14 @@ def main(argv=None) -> int:
                    help="merge the PyTorch-suite recording already in build/registry")
     p.add_argument("--suite-timeout", type=float, default=900)
     p.add_argument("--pytorch-tests-sample", type=int, default=6000)
+    p.add_argument("--merge-only", action="store_true",
+                   help="record nothing: merge the parts already in build/registry into OUT")
+    p.add_argument("--no-opinfo", action="store_true", help="leave the OpInfo sweep out")
+    p.add_argument("--skip-opinfo", action="store_true", help="merge the OpInfo recording already in build/registry")
+    p.add_argument("--opinfo-sample", type=int, default=5000)
     args = p.parse_args(argv)
+    if args.merge_only:
+        args.skip_zoo = args.skip_pytorch_tests = args.skip_opinfo = True
     os.makedirs(BUILD, exist_ok=True)
     py = sys.executable
     zoo_db, work_db, demo_db = (os.path.join(BUILD, n) for n in ("zoo.db", "workloads.db", "demo.db"))
@@ -89,16 +101,17 @@ def main(argv=None) -> int:
             cmd += ["--resume"]
         run(cmd)  # a failing entry still recorded what it ran
 
-    for path in (work_db, demo_db):
-        if os.path.exists(path):
-            os.remove(path)
-    env = dict(os.environ, TORCH_NEURON_SHAPE_REGISTRY=work_db)
-    if run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WORKLOAD_TESTS], env) != 0:
-        print("record: the workload tests failed; their recording is kept", file=sys.stderr)
-    env = dict(os.environ, TORCH_NEURON_SHAPE_REGISTRY=demo_db, TORCH_NEURON_REGISTRY_TAG="torch_neuron.demo")
-    if run([py, "-m", "torch_neuron.demo"], env) != 0:
-        print("record: the demo failed", file=sys.stderr)
-        return 1
+    if not args.merge_only:
+        for path in (work_db, demo_db):
+            if os.path.exists(path):
+                os.remove(path)
+        env = dict(os.environ, TORCH_NEURON_SHAPE_REGISTRY=work_db)
+        if run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *WORKLOAD_TESTS], env) != 0:
+            print("record: the workload tests failed; their recording is kept", file=sys.stderr)
+        env = dict(os.environ, TORCH_NEURON_SHAPE_REGISTRY=demo_db, TORCH_NEURON_REGISTRY_TAG="torch_neuron.demo")
+        if run([py, "-m", "torch_neuron.demo"], env) != 0:
+            print("record: the demo failed", file=sys.stderr)
+            return 1
 
     suites_db = os.path.join(BUILD, "pytorch-tests.db")
     sample_db = os.path.join(BUILD, "pytorch-tests-sample.db")
@@ -118,6 +131,19 @@ def main(argv=None) -> int:
         run([py, "-m", "torch_neuron.registry", "sample", suites_db, "-n", str(args.pytorch_tests_sample),
              "--seed", "0", "-o", sample_db])
 
+    opinfo_db = os.path.join(BUILD, "opinfo.db")
+    opinfo_sample_db = os.path.join(BUILD, "opinfo-sample.db")
+    if not args.no_opinfo and not args.skip_opinfo:
+        if os.path.exists(opinfo_db):
+            os.remove(opinfo_db)
+        run([py, "tests/conformance/sweep.py", "--shape-registry", opinfo_db,
+             "--results", os.path.join(BUILD, "opinfo-results.json")])  # failing ops still recorded
+    if not args.no_opinfo and os.path.exists(opinfo_db):
+        if os.path.exists(opinfo_sample_db):
+            os.remove(opinfo_sample_db)
+        run([py, "-m", "torch_neuron.registry", "sample", opinfo_db, "-n", str(args.opinfo_sample),
+             "--seed", "0", "-o", opinfo_sample_db])
+
     merged = args.out[:-3] if args.out.endswith(".gz") else args.out
     for path in {merged, args.out}:
         if os.path.exists(path):
@@ -125,6 +151,8 @@ def main(argv=None) -> int:
     parts = [p for p in (zoo_db, work_db, demo_db) if os.path.exists(p)]
     if not args.no_pytorch_tests and os.path.exists(sample_db):
         parts.append(sample_db)
+    if not args.no_opinfo and os.path.exists(opinfo_sample_db):
+        parts.append(opinfo_sample_db)
     if run([py, "-m", "torch_neuron.registry", "merge", *parts, "-o", merged]) != 0:
         return 1
     import gzip

@@ -417,6 +417,9 @@ def main(argv=None) -> int:
     except (RegistryError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the output went to `head` or a closed pager
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

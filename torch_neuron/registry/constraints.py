@@ -172,6 +172,24 @@ def _rule_pool_indices(call, gen):
     _fill_int(idx, 0, plane, gen)
 
 
+def _rule_repeats(call, gen):
+    """repeat_interleave: small nonnegative repeats, summing to output_size when
+    that is given (the output's length)."""
+    repeats = call.tensor("repeats")
+    if repeats is None and call.tensor("self") is not None and not call.tensor("self").dtype.is_floating_point \
+            and call.index("repeats") < 0:
+        repeats = call.tensor("self")  # repeat_interleave.Tensor(repeats, output_size)
+    if repeats is None or repeats.numel() == 0:
+        return
+    total = call.get("output_size")
+    if isinstance(total, int) and total >= 0:
+        cuts = torch.sort(torch.randint(0, total + 1, (repeats.numel() - 1,), generator=gen)).values
+        bounds = torch.cat([torch.zeros(1, dtype=torch.long), cuts, torch.full((1,), total)])
+        repeats.copy_(bounds.diff().reshape(repeats.shape).to(repeats.dtype))
+    else:
+        _fill_int(repeats, 0, 3, gen)
+
+
 def _rule_probability(*names: str):
     def rule(call, gen):
         for name in names:
@@ -206,10 +224,11 @@ def _rule_positive_definite(*names: str):
     def rule(call, gen):
         for name in names:
             t = call.tensor(name)
-            if t is None or t.dim() < 2 or t.shape[-1] != t.shape[-2] or not t.dtype.is_floating_point:
+            if t is None or t.dim() < 2 or t.shape[-1] != t.shape[-2] or not (
+                    t.dtype.is_floating_point or t.dtype.is_complex):
                 continue
             n = t.shape[-1]
-            pd = t @ t.transpose(-1, -2) + n * torch.eye(n, dtype=t.dtype)
+            pd = t @ t.mH + n * torch.eye(n, dtype=t.dtype)
             t.copy_(pd)
     return rule
 
@@ -343,6 +362,91 @@ def _rule_bag_backward(call, gen):
             _fill_int(t, 0, max(indices.numel(), 1), gen)
 
 
+def _rule_distinct_index(call, gen):
+    """index_copy: indices in range and distinct where the dim has room (two
+    writes to one place leave either value, both correct)."""
+    src, idx = call.tensor("self"), call.tensor("index")
+    if src is None or idx is None or idx.numel() == 0:
+        return
+    size = _dim_size(src, call.get("dim", 0))
+    if idx.numel() > size:
+        _fill_int(idx, 0, size, gen)
+    else:
+        idx.copy_(torch.randperm(size, generator=gen)[:idx.numel()].reshape(idx.shape).to(idx.dtype))
+
+
+def _rule_targets(call, gen):
+    """Class-index targets of the margin losses: in range of the class dim; a
+    multilabel row's labels end at the first -1, so none is negative."""
+    x, target = call.tensor("self"), call.tensor("target")
+    if x is not None and target is not None:
+        _fill_int(target, 0, x.shape[-1] if x.dim() > 0 else 1, gen)
+    is_target = call.tensor("is_target")  # the forward's marks of each row's labels
+    if is_target is not None and target is not None and is_target.shape == target.shape:
+        marks = torch.zeros(is_target.shape, dtype=is_target.dtype)
+        marks.scatter_(-1, target.long(), 1) if target.dim() else marks.fill_(1)
+        is_target.copy_(marks)
+
+
+def _rule_no_error(call, gen):
+    """_linalg_check_errors raises for a nonzero LAPACK info by design."""
+    info = call.tensor("info")
+    if info is not None:
+        info.zero_()
+
+
+def _rule_put(call, gen):
+    x, index = call.tensor("self"), call.tensor("index")
+    if x is not None:
+        _fill_int(index, 0, x.numel(), gen)
+
+
+def _rule_segments(call, gen):
+    """segment_reduce: lengths (or offsets) that cut data's axis into segments."""
+    data = call.tensor("data")
+    if data is None:
+        return
+    axis = call.get("axis", 0)
+    total = data.shape[axis] if data.dim() else 1
+    lengths, offsets = call.tensor("lengths"), call.tensor("offsets")
+    for t, as_offsets in ((lengths, False), (offsets, True)):
+        if t is None or t.numel() == 0 or t.dtype.is_floating_point:
+            continue
+        segments = t.shape[-1] - (1 if as_offsets else 0)
+        cuts = torch.sort(torch.randint(0, total + 1, (max(segments - 1, 0),), generator=gen)).values
+        bounds = torch.cat([torch.zeros(1, dtype=torch.long), cuts, torch.full((1,), total)])
+        row = bounds if as_offsets else bounds.diff()
+        t.copy_(row[-t.shape[-1]:].expand(t.shape).to(t.dtype))
+
+
+def _rule_factorization(kind: str):
+    """lu_solve, lu_unpack, ldl_solve: a factor and pivots made by the factoring
+    op itself, from a well-conditioned matrix of the factor's shape and dtype."""
+    def rule(call, gen):
+        factor = call.tensor("LD" if kind == "ldl" else "LU")
+        factor = factor if factor is not None else call.tensor("LU_data")  # lu_unpack's names
+        pivots = call.tensor("pivots")
+        pivots = pivots if pivots is not None else call.tensor("LU_pivots")
+        if factor is None or pivots is None or factor.dim() < 2:
+            return
+        m, n = factor.shape[-2], factor.shape[-1]
+        if kind == "ldl" or m == n:
+            a = factor + max(m, n) * torch.eye(m, n, dtype=factor.dtype)
+        else:
+            a = factor.clone()
+        if kind == "ldl":
+            hermitian = bool(call.get("hermitian", False))
+            a = a + (a.mH if hermitian else a.mT)
+            made, made_pivots = torch.linalg.ldl_factor(a, hermitian=hermitian)
+        else:
+            made, made_pivots = torch.linalg.lu_factor(a)
+        if made.shape != factor.shape or made_pivots.shape != pivots.shape:
+            raise Unreplayable("the recorded pivots do not match the factor's shape")
+        factor.copy_(made)
+        pivots.copy_(made_pivots.to(pivots.dtype))
+    return rule
+
+
 _scatter = _index_rule("index", "self")
 RULES: Dict[str, Callable] = {
     "embedding": _rule_embedding,
@@ -357,7 +461,6 @@ RULES: Dict[str, Callable] = {
     "scatter_reduce": _scatter,
     "index_select": _index_rule("index", "self"),
     "index_add": _index_rule("index", "self"),
-    "index_copy": _index_rule("index", "self"),
     "index_fill": _index_rule("index", "self"),
     "index_reduce": _index_rule("index", "self"),
     "index": _rule_index_list,
@@ -375,10 +478,27 @@ RULES: Dict[str, Callable] = {
     "nll_loss_nd": _rule_nll_loss,
     "one_hot": _rule_one_hot,
     "bincount": _rule_nonnegative("self", 8),
-    "repeat_interleave": _rule_nonnegative("repeats", 3),
+    "repeat_interleave": _rule_repeats,
     "max_pool2d_with_indices_backward": _rule_pool_indices,
     "max_pool3d_with_indices_backward": _rule_pool_indices,
+    "adaptive_max_pool2d_backward": _rule_pool_indices,
+    "adaptive_max_pool3d_backward": _rule_pool_indices,
+    "fractional_max_pool2d_backward": _rule_pool_indices,
+    "fractional_max_pool3d_backward": _rule_pool_indices,
     "max_unpool2d": _rule_pool_indices,
+    "max_unpool3d": _rule_pool_indices,
+    "index_copy": _rule_distinct_index,
+    "put": _rule_put,
+    "multi_margin_loss": _rule_targets,
+    "multi_margin_loss_backward": _rule_targets,
+    "multilabel_margin_loss_forward": _rule_targets,
+    "multilabel_margin_loss_backward": _rule_targets,
+    "_linalg_check_errors": _rule_no_error,
+    "segment_reduce": _rule_segments,
+    "_segment_reduce_backward": _rule_segments,
+    "linalg_lu_solve": _rule_factorization("lu"),
+    "lu_unpack": _rule_factorization("lu"),
+    "linalg_ldl_solve": _rule_factorization("ldl"),
     "bernoulli": _rule_probability("self", "p"),
     "binary_cross_entropy": _rule_probability("self", "target"),
     "binary_cross_entropy_backward": _rule_probability("self", "target"),
@@ -450,4 +570,7 @@ UNDEFINED_RESULTS = {"_ctc_loss": {1}}
 
 
 def constraint_rule(op: str) -> Optional[Callable]:
-    return RULES.get(stem(base_name(op)[1]))
+    """The op's own rule, else its view family's (view_copy is view's): the
+    stem alone took index_copy for index."""
+    name = base_name(op)[1]
+    return RULES.get(name) or RULES.get(stem(name))
