@@ -223,7 +223,26 @@ void CpuEmbeddingBag(const c10::FunctionSchema& schema, const torch::jit::Stack&
   result->shapes[3] = ir::Shape(index, std::move(max_indices));
 }
 
+// nansum with an empty dim list reduces every dim on the CPU (as sum does);
+// its Meta kernel reduces none.
+void CpuNansumAllDims(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
+                      MetaResult* result) {
+  std::optional<int> dim = schema.argumentIndexWithName("dim");
+  std::optional<int> keepdim = schema.argumentIndexWithName("keepdim");
+  if (!dim || static_cast<size_t>(*dim) >= args.size() || result->shapes.size() != 1 || args.empty() ||
+      !args[0].isTensor()) {
+    return;
+  }
+  const c10::IValue& dims = args[*dim];
+  if (!dims.isIntList() || !dims.toIntList().empty()) return;
+  const bool keep = keepdim && static_cast<size_t>(*keepdim) < args.size() && args[*keepdim].isBool() &&
+                    args[*keepdim].toBool();
+  result->shapes[0] = ir::Shape(result->shapes[0].dtype(),
+                                std::vector<int64_t>(keep ? args[0].toTensor().dim() : 0, 1));
+}
+
 MetaFixup MetaFixupFor(const std::string& name) {
+  if (name == "aten::nansum") return CpuNansumAllDims;
   if (name == "aten::_embedding_bag" || name == "aten::_embedding_bag_forward_only") {
     return CpuEmbeddingBag;
   }

@@ -393,3 +393,14 @@ def test_embedding_bag_returns_what_the_cpu_returns(mode, include_last_offset, p
     on_neuron(indices.neuron(), offsets.neuron(), **kwargs).square().sum().backward()
     torch.testing.assert_close(on_neuron.weight.grad.cpu(), bag.weight.grad, rtol=1e-6, atol=1e-6)
     assert metrics.fallback_counts() == {}
+
+
+# nansum over an empty dim list reduces every dim on the CPU, as sum does;
+# torch's Meta kernel reduced none, and the device refused its own result.
+@pytest.mark.parametrize("dim,keepdim", [([], False), ([], True), ([1], False), (None, False)])
+def test_nansum_reduces_the_dims_the_cpu_reduces(dim, keepdim, metrics):
+    x = torch.tensor([[1.0, float("nan")], [3.0, 4.0]])
+    expected = torch.nansum(x, dim=dim, keepdim=keepdim)
+    actual = torch.nansum(x.neuron(), dim=dim, keepdim=keepdim).cpu()
+    assert actual.shape == expected.shape and torch.equal(actual, expected)
+    assert metrics.fallback_counts() == {}
