@@ -36,11 +36,12 @@ wheel: setup
 wheel-check: setup
 	@$(PY) -m pytest tests/python -q -m slow
 
-# Coverage-guided fuzzing of the NEFF reader with libFuzzer + ASan (clang), for
+# Coverage-guided fuzzing of the NEFF reader (FUZZ_TARGET=compile_request_fuzzer:
+# the CompileRequest reader) with libFuzzer + ASan (clang), for
 # FUZZ_SECONDS (default 60). Crashes are written to build-fuzz/artifacts/.
 FUZZ_SECONDS ?= 60
 fuzz: setup
-	@bash scripts/fuzz.sh $(FUZZ_SECONDS)
+	@FUZZ_TARGET=$(FUZZ_TARGET) bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The C++ tests and a Python subset under AddressSanitizer / ThreadSanitizer, in
 # build-asan/ or build-tsan/ (scripts/sanitize.sh says what each leaves out and

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (installing it from Debian if missing)
-# in build-fuzz/ and fuzzes the NEFF reader for $1 seconds (default 60).
+# in build-fuzz/ and fuzzes one reader for $1 seconds (default 60): the NEFF
+# reader, or with FUZZ_TARGET=compile_request_fuzzer the CompileRequest reader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${1:-60}
@@ -12,10 +13,25 @@ fi
 cmake -S . -B build-fuzz -G Ninja -DPython3_EXECUTABLE="$PWD/.venv/bin/python" \
       -DCMAKE_CXX_COMPILER=clang++ -DTN_BUILD_TESTS=OFF -DTN_BUILD_FUZZERS=ON \
       -DTN_OUTPUT_DIR="$PWD/build-fuzz/package" >/dev/null
-cmake --build build-fuzz --target neff_reader_fuzzer -j "$(nproc)"
-mkdir -p build-fuzz/corpus build-fuzz/artifacts
-# Seed the corpus with real NEFFs: the demo's graphs, compiled by the normal build.
-TORCH_NEURON_CACHE_DIR="$PWD/build-fuzz/seed-cache" .venv/bin/python -m torch_neuron.demo --steps 2 --no-compare >/dev/null
-find build-fuzz/seed-cache -name '*.neff' -exec cp -t build-fuzz/corpus/ {} +
-./build-fuzz/neff_reader_fuzzer -max_total_time="$SECONDS_TO_RUN" -artifact_prefix=build-fuzz/artifacts/ \
-  build-fuzz/corpus
+TARGET=${FUZZ_TARGET:-neff_reader_fuzzer}
+cmake --build build-fuzz --target "$TARGET" -j "$(nproc)"
+CORPUS="build-fuzz/corpus-$TARGET"
+mkdir -p "$CORPUS" build-fuzz/artifacts
+if [ "$TARGET" = neff_reader_fuzzer ]; then
+  # Seed the corpus with real NEFFs: the demo's graphs, compiled by the normal build.
+  TORCH_NEURON_CACHE_DIR="$PWD/build-fuzz/seed-cache" .venv/bin/python -m torch_neuron.demo --steps 2 --no-compare >/dev/null
+  find build-fuzz/seed-cache -name '*.neff' -exec cp -t "$CORPUS"/ {} +
+else
+  # Seed it with the requests of a small training step, made by the normal build.
+  .venv/bin/python - "$CORPUS" <<'PY'
+import sys, torch, torch_neuron
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to("neuron")
+loss = model(torch.randn(4, 8, device="neuron")).square().mean()
+loss.backward()
+grads = [p.grad for p in model.parameters()]
+request = torch_neuron._C._compile_request([loss] + grads)
+for mode in (0, 1):  # the fuzzer's first byte: 1 takes the graph hash from the nodes
+    open(f"{sys.argv[1]}/step-{mode}.bin", "wb").write(bytes([mode]) + request)
+PY
+fi
+./build-fuzz/"$TARGET" -max_total_time="$SECONDS_TO_RUN" -artifact_prefix=build-fuzz/artifacts/ "$CORPUS"

@@ -53,17 +53,13 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   };
   for (size_t i : walk) visit(roots[i].node.get());
 
-  hash_t h = Hash(static_cast<uint64_t>(g.nodes.size()));
   g.operands.resize(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node* n = g.nodes[i];
     if (n->is_parameter()) g.parameters.push_back(static_cast<int32_t>(i));
-    h = HashCombine(h, n->local_hash());
     for (const Value& operand : n->operands()) {
       const Value v = Resolve(operand);
-      const int32_t p = position.at(v.node.get());
-      g.operands[i].emplace_back(p, v.index);
-      h = HashCombine(h, MHash(p, v.index));
+      g.operands[i].emplace_back(position.at(v.node.get()), v.index);
     }
   }
 
@@ -72,14 +68,21 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   for (size_t i : walk) {
     std::pair<int32_t, int32_t> out(position.at(roots[i].node.get()), roots[i].index);
     auto [it, inserted] = output_index.try_emplace(out, static_cast<int32_t>(g.outputs.size()));
-    if (inserted) {
-      g.outputs.push_back(out);
-      h = HashCombine(h, MHash(out.first, out.second));
-    }
+    if (inserted) g.outputs.push_back(out);
     g.root_to_output[i] = it->second;
   }
-  g.hash = h;
+  g.hash = GraphHash(g);
   return g;
+}
+
+hash_t GraphHash(const CanonicalGraph& g) {
+  hash_t h = Hash(static_cast<uint64_t>(g.nodes.size()));
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    h = HashCombine(h, g.nodes[i]->local_hash());
+    for (const auto& [p, index] : g.operands[i]) h = HashCombine(h, MHash(p, index));
+  }
+  for (const auto& [p, index] : g.outputs) h = HashCombine(h, MHash(p, index));
+  return h;
 }
 
 }  // namespace torch_neuron::ir

@@ -40,4 +40,9 @@ struct CanonicalGraph {
 CanonicalGraph Canonicalize(const std::vector<Value>& roots,
                             const std::vector<Value>& ordered = {});
 
+// The graph hash of `g` from its nodes' local hashes, its wiring and its
+// outputs (what Canonicalize stores in g.hash; a graph rebuilt from a
+// CompileRequest is checked against it).
+hash_t GraphHash(const CanonicalGraph& g);
+
 }  // namespace torch_neuron::ir

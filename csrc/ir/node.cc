@@ -27,6 +27,11 @@ hash_t HashValue(HashTag tag, T value) {
 }
 
 hash_t HashScalar(const c10::Scalar& s) {
+  if (s.isComplex()) {  // toLong() would throw for a nonzero imaginary part
+    const c10::complex<double> z = s.toComplexDouble();
+    const double parts[2] = {z.real(), z.imag()};
+    return HashTagged(kTagScalarComplex, parts, sizeof(parts));
+  }
   if (s.isFloatingPoint()) return HashValue(kTagScalarDouble, s.toDouble());
   if (s.isBoolean()) return HashValue(kTagScalarBool, s.toBool());
   return HashValue(kTagScalarInt, s.toLong());
@@ -38,6 +43,11 @@ std::string ScalarToString(const c10::Scalar& s) {
   if (s.isBoolean()) return s.toBool() ? "true" : "false";
   if (s.isIntegral(false)) return std::to_string(s.toLong());
   std::ostringstream os;
+  if (s.isComplex()) {
+    const c10::complex<double> z = s.toComplexDouble();
+    os << "(" << z.real() << (z.imag() < 0 ? "" : "+") << z.imag() << "j)";
+    return os.str();
+  }
   os << s.toDouble();
   return os.str();
 }

@@ -4,6 +4,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include "compiler/compile_request.h"
 #include "compiler/compiler.h"
 #include "ir/printer.h"
 #include "lazy/executable_cache.h"
@@ -94,6 +95,25 @@ void BindLazy(py::module_& m) {
         compiler::Compile(g, lazy::CurrentCompileOptions());
     runtime::ThrowIfError(result.status());
     return py::make_tuple(result->optimized_text, result->kernel_sources);
+  });
+  // The pending graph as a serialized CompileRequest (what the compile service
+  // receives), and a request read back and compiled: (graph hash, node count,
+  // IR after the passes, kernel sources). Debugging and tests.
+  m.def("_compile_request", [](const py::list& tensors) {
+    ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
+    absl::StatusOr<proto::CompileRequest> request = compiler::MakeCompileRequest(g, lazy::CurrentCompileOptions());
+    RaiseIfError(request.status());
+    return py::bytes(request->SerializeAsString());
+  });
+  m.def("_compile_from_request", [](const py::bytes& bytes) {
+    const std::string data = bytes;
+    const compiler::CompileOptions current = lazy::CurrentCompileOptions();
+    absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> read = compiler::ParseCompileRequest(data, current.cxx);
+    RaiseIfError(read.status());
+    absl::StatusOr<compiler::CompileResult> result = compiler::Compile((*read)->graph, (*read)->options);
+    RaiseIfError(result.status());
+    return py::make_tuple(ir::HashToHex((*read)->graph.hash), (*read)->graph.size(), result->optimized_text,
+                          result->kernel_sources);
   });
   m.def("_graph_hash", [](const py::list& tensors) {
     return ir::HashToHex(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)).hash);

@@ -15,6 +15,7 @@
 #include "compiler/fingerprint.h"
 #include "ir/graph.h"
 #include "neff/neff_writer.h"
+#include "mutate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -48,30 +49,15 @@ std::string SeedNeff() {
 TEST(NeffReaderFuzzSmoke, TwentyThousandMutationsNeverCrash) {
   const std::string seed = SeedNeff();
   std::mt19937_64 rng(20261130);
-  auto pick = [&](size_t n) { return n == 0 ? size_t{0} : static_cast<size_t>(rng() % n); };
+  auto pick = [&](size_t n) { return fuzz::Pick(rng, n); };
   for (int i = 0; i < 20000; ++i) {
     std::string input = seed;
     const int mutations = 1 + static_cast<int>(pick(4));
     for (int m = 0; m < mutations; ++m) {
-      switch (pick(5)) {
-        case 0:  // flip bits
-          if (!input.empty()) input[pick(input.size())] ^= static_cast<char>(1 + pick(255));
-          break;
-        case 1:  // truncate
-          input.resize(pick(input.size() + 1));
-          break;
-        case 2:  // insert random bytes
-          input.insert(pick(input.size() + 1), std::string(1 + pick(8), static_cast<char>(rng())));
-          break;
-        case 3:  // splice a piece of the seed elsewhere
-          if (!input.empty()) {
-            size_t from = pick(seed.size()), len = pick(seed.size() - from + 1);
-            input.replace(pick(input.size()), len, seed.substr(from, len));
-          }
-          break;
-        case 4:  // overwrite a header word (length, checksum, version)
-          if (input.size() >= 32) input[8 + pick(24)] = static_cast<char>(rng());
-          break;
+      if (pick(5) < 4) {
+        fuzz::MutateOnce(input, seed, rng);
+      } else if (input.size() >= 32) {  // overwrite a header word (length, checksum, version)
+        input[8 + pick(24)] = static_cast<char>(rng());
       }
     }
     // Half the inputs get a correct header for their (mutated) payload, so the
