@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/fork_guard.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -50,7 +51,13 @@ std::atomic<int64_t> next_id{1};
 LazyTensor::LazyTensor(int device, ir::Shape shape)
     : id_(next_id.fetch_add(1)), device_(device), shape_(std::move(shape)) {}
 
-LazyTensor::~LazyTensor() { Registry().Remove(id_); }
+LazyTensor::~LazyTensor() {
+  // A forked child may have inherited the registry's lock held by another of
+  // the parent's threads; it never traces, so it leaves the registry alone
+  // (tensors dropped at its exit must not wait for that lock).
+  if (runtime::InBadFork()) return;
+  Registry().Remove(id_);
+}
 
 LazyTensorPtr LazyTensor::FromValue(ir::Value value, int device) {
   LazyTensorPtr t(new LazyTensor(device, value.shape()));

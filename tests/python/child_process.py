@@ -47,15 +47,51 @@ def start_python(code: str, env: Optional[Dict[str, str]] = None, args: Sequence
     )
 
 
+class ChildHung(subprocess.TimeoutExpired):
+    """A child that ran past its timeout, with the stacks of every thread of
+    every process in its group taken before it was killed (when gdb is here):
+    a hang seen once in a long suite says where it waited."""
+
+    def __init__(self, cmd, timeout, stacks: str, stderr: str):
+        super().__init__(cmd, timeout, output=stacks, stderr=stderr)
+        self.stacks = stacks
+
+    def __str__(self):
+        return (f"the child ran past {self.timeout:.0f} s and was killed\n--- its stderr ---\n"
+                f"{self.stderr or ''}\n--- its stacks ---\n{self.stacks}")
+
+
+def _group_stacks(pgid: int) -> str:
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return "(gdb is not installed: no stacks)"
+    try:
+        pids = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        pids = [str(pgid)]
+    parts = []
+    for pid in pids:
+        try:
+            bt = subprocess.run([gdb, "-p", pid, "-batch", "-ex", "thread apply all bt 30"],
+                                capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            bt = f"(gdb failed: {e})"
+        frames = [line for line in bt.splitlines() if line.startswith(("#", "Thread"))]
+        parts.append(f"== process {pid}\n" + "\n".join(frames))
+    return "\n".join(parts)
+
+
 def run_python(code: str, env: Optional[Dict[str, str]] = None, args: Sequence[str] = (),
                timeout: float = 120) -> subprocess.CompletedProcess:
     """Runs ``python -c code args...``; a child still running after ``timeout``
-    seconds is killed and raises subprocess.TimeoutExpired."""
+    seconds has its stacks taken, is killed, and raises ChildHung (a
+    subprocess.TimeoutExpired)."""
     proc = start_python(code, env, args)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        stacks = _group_stacks(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
+        _, err = proc.communicate()
+        raise ChildHung(proc.args, timeout, stacks, err) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
