@@ -41,7 +41,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _module_support, _serialization, _tensor_support, config, debug, device, metrics  # noqa: E402
+from . import _module_support, _serialization, _tensor_support, config, debug, device, metrics, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -78,6 +78,7 @@ _run_backward_on_the_caller()
 _C._register_tracer()
 _tensor_support.install()
 _serialization.install()
+service._install_launcher()
 _module_support.install()
 debug._install_source_locations()
 

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -97,7 +98,26 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     }
   }
   if (std::string v = lookup("TORCH_NEURON_COMPILE_SERVICE"); !v.empty()) {
-    c.compile_service = v;
+    std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
+    if (m == "off" || m == "0" || m == "false" || m == "no") {
+      c.compile_service = "off";
+    } else if (m == "auto" || m == "1" || m == "on") {
+      c.compile_service = "auto";
+    } else if (absl::StartsWith(v, "/")) {
+      c.compile_service = v;
+    } else {
+      return Invalid("TORCH_NEURON_COMPILE_SERVICE", v, "'off', 'auto' or the absolute path of a service's socket");
+    }
+  }
+  for (auto [name, slot] : {std::pair{"TORCH_NEURON_SERVICE_IDLE_S", &c.service_idle_s},
+                            std::pair{"TORCH_NEURON_SERVICE_TIMEOUT_S", &c.service_timeout_s}}) {
+    if (std::string v = lookup(name); !v.empty()) {
+      double seconds = 0;
+      if (!absl::SimpleAtod(v, &seconds) || !(seconds > 0) || seconds > 1e7) {
+        return Invalid(name, v, "a number of seconds greater than 0");
+      }
+      *slot = seconds;
+    }
   }
   if (std::string v = lookup("TORCH_NEURON_IR_DEBUG"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.ir_debug, ParseBool("TORCH_NEURON_IR_DEBUG", v));

@@ -28,7 +28,11 @@ struct Config {
   bool cache_read_only = false;  // TORCH_NEURON_CACHE=readonly
   int64_t cache_memory_entries = 4096;  // TORCH_NEURON_CACHE_MEMORY_ENTRIES (loaded executables kept)
   int64_t cache_memory_mb = 1024;       // TORCH_NEURON_CACHE_MEMORY_MB (their NEFF bytes)
-  std::string compile_service = "auto";  // TORCH_NEURON_COMPILE_SERVICE
+  // TORCH_NEURON_COMPILE_SERVICE: "off", "auto" (this user's per-machine
+  // service, started on first need) or the path of a service's socket.
+  std::string compile_service = "off";
+  double service_idle_s = 600;     // TORCH_NEURON_SERVICE_IDLE_S: an idle service exits
+  double service_timeout_s = 600;  // TORCH_NEURON_SERVICE_TIMEOUT_S: wait for a reply, then compile here
   bool ir_debug = false;         // TORCH_NEURON_IR_DEBUG
   bool debug = false;            // TORCH_NEURON_DEBUG
   std::string debug_dir;         // TORCH_NEURON_DEBUG_DIR

@@ -18,6 +18,7 @@
 #include "ir/printer.h"
 #include "lazy/execution_mode.h"
 #include "runtime/torch_status.h"
+#include "service/client.h"
 
 // Where executables come from is the cache/ provider chain's business; this file
 // builds the chain from the config, asks it for each graph, and observes compiles
@@ -166,9 +167,10 @@ struct Providers {
 };
 
 // The chain of the process, built once from the config: memory, then disk
-// (unless TORCH_NEURON_CACHE=0), then the compiler here. With no provider below
-// the disk that coordinates processes, the disk's key lock is held across the
-// compile, so one process compiles a graph and the others load its NEFF.
+// (unless TORCH_NEURON_CACHE=0), then the compile service (unless
+// TORCH_NEURON_COMPILE_SERVICE=off), then the compiler here. With no service
+// below the disk, the disk's key lock is held across the compile, so one process
+// compiles a graph and the others load its NEFF.
 Providers& TheProviders() {
   static Providers* providers = [] {
     const Config& config = GlobalConfig();
@@ -177,10 +179,21 @@ Providers& TheProviders() {
         static_cast<size_t>(config.cache_memory_entries), static_cast<size_t>(config.cache_memory_mb) << 20);
     cache::MemoryProvider* memory_ptr = memory.get();
     chain.push_back(std::move(memory));
+    const bool service = config.compile_service != "off";
+    const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
     if (config.cache_enabled) {
-      const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
       auto* disk = new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);  // lives as long as the chain
-      chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/true));
+      // The service coordinates processes itself: the key lock is then held
+      // only around the re-check and the write.
+      chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/!service));
+    }
+    if (service) {
+      service::ClientOptions options;
+      options.mode = config.compile_service;
+      options.cache_dir = dir;
+      options.toolchain = config.cxx;
+      options.timeout_s = config.service_timeout_s;
+      chain.push_back(std::make_unique<service::ServiceProvider>(std::move(options)));
     }
     auto compile = std::make_unique<cache::LocalCompileProvider>();
     compile->AddObserver(ObserveCompile);

@@ -27,6 +27,8 @@ py::dict ConfigToDict(const Config& c) {
   d["cache_enabled"] = c.cache_enabled;
   d["cache_read_only"] = c.cache_read_only;
   d["compile_service"] = c.compile_service;
+  d["service_idle_s"] = c.service_idle_s;
+  d["service_timeout_s"] = c.service_timeout_s;
   d["ir_debug"] = c.ir_debug;
   d["debug"] = c.debug;
   d["debug_dir"] = c.debug_dir;

@@ -14,6 +14,7 @@ void BindDevice(pybind11::module_& m);
 void BindLazy(pybind11::module_& m);
 void BindMetrics(pybind11::module_& m);
 void BindRegistry(pybind11::module_& m);
+void BindService(pybind11::module_& m);
 
 // Raises the Python exception base/error_kind.h's table names for `status`
 // (torch.OutOfMemoryError for RESOURCE_EXHAUSTED, ValueError for INVALID_ARGUMENT

@@ -54,6 +54,7 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindMetrics(m);
   torch_neuron::python::BindLazy(m);
   torch_neuron::python::BindRegistry(m);
+  torch_neuron::python::BindService(m);
   // For tests of the Status -> exception table: raises what a binding raises for
   // a failed status of this absl::StatusCode.
   m.def("_raise_status", [](int code, const std::string& message) {

@@ -169,6 +169,8 @@ MALFORMED = {
     ("TORCH_NEURON_FALLBACK", "maybe"): "expected one of 0, 1, true, false, on, off.",
     ("TORCH_NEURON_FALLBACK", "2"): "expected one of 0, 1, true, false, on, off.",
     ("TORCH_NEURON_MODE", "fast"): "expected 'lazy' or 'eager'.",
+    ("TORCH_NEURON_COMPILE_SERVICE", "yes please"): "expected 'off', 'auto' or the absolute path of a service's socket.",
+    ("TORCH_NEURON_SERVICE_TIMEOUT_S", "0"): "expected a number of seconds greater than 0.",
 }
 
 VALID = {
@@ -259,6 +261,9 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_OPT_LEVEL": "0",
             "TORCH_NEURON_KERNEL_THREADS": "3",
             "TORCH_NEURON_AUTOGRAD_THREAD": "1",
+            "TORCH_NEURON_COMPILE_SERVICE": "AUTO",
+            "TORCH_NEURON_SERVICE_IDLE_S": "30",
+            "TORCH_NEURON_SERVICE_TIMEOUT_S": "2.5",
         }
     )
     assert parsed == {
@@ -273,6 +278,8 @@ def test_parse_converts_every_known_setting():
         "cache_enabled": False,
         "cache_read_only": False,
         "compile_service": "auto",
+        "service_idle_s": 30.0,
+        "service_timeout_s": 2.5,
         "ir_debug": True,
         "debug": False,
         "debug_dir": "",

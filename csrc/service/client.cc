@@ -1,0 +1,243 @@
+#include "service/client.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/metrics.h"
+#include "cache/disk_cache.h"
+#include "compiler/compile_request.h"
+#include "compiler/fingerprint.h"
+#include "neff/neff_reader.h"
+#include "runtime/native_library.h"
+
+extern char** environ;
+
+namespace torch_neuron::service {
+namespace {
+
+struct ClientMetrics {
+  metrics::Counter* answered = metrics::GetCounter("service.compile.count");
+  metrics::Counter* fallbacks = metrics::GetCounter("service.fallback.count");
+  metrics::Counter* unreachable = metrics::GetCounter("service.fallback.unreachable.count");
+  metrics::Counter* timeouts = metrics::GetCounter("service.fallback.timeout.count");
+  metrics::Counter* errors = metrics::GetCounter("service.fallback.error.count");
+  metrics::Counter* starts = metrics::GetCounter("service.start.count");
+};
+
+const ClientMetrics& Counters() {
+  static const ClientMetrics* counters = new ClientMetrics();
+  return *counters;
+}
+
+absl::Mutex state_mu(absl::kConstInit);
+std::vector<std::string>* launcher ABSL_GUARDED_BY(state_mu) = nullptr;
+std::string* last_fallback ABSL_GUARDED_BY(state_mu) = nullptr;
+// After a service failed to start, auto mode does not try again before this
+// (every compile would otherwise wait for a start that fails).
+Clock::time_point no_start_before ABSL_GUARDED_BY(state_mu);
+
+absl::StatusOr<int> ConnectTo(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::UnavailableError(absl::StrCat("the socket path ", path, " is too long"));
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("no service at ", path, ": ", std::strerror(err)));
+  }
+  return fd;
+}
+
+// Starts `python -m torch_neuron.service serve` for `dir`, detached in its own
+// session, its output appended to dir/service.log.
+absl::Status Launch(const ClientOptions& options, const std::string& dir) {
+  std::vector<std::string> argv;
+  {
+    absl::MutexLock lock(&state_mu);
+    if (launcher != nullptr) argv = *launcher;
+  }
+  if (argv.empty()) return absl::UnavailableError("no way to start a compile service (torch_neuron not imported)");
+  argv.insert(argv.end(), {"--dir", dir, "--cache-dir", options.cache_dir});
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const std::string log = dir + "/service.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("could not start ", args[0], ": ", std::strerror(rc)));
+  Counters().starts->Add(1);
+  // Reap it if it exits early (it normally outlives this process: init reaps it then).
+  std::thread([pid] {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }).detach();
+  return absl::OkStatus();
+}
+
+void NoteFallback(const absl::Status& why, metrics::Counter* reason) {
+  Counters().fallbacks->Add(1);
+  reason->Add(1);
+  absl::MutexLock lock(&state_mu);
+  if (last_fallback == nullptr) last_fallback = new std::string();
+  *last_fallback = std::string(why.message());
+}
+
+}  // namespace
+
+std::string ServiceDirFor(const ClientOptions& options) {
+  if (options.mode != "auto") {
+    const size_t slash = options.mode.rfind('/');
+    return slash == std::string::npos ? "." : options.mode.substr(0, slash);
+  }
+  compiler::CompileOptions identity;
+  identity.opt_level = 1;
+  identity.cxx = options.toolchain;
+  const std::string hex = ir::HashToHex(compiler::FingerprintFor(identity).hash);
+  const std::string root = options.cache_dir.empty() ? cache::DefaultCacheDir() : options.cache_dir;
+  return ServiceDir(root, hex.substr(0, 16));
+}
+
+std::string SocketFor(const ClientOptions& options) {
+  return options.mode == "auto" ? SocketPath(ServiceDirFor(options)) : options.mode;
+}
+
+void SetLauncher(std::vector<std::string> argv) {
+  absl::MutexLock lock(&state_mu);
+  if (launcher == nullptr) launcher = new std::vector<std::string>();
+  *launcher = std::move(argv);
+}
+
+std::string LastFallbackReason() {
+  absl::MutexLock lock(&state_mu);
+  return last_fallback == nullptr ? "" : *last_fallback;
+}
+
+absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed) {
+  const std::string socket = SocketFor(options);
+  absl::StatusOr<int> fd = ConnectTo(socket);
+  if (fd.ok() || options.mode != "auto" || !start_if_needed) return fd;
+  {
+    absl::MutexLock lock(&state_mu);
+    if (Clock::now() < no_start_before) return fd;
+  }
+  // One client starts the service: the others wait on the lock and find it.
+  const std::string dir = ServiceDirFor(options);
+  const std::string root = dir.substr(0, dir.rfind('/'));
+  ::mkdir(root.c_str(), 0700);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
+  }
+  const int lock_fd = ::open((dir + "/start.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return absl::UnavailableError(absl::StrCat("open ", dir, "/start.lock: ", std::strerror(errno)));
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  while (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (Clock::now() > give_up) {
+      ::close(lock_fd);
+      return absl::UnavailableError("timed out waiting for another client starting the service");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  fd = ConnectTo(socket);
+  if (!fd.ok()) {
+    absl::Status launched = Launch(options, dir);
+    while (launched.ok() && !fd.ok() && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      fd = ConnectTo(socket);
+    }
+    if (!fd.ok()) {
+      absl::MutexLock lock(&state_mu);
+      no_start_before = Clock::now() + std::chrono::seconds(60);
+    }
+    if (!launched.ok()) fd = launched;
+  }
+  ::flock(lock_fd, LOCK_UN);
+  ::close(lock_fd);
+  return fd;
+}
+
+absl::StatusOr<proto::ServiceReply> Call(const ClientOptions& options, const proto::ServiceRequest& request,
+                                         bool start_if_needed, double timeout_s) {
+  absl::StatusOr<int> fd = Connect(options, start_if_needed);
+  if (!fd.ok()) return fd.status();
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  absl::Status sent = WriteFrame(*fd, request.SerializeAsString(), deadline);
+  absl::StatusOr<std::string> frame = sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
+  ::close(*fd);
+  if (!frame.ok()) {
+    if (frame.status().code() == absl::StatusCode::kNotFound) {
+      return absl::UnavailableError("the service closed the connection without a reply");
+    }
+    return absl::UnavailableError(absl::StrCat("no reply from the service: ", frame.status().message()));
+  }
+  proto::ServiceReply reply;
+  if (!reply.ParseFromString(*frame)) return absl::UnavailableError("the service's reply is malformed");
+  return reply;
+}
+
+absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::Get(const cache::ExecutableRequest& request,
+                                                               cache::RequestHolds& holds) {
+  (void)holds;
+  if (request.graph == nullptr || request.fingerprint == nullptr) return absl::NotFoundError("no graph");
+  proto::ServiceRequest message;
+  message.set_protocol_version(kProtocolVersion);
+  absl::StatusOr<proto::CompileRequest> compile = compiler::MakeCompileRequest(*request.graph, request.options);
+  if (!compile.ok()) {
+    NoteFallback(compile.status(), Counters().errors);
+    return absl::UnavailableError(compile.status().message());
+  }
+  *message.mutable_compile()->mutable_request() = *std::move(compile);
+  *message.mutable_compile()->mutable_fingerprint() = *request.fingerprint;
+  absl::StatusOr<proto::ServiceReply> reply = Call(options_, message, /*start_if_needed=*/true, options_.timeout_s);
+  if (!reply.ok()) {
+    const bool timeout = absl::StrContains(reply.status().message(), "timed out");
+    NoteFallback(reply.status(), timeout ? Counters().timeouts : Counters().unreachable);
+    return absl::UnavailableError(reply.status().message());
+  }
+  if (reply->code() != 0) {
+    const absl::Status error(static_cast<absl::StatusCode>(reply->code()), reply->message());
+    NoteFallback(error, Counters().errors);
+    return absl::UnavailableError(absl::StrCat("the service: ", reply->message()));
+  }
+  absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(reply->neff(), request.fingerprint);
+  if (!loaded.ok()) {
+    NoteFallback(loaded.status(), Counters().errors);
+    return absl::UnavailableError(absl::StrCat("the service's NEFF: ", loaded.status().message()));
+  }
+  runtime::LoadNativeObjects(loaded->program->native_objects);
+  Counters().answered->Add(1);
+  cache::ProvidedExecutable found;
+  found.program = loaded->program;
+  found.bytes = reply->neff().size();
+  found.neff = reply->neff();
+  return found;
+}
+
+}  // namespace torch_neuron::service

@@ -1,0 +1,381 @@
+#include "service/server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <memory>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/compile_provider.h"
+#include "cache/disk_cache.h"
+#include "compiler/compile_request.h"
+#include "compiler/fingerprint.h"
+#include "neff/neff_reader.h"
+#include "neff/neff_writer.h"
+#include "proto/service.pb.h"
+#include "service/framing.h"
+
+namespace torch_neuron::service {
+namespace {
+
+void Log(const std::string& line) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  std::fprintf(stderr, "%s [%d] %s\n", stamp, static_cast<int>(::getpid()), line.c_str());
+  std::fflush(stderr);
+}
+
+absl::Status Errno(const std::string& what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// The answer to one compile request, shared by every request for its key.
+struct Flight {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::string neff ABSL_GUARDED_BY(mu);
+  std::string source ABSL_GUARDED_BY(mu);
+};
+
+class Server {
+ public:
+  explicit Server(const ServerOptions& options) : options_(options), started_(Clock::now()) {
+    workers_ = options.workers > 0 ? options.workers
+                                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (!options.cache_dir.empty()) {
+      disk_ = std::make_unique<cache::DiskCache>(options.cache_dir, options.cache_max_mb << 20, false);
+    }
+  }
+
+  absl::Status Run();
+
+ private:
+  void Connection(int fd);
+  proto::ServiceReply Handle(const std::string& frame);
+  proto::ServiceReply Compile(const proto::ServiceCompile& compile);
+  void CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
+                     ir::hash_t key, Flight& flight);
+  proto::ServiceStatus Status();
+  bool Idle() {
+    absl::MutexLock lock(&mu_);
+    const double quiet = std::chrono::duration<double>(Clock::now() - last_request_).count();
+    return connections_ == 0 && quiet > options_.idle_s;
+  }
+
+  const ServerOptions options_;
+  const Clock::time_point started_;
+  int workers_ = 1;
+  std::unique_ptr<cache::DiskCache> disk_;
+  std::atomic<bool> stop_{false};
+
+  absl::Mutex mu_;
+  int connections_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point last_request_ ABSL_GUARDED_BY(mu_) = Clock::now();
+  absl::flat_hash_map<ir::hash_t, std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(mu_);
+  int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::atomic<int64_t> requests_{0}, compiles_{0}, joins_{0}, disk_hits_{0}, errors_{0}, refused_{0};
+};
+
+proto::ServiceReply ErrorReply(const absl::Status& status) {
+  proto::ServiceReply reply;
+  reply.set_protocol_version(kProtocolVersion);
+  reply.set_code(static_cast<int32_t>(status.code()));
+  reply.set_message(std::string(status.message()));
+  return reply;
+}
+
+absl::Status Server::Run() {
+  const std::string socket_path = SocketPath(options_.dir);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("the socket path ", socket_path, " is longer than ",
+                                                   sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  if (::mkdir(options_.dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("mkdir " + options_.dir);
+  struct stat st {};
+  if (::stat(options_.dir.c_str(), &st) != 0) return Errno("stat " + options_.dir);
+  if (st.st_uid != ::getuid()) {
+    return absl::PermissionDeniedError(absl::StrCat(options_.dir, " belongs to uid ", st.st_uid));
+  }
+  if ((st.st_mode & 077) != 0 && ::chmod(options_.dir.c_str(), 0700) != 0) return Errno("chmod " + options_.dir);
+
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return Errno("socket");
+  // A live service answers a connect: leave it alone. A stale socket file
+  // (its service was killed) is replaced.
+  if (::connect(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    ::close(listener);
+    return absl::AlreadyExistsError(absl::StrCat("a service is already serving ", socket_path));
+  }
+  ::unlink(socket_path.c_str());
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::chmod(socket_path.c_str(), 0600) != 0 || ::listen(listener, 128) != 0) {
+    const absl::Status s = Errno("bind " + socket_path);
+    ::close(listener);
+    return s;
+  }
+  {
+    const std::string pid_path = options_.dir + "/pid";
+    if (FILE* f = std::fopen(pid_path.c_str(), "w")) {
+      std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+      std::fclose(f);
+    }
+  }
+  Log(absl::StrCat("serving ", socket_path, " with ", workers_, " compile workers, cache ",
+                   options_.cache_dir.empty() ? "off" : options_.cache_dir, ", idle exit after ", options_.idle_s,
+                   " s"));
+  while (!stop_.load()) {
+    pollfd p{listener, POLLIN, 0};
+    const int r = ::poll(&p, 1, 200);
+    if (r < 0 && errno != EINTR) {
+      Log(absl::StrCat("poll: ", std::strerror(errno)));
+      break;
+    }
+    if (r <= 0) {
+      if (Idle()) {
+        Log("idle: exiting");
+        break;
+      }
+      continue;
+    }
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    ucred peer{};
+    socklen_t len = sizeof(peer);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::getuid()) {
+      refused_++;
+      Log(absl::StrCat("refused a connection from uid ", peer.uid, " (pid ", peer.pid, "): only uid ", ::getuid(),
+                       " is served"));
+      ::close(fd);
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      ++connections_;
+    }
+    std::thread([this, fd] { Connection(fd); }).detach();
+  }
+  // Stop taking connections; let the ones being served finish (briefly).
+  ::close(listener);
+  ::unlink(socket_path.c_str());
+  {
+    absl::MutexLock lock(&mu_);
+    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_ == 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&none), absl::Seconds(30));
+    if (connections_ != 0) {
+      // Detached threads still use this object: never return under them.
+      Log(absl::StrCat(connections_, " connections still open at exit"));
+      std::fflush(stderr);
+      ::_exit(0);
+    }
+  }
+  Log(absl::StrCat("exiting after ", requests_.load(), " requests, ", compiles_.load(), " compiles"));
+  return absl::OkStatus();
+}
+
+void Server::Connection(int fd) {
+  while (!stop_.load()) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.request_timeout_s));
+    absl::StatusOr<std::string> frame = ReadFrame(fd, deadline);
+    if (!frame.ok()) {
+      if (frame.status().code() == absl::StatusCode::kResourceExhausted) {
+        errors_++;
+        Log(absl::StrCat("refused a request: ", frame.status().message()));
+        (void)WriteFrame(fd, ErrorReply(frame.status()).SerializeAsString(), Clock::now() + std::chrono::seconds(5));
+      } else if (frame.status().code() != absl::StatusCode::kNotFound) {
+        Log(absl::StrCat("dropped a connection: ", frame.status().message()));
+      }
+      break;
+    }
+    requests_++;
+    {
+      absl::MutexLock lock(&mu_);
+      last_request_ = Clock::now();
+    }
+    proto::ServiceReply reply;
+    try {
+      reply = Handle(*frame);
+    } catch (const std::exception& e) {
+      reply = ErrorReply(absl::InternalError(absl::StrCat("the service failed: ", e.what())));
+    }
+    if (reply.code() != 0) errors_++;
+    // A client that went away costs nothing more than this write.
+    if (!WriteFrame(fd, reply.SerializeAsString(), Clock::now() + std::chrono::seconds(30)).ok()) break;
+    absl::MutexLock lock(&mu_);
+    last_request_ = Clock::now();
+  }
+  ::close(fd);
+  absl::MutexLock lock(&mu_);
+  --connections_;
+  last_request_ = Clock::now();
+}
+
+proto::ServiceReply Server::Handle(const std::string& frame) {
+  proto::ServiceRequest request;
+  if (!request.ParseFromString(frame)) {
+    return ErrorReply(absl::InvalidArgumentError("malformed request: not a ServiceRequest message"));
+  }
+  if (request.protocol_version() != kProtocolVersion) {
+    return ErrorReply(absl::InvalidArgumentError(absl::StrCat("protocol version ", request.protocol_version(),
+                                                              " (this service speaks ", kProtocolVersion, ")")));
+  }
+  proto::ServiceReply reply;
+  reply.set_protocol_version(kProtocolVersion);
+  switch (request.body_case()) {
+    case proto::ServiceRequest::kCompile:
+      return Compile(request.compile());
+    case proto::ServiceRequest::kStatus:
+      *reply.mutable_status() = Status();
+      return reply;
+    case proto::ServiceRequest::kShutdown:
+      Log("shutdown requested");
+      stop_.store(true);
+      return reply;
+    default:
+      return ErrorReply(absl::InvalidArgumentError("malformed request: no body"));
+  }
+}
+
+proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile) {
+  absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> graph =
+      compiler::ReadCompileRequest(compile.request(), options_.toolchain);
+  if (!graph.ok()) return ErrorReply(graph.status());
+  const compiler::KeyedFingerprint& fingerprint = compiler::FingerprintFor((*graph)->options);
+  if (fingerprint.fingerprint.SerializeAsString() != compile.fingerprint().SerializeAsString()) {
+    return ErrorReply(absl::FailedPreconditionError(
+        absl::StrCat("the client compiles with ", compiler::FingerprintText(compile.fingerprint()),
+                     "; this service with ", compiler::FingerprintText(fingerprint.fingerprint))));
+  }
+  const ir::hash_t key = compiler::CacheKey((*graph)->graph.hash, fingerprint.hash);
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Flight>& slot = flights_[key];
+    if (slot == nullptr) {
+      slot = std::make_shared<Flight>();
+      leader = true;
+    }
+    flight = slot;
+  }
+  if (leader) {
+    CompileFlight(**graph, fingerprint, key, *flight);
+    absl::MutexLock lock(&mu_);
+    flights_.erase(key);
+  } else {
+    joins_++;
+  }
+  absl::MutexLock lock(&flight->mu);
+  flight->mu.Await(absl::Condition(&flight->done));
+  if (!flight->status.ok()) return ErrorReply(flight->status);
+  proto::ServiceReply reply;
+  reply.set_protocol_version(kProtocolVersion);
+  reply.set_neff(flight->neff);
+  reply.set_source(leader ? flight->source : "joined");
+  return reply;
+}
+
+void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
+                           ir::hash_t key, Flight& flight) {
+  absl::Status status;
+  std::string neff, source;
+  const std::string key_hex = ir::HashToHex(key);
+  auto validate = [&](std::string_view bytes) { return neff::ReadNeff(bytes, &fingerprint.fingerprint).status(); };
+  if (disk_ != nullptr) {
+    if (std::optional<std::string> found = disk_->Load(key_hex, validate)) {
+      disk_hits_++;
+      neff = *std::move(found);
+      source = "disk";
+    }
+  }
+  if (source.empty()) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++queued_;
+      auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return busy_workers_ < workers_; };
+      mu_.Await(absl::Condition(&free));
+      --queued_;
+      ++busy_workers_;
+    }
+    if (options_.test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_delay_ms));
+    try {
+      absl::StatusOr<compiler::CompileResult> result = compiler::Compile(graph.graph, graph.options);
+      if (!result.ok()) {
+        status = result.status();
+      } else if (!result->tier1_error.empty()) {
+        // A tier-0 fallback must not take the tier-1 key: the client compiles
+        // (and reports the toolchain's error) itself.
+        status = absl::UnavailableError(absl::StrCat("tier 1 did not build here: ", result->tier1_error));
+      } else {
+        absl::StatusOr<std::string> bytes = neff::WriteNeff(
+            {result->program.get(), fingerprint.fingerprint, graph.graph.hash, cache::SignatureFor(graph.graph)});
+        if (!bytes.ok()) {
+          status = absl::UnavailableError(absl::StrCat("no NEFF form: ", bytes.status().message()));
+        } else {
+          neff = *std::move(bytes);
+          source = "compiled";
+          compiles_++;
+          if (disk_ != nullptr) {
+            absl::Status stored = disk_->Store(key_hex, neff);
+            if (!stored.ok()) Log(absl::StrCat("could not write ", key_hex, ": ", stored.message()));
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      status = absl::InvalidArgumentError(absl::StrCat("the compile failed: ", e.what()));
+    }
+    absl::MutexLock lock(&mu_);
+    --busy_workers_;
+  }
+  absl::MutexLock lock(&flight.mu);
+  flight.status = status;
+  flight.neff = std::move(neff);
+  flight.source = std::move(source);
+  flight.done = true;
+}
+
+proto::ServiceStatus Server::Status() {
+  proto::ServiceStatus s;
+  s.set_pid(::getpid());
+  s.set_uptime_s(std::chrono::duration<double>(Clock::now() - started_).count());
+  s.set_requests(requests_.load());
+  s.set_compiles(compiles_.load());
+  s.set_joins(joins_.load());
+  s.set_disk_hits(disk_hits_.load());
+  s.set_errors(errors_.load());
+  s.set_refused_peers(refused_.load());
+  s.set_workers(workers_);
+  absl::MutexLock lock(&mu_);
+  s.set_queue_length(queued_);
+  s.set_in_flight(static_cast<int64_t>(flights_.size()));
+  return s;
+}
+
+}  // namespace
+
+absl::Status Serve(const ServerOptions& options) {
+  Server server(options);
+  return server.Run();
+}
+
+}  // namespace torch_neuron::service
