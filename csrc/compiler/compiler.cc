@@ -30,7 +30,7 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
     absl::StrAppend(sources, kernels.back().second, "\n");
   }
   if (kernels.empty()) return std::pair<std::string, std::string>();
-  absl::StatusOr<std::string> bytes = BuildSharedObject(kernels, Toolchain::For(options.cxx));
+  absl::StatusOr<std::string> bytes = BuildSharedObject(kernels, Toolchain::For(options.cxx), options.kernel_objects);
   if (!bytes.ok()) return bytes.status();
   const std::string name = absl::StrCat("tn_", ir::HashToHex(ir::Hash(*bytes)));
   for (CompileNode& n : g.nodes) {

@@ -17,6 +17,8 @@
 
 namespace torch_neuron::compiler {
 
+class KernelObjectCache;
+
 struct CompileOptions {
   // 0: tier 0 only (one ATen call per op); 1: elementwise fusion into
   // generated kernels (TORCH_NEURON_OPT_LEVEL).
@@ -28,6 +30,10 @@ struct CompileOptions {
   std::string cxx;  // the host toolchain's C++ compiler for tier 1 ("": c++)
   // Test only: this op's lowering is made wrong on purpose (fault_injection.h).
   std::string fault_op;
+  // Where tier 1 finds kernels already built and keeps new ones (native_build.h);
+  // nullptr: every kernel is built. Speeds compiles, never changes them, so it
+  // is no part of the fingerprint.
+  KernelObjectCache* kernel_objects = nullptr;
 };
 
 struct CompileResult {

@@ -16,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "base/metrics.h"
+#include "ir/hash.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -88,8 +90,77 @@ std::string Toolchain::Describe() const {
                       absl::StrJoin(flags, " "));
 }
 
+KernelObjectCache::KernelObjectCache(std::string dir, size_t max_memory_entries)
+    : dir_(std::move(dir)), max_memory_entries_(max_memory_entries) {
+  if (!dir_.empty()) {
+    std::error_code ignored;
+    fs::create_directories(dir_, ignored);
+  }
+}
+
+std::string KernelObjectCache::Key(const std::string& source, const Toolchain& toolchain) {
+  return ir::HashToHex(ir::Hash(absl::StrCat(toolchain.Describe(), "\n", source)));
+}
+
+std::optional<std::string> KernelObjectCache::Find(const std::string& key) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = memory_.find(key);
+    if (it != memory_.end()) return it->second;
+  }
+  if (dir_.empty()) return std::nullopt;
+  std::ifstream in(fs::path(dir_) / (key + ".o"), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream content;
+  content << in.rdbuf();
+  std::string object = content.str();
+  if (object.empty()) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  if (memory_.size() < max_memory_entries_) memory_[key] = object;
+  return object;
+}
+
+void KernelObjectCache::Put(const std::string& key, const std::string& object) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (memory_.size() >= max_memory_entries_) memory_.erase(memory_.begin());
+    memory_[key] = object;
+  }
+  if (dir_.empty()) return;
+  // Written under a unique name, then renamed: a reader sees all of it or nothing.
+  const fs::path final_path = fs::path(dir_) / (key + ".o");
+  const fs::path tmp = fs::path(dir_) / absl::StrCat(".", key, ".", ::getpid(), ".",
+                                                     std::hash<std::thread::id>()(std::this_thread::get_id()), ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(object.data(), static_cast<std::streamsize>(object.size()));
+    if (!out) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return;
+    }
+  }
+  std::error_code error;
+  fs::rename(tmp, final_path, error);
+  if (error) fs::remove(tmp, error);
+}
+
+void KernelObjectCache::Drop(const std::string& key) {
+  {
+    absl::MutexLock lock(&mu_);
+    memory_.erase(key);
+  }
+  if (!dir_.empty()) {
+    std::error_code ignored;
+    fs::remove(fs::path(dir_) / (key + ".o"), ignored);
+  }
+}
+
 absl::StatusOr<std::string> BuildSharedObject(
-    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain) {
+    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain,
+    KernelObjectCache* objects) {
+  static metrics::Counter* const builds = metrics::GetCounter("compile.kernel.build.count");
+  static metrics::Counter* const reuses = metrics::GetCounter("compile.kernel.reuse.count");
   if (toolchain.version.empty()) {
     return absl::UnavailableError(absl::StrCat("the C++ compiler '", toolchain.compiler,
                                                "' does not run (set CXX to one that does)"));
@@ -104,20 +175,33 @@ absl::StatusOr<std::string> BuildSharedObject(
     fs::path source, object;
     int status = 0;
     std::string output;
+    std::string key;      // in `objects`
+    bool reused = false;  // its object came from `objects`
   };
   std::vector<Unit> units;
   for (const auto& [name, source] : kernels) {
     Unit u{name, dir / (name + ".cc"), dir / (name + ".o")};
-    std::ofstream(u.source) << source;
+    if (objects != nullptr) {
+      u.key = KernelObjectCache::Key(source, toolchain);
+      if (std::optional<std::string> object = objects->Find(u.key)) {
+        std::ofstream(u.object, std::ios::binary).write(object->data(), static_cast<std::streamsize>(object->size()));
+        u.reused = true;
+      }
+    }
+    if (!u.reused) std::ofstream(u.source) << source;
     units.push_back(std::move(u));
+  }
+  std::vector<size_t> to_build;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (!units[i].reused) to_build.push_back(i);
   }
   const std::string flags = absl::StrJoin(toolchain.flags, " ");
   // One compiler process per core at a time.
   const size_t jobs = std::max(1u, std::thread::hardware_concurrency());
-  for (size_t start = 0; start < units.size(); start += jobs) {
+  for (size_t start = 0; start < to_build.size(); start += jobs) {
     std::vector<std::thread> threads;
-    for (size_t i = start; i < std::min(units.size(), start + jobs); ++i) {
-      threads.emplace_back([&, i] {
+    for (size_t j = start; j < std::min(to_build.size(), start + jobs); ++j) {
+      threads.emplace_back([&, i = to_build[j]] {
         Unit& u = units[i];
         std::tie(u.status, u.output) = Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -c ",
                                                         Quote(u.source.string()), " -o ",
@@ -135,12 +219,23 @@ absl::StatusOr<std::string> BuildSharedObject(
   }
   std::string bytes;
   if (error.ok()) {
-    std::vector<std::string> objects;
-    for (const Unit& u : units) objects.push_back(Quote(u.object.string()));
+    std::vector<std::string> object_files;
+    for (const Unit& u : units) object_files.push_back(Quote(u.object.string()));
     const fs::path library = dir / "kernels.so";
     auto [status, output] = Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -shared ",
-                                             absl::StrJoin(objects, " "), " -o ",
+                                             absl::StrJoin(object_files, " "), " -o ",
                                              Quote(library.string())));
+    const bool any_reused = std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.reused; });
+    if (status != 0 && any_reused) {
+      // A stored object the linker refuses (truncated, from another build):
+      // forget the reused ones and build everything from source.
+      for (const Unit& u : units) {
+        if (u.reused) objects->Drop(u.key);
+      }
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+      return BuildSharedObject(kernels, toolchain, objects);
+    }
     if (status != 0) {
       error = absl::FailedPreconditionError(
           absl::StrCat("linking the kernels failed (", toolchain.compiler, "):\n", FirstLines(output, 5)));
@@ -149,6 +244,18 @@ absl::StatusOr<std::string> BuildSharedObject(
       std::ostringstream content;
       content << in.rdbuf();
       bytes = content.str();
+      for (const Unit& u : units) {
+        if (u.reused) {
+          reuses->Add(1);
+          continue;
+        }
+        builds->Add(1);
+        if (objects == nullptr) continue;
+        std::ifstream object_in(u.object, std::ios::binary);
+        std::ostringstream object;
+        object << object_in.rdbuf();
+        if (!object.str().empty()) objects->Put(u.key, object.str());
+      }
     }
   }
   std::error_code ignored;

@@ -6,11 +6,15 @@
 // Thread-safe: each build works in its own temporary directory.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace torch_neuron::compiler {
 
@@ -26,10 +30,35 @@ struct Toolchain {
   std::string Describe() const;
 };
 
+// Compiled kernel objects by content: the object file a toolchain made of a
+// kernel's source, kept in memory and, given a directory, on disk (one file per
+// object, written atomically), so that graphs generating the same kernel build
+// it once (in one process, or in all the processes sharing the directory). It
+// speeds builds and never changes what they make. Thread-safe.
+class KernelObjectCache {
+ public:
+  explicit KernelObjectCache(std::string dir = "", size_t max_memory_entries = 4096);
+  // The key of `source` built by `toolchain`.
+  static std::string Key(const std::string& source, const Toolchain& toolchain);
+  std::optional<std::string> Find(const std::string& key);
+  void Put(const std::string& key, const std::string& object);
+  // Forgets an entry (an object the linker refused).
+  void Drop(const std::string& key);
+
+ private:
+  const std::string dir_;
+  const size_t max_memory_entries_;
+  absl::Mutex mu_;
+  std::map<std::string, std::string> memory_ ABSL_GUARDED_BY(mu_);
+};
+
 // (kernel name, C++ source) pairs in, the shared object's bytes out. A failed
 // compile is FAILED_PRECONDITION naming the kernel and the compiler's first
-// error lines; a compiler that cannot run at all is UNAVAILABLE.
+// error lines; a compiler that cannot run at all is UNAVAILABLE. With `objects`,
+// kernels already built are taken from it and new ones added (counted in
+// compile.kernel.reuse.count and compile.kernel.build.count).
 absl::StatusOr<std::string> BuildSharedObject(
-    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain);
+    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain,
+    KernelObjectCache* objects = nullptr);
 
 }  // namespace torch_neuron::compiler

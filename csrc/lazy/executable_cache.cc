@@ -15,6 +15,7 @@
 #include "cache/disk_cache.h"
 #include "cache/executable_provider.h"
 #include "compiler/fingerprint.h"
+#include "compiler/native_build.h"
 #include "ir/printer.h"
 #include "lazy/execution_mode.h"
 #include "runtime/torch_status.h"
@@ -205,8 +206,21 @@ Providers& TheProviders() {
 
 }  // namespace
 
+// The kernel objects this process's compiles share (beside the disk cache, so
+// that processes share them too; memory only without a writable disk cache).
+compiler::KernelObjectCache* ProcessKernelObjects() {
+  static compiler::KernelObjectCache* objects = [] {
+    const Config& config = GlobalConfig();
+    const bool disk = config.cache_enabled && !config.cache_read_only;
+    const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
+    return new compiler::KernelObjectCache(disk ? dir + "/kernels" : "");
+  }();
+  return objects;
+}
+
 compiler::CompileOptions CurrentCompileOptions() {
   compiler::CompileOptions options;
+  options.kernel_objects = ProcessKernelObjects();
   options.opt_level = GlobalConfig().opt_level;
   options.cxx = GlobalConfig().cxx;
   options.fault_op = GlobalConfig().test_fault_op;

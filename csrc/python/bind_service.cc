@@ -38,6 +38,8 @@ py::dict StatusDict(const proto::ServiceStatus& s) {
   d["queue_length"] = s.queue_length();
   d["workers"] = s.workers();
   d["in_flight"] = s.in_flight();
+  d["kernel_builds"] = s.kernel_builds();
+  d["kernel_reuses"] = s.kernel_reuses();
   return d;
 }
 

@@ -20,9 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/compile_provider.h"
+#include "base/metrics.h"
 #include "cache/disk_cache.h"
 #include "compiler/compile_request.h"
 #include "compiler/fingerprint.h"
+#include "compiler/native_build.h"
 #include "neff/neff_reader.h"
 #include "neff/neff_writer.h"
 #include "proto/service.pb.h"
@@ -60,6 +62,8 @@ class Server {
     if (!options.cache_dir.empty()) {
       disk_ = std::make_unique<cache::DiskCache>(options.cache_dir, options.cache_max_mb << 20, false);
     }
+    kernel_objects_ = std::make_unique<compiler::KernelObjectCache>(
+        options.cache_dir.empty() ? "" : options.cache_dir + "/kernels");
   }
 
   absl::Status Run();
@@ -81,6 +85,8 @@ class Server {
   const Clock::time_point started_;
   int workers_ = 1;
   std::unique_ptr<cache::DiskCache> disk_;
+  // Kernels shared by different graphs are built once (content-addressed).
+  std::unique_ptr<compiler::KernelObjectCache> kernel_objects_;
   std::atomic<bool> stop_{false};
 
   absl::Mutex mu_;
@@ -319,7 +325,9 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
     }
     if (options_.test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_delay_ms));
     try {
-      absl::StatusOr<compiler::CompileResult> result = compiler::Compile(graph.graph, graph.options);
+      compiler::CompileOptions options = graph.options;
+      options.kernel_objects = kernel_objects_.get();
+      absl::StatusOr<compiler::CompileResult> result = compiler::Compile(graph.graph, options);
       if (!result.ok()) {
         status = result.status();
       } else if (!result->tier1_error.empty()) {
@@ -365,6 +373,8 @@ proto::ServiceStatus Server::Status() {
   s.set_errors(errors_.load());
   s.set_refused_peers(refused_.load());
   s.set_workers(workers_);
+  s.set_kernel_builds(metrics::GetCounter("compile.kernel.build.count")->Value());
+  s.set_kernel_reuses(metrics::GetCounter("compile.kernel.reuse.count")->Value());
   absl::MutexLock lock(&mu_);
   s.set_queue_length(queued_);
   s.set_in_flight(static_cast<int64_t>(flights_.size()));

@@ -107,6 +107,40 @@ def test_eight_concurrent_cold_processes_compile_each_graph_once(service_cache, 
     assert status["errors"] == 0 and status["refused_peers"] == 0
 
 
+# An AdamW step of an MLP of DEPTH hidden layers of one width, at opt level 1:
+# graphs of two depths differ, but share their generated kernels.
+DEEP = r"""
+import sys, torch, torch_neuron
+depth = int(sys.argv[1])
+torch.manual_seed(0)
+layers = []
+for _ in range(depth):
+    layers += [torch.nn.Linear(32, 32), torch.nn.GELU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(32, 4)).to("neuron")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.randn(8, 32, device="neuron")).square().mean().backward()
+    opt.step()
+    torch_neuron.mark_step()
+torch_neuron.wait_device_ops()
+c = torch_neuron.metrics.counters()
+assert c.get("graph.compile.count", 0) == 0 and c.get("service.compile.count", 0) > 0, c
+"""
+
+
+def test_graphs_that_differ_but_share_kernels_build_each_kernel_once(service_cache):
+    env = _env(service_cache, TORCH_NEURON_OPT_LEVEL="1")
+    for depth in ("2", "3"):
+        done = run_python(DEEP, env, args=(depth,), timeout=300)
+        assert done.returncode == 0, done.stderr
+    status = _status(service_cache)
+    # The deeper model's graph is new, and compiled; most of its kernels were
+    # built for the shallower one's already.
+    assert status["compiles"] >= 2 and status["errors"] == 0, status
+    assert status["kernel_reuses"] >= 2 and status["kernel_reuses"] >= status["kernel_builds"] // 2, status
+
+
 def _frame(payload: bytes) -> bytes:
     return struct.pack("<I", len(payload)) + payload
 
