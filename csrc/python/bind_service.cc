@@ -90,6 +90,10 @@ void BindService(py::module_& m) {
     if (reply->code() != 0) RaiseIfError(absl::Status(static_cast<absl::StatusCode>(reply->code()), reply->message()));
     return StatusDict(reply->status());
   }, py::arg("what"), py::arg("start") = false, py::arg("mode") = "", py::arg("timeout_s") = 30.0);
+  // At import in auto mode: start this user's service now if none runs.
+  m.def("_service_start_in_background", [] {
+    if (GlobalConfig().compile_service == "auto") service::StartInBackground(OptionsFor(""));
+  });
   m.def("_service_last_fallback", [] { return service::LastFallbackReason(); });
 }
 

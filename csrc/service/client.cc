@@ -87,8 +87,17 @@ absl::Status Launch(const ClientOptions& options, const std::string& dir) {
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  // The service compiles for others and never asks a service itself.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "TORCH_NEURON_COMPILE_SERVICE=")) env_strings.emplace_back(*e);
+  }
+  env_strings.emplace_back("TORCH_NEURON_COMPILE_SERVICE=off");
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  const int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return absl::UnavailableError(absl::StrCat("could not start ", args[0], ": ", std::strerror(rc)));
@@ -180,6 +189,14 @@ absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed) 
   ::flock(lock_fd, LOCK_UN);
   ::close(lock_fd);
   return fd;
+}
+
+void StartInBackground(const ClientOptions& options) {
+  if (options.mode != "auto") return;
+  std::thread([options] {
+    absl::StatusOr<int> fd = Connect(options, /*start_if_needed=*/true);
+    if (fd.ok()) ::close(*fd);
+  }).detach();
 }
 
 absl::StatusOr<proto::ServiceReply> Call(const ClientOptions& options, const proto::ServiceRequest& request,

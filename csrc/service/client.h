@@ -37,6 +37,11 @@ void SetLauncher(std::vector<std::string> argv);
 // client starts it, under a lock in its directory). Returns the connected fd.
 absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed);
 
+// Connect(options, true) on a thread of its own, the connection then closed: a
+// process in auto mode starts the service when it starts, so that the service
+// is up by the time its first graph needs compiling.
+void StartInBackground(const ClientOptions& options);
+
 // One request and its reply on a fresh connection.
 absl::StatusOr<proto::ServiceReply> Call(const ClientOptions& options, const proto::ServiceRequest& request,
                                          bool start_if_needed, double timeout_s);

@@ -286,3 +286,19 @@ def test_a_connection_from_another_uid_is_refused_and_logged(service_cache):
     assert _status(service_cache)["refused_peers"] == 1
     with open(os.path.join(where["dir"], "service.log")) as f:
         assert "refused a connection from uid 65534" in f.read()
+
+
+def test_a_process_in_auto_mode_starts_the_service_at_import_and_the_cli_starts_none(service_cache):
+    # `status` with no service running says so and starts none.
+    done = _cli(service_cache, "status")
+    assert done.returncode == 1 and "no service at" in done.stderr, done.stderr
+    assert _cli(service_cache, "status").returncode == 1
+    # A process that only imports torch_neuron starts it (in the background):
+    # it is up when the first graph needs compiling.
+    done = run_python("import time, torch_neuron; time.sleep(0.5)", _env(service_cache))
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 90
+    while _cli(service_cache, "status").returncode != 0:
+        assert time.monotonic() < deadline, "no service started"
+        time.sleep(0.5)
+    assert _status(service_cache)["compiles"] == 0

@@ -27,8 +27,14 @@ __all__ = ["status", "start", "stop", "paths", "last_fallback_reason"]
 
 
 def _install_launcher() -> None:
-    # How a client starts the service: this interpreter, this package.
+    # How a client starts the service: this interpreter, this package. In auto
+    # mode the service is started now, in the background, so that it is up when
+    # the first graph needs compiling (it imports torch: seconds).
     _C._service_set_launcher([sys.executable, "-m", "torch_neuron.service", "serve"])
+    argv = list(getattr(sys, "orig_argv", []))
+    if "-m" in argv and argv[argv.index("-m") + 1:][:1] == ["torch_neuron.service"]:
+        return  # the service's own commands: `status` or `stop` must not start one
+    _C._service_start_in_background()
 
 
 def paths(socket: Optional[str] = None) -> Dict[str, str]:
