@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (installing it from Debian if missing)
 # in build-fuzz/ and fuzzes one reader for $1 seconds (default 60): the NEFF
-# reader, or with FUZZ_TARGET=compile_request_fuzzer the CompileRequest reader.
+# reader, or with FUZZ_TARGET=compile_request_fuzzer the CompileRequest reader,
+# or with FUZZ_TARGET=service_request_fuzzer the compile service's request reader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${1:-60}
@@ -30,8 +31,19 @@ loss = model(torch.randn(4, 8, device="neuron")).square().mean()
 loss.backward()
 grads = [p.grad for p in model.parameters()]
 request = torch_neuron._C._compile_request([loss] + grads)
-for mode in (0, 1):  # the fuzzer's first byte: 1 takes the graph hash from the nodes
-    open(f"{sys.argv[1]}/step-{mode}.bin", "wb").write(bytes([mode]) + request)
+if "compile_request" in sys.argv[1]:
+    for mode in (0, 1):  # the fuzzer's first byte: 1 takes the graph hash from the nodes
+        open(f"{sys.argv[1]}/step-{mode}.bin", "wb").write(bytes([mode]) + request)
+else:  # a ServiceRequest: version 1, compile { request }
+    def field(number, payload):
+        length, n = b"", len(payload)
+        while True:
+            length += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                break
+        return bytes([(number << 3) | 2]) + length + payload
+    open(f"{sys.argv[1]}/step.bin", "wb").write(b"\x08\x01" + field(2, field(1, request)))
 PY
 fi
 ./build-fuzz/"$TARGET" -max_total_time="$SECONDS_TO_RUN" -artifact_prefix=build-fuzz/artifacts/ "$CORPUS"

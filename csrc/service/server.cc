@@ -71,7 +71,7 @@ class Server {
  private:
   void Connection(int fd);
   proto::ServiceReply Handle(const std::string& frame);
-  proto::ServiceReply Compile(const proto::ServiceCompile& compile);
+  proto::ServiceReply Compile(const proto::ServiceCompile& compile, std::unique_ptr<compiler::RequestGraph> graph);
   void CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
                      ir::hash_t key, Flight& flight);
   proto::ServiceStatus Status();
@@ -237,19 +237,14 @@ void Server::Connection(int fd) {
 }
 
 proto::ServiceReply Server::Handle(const std::string& frame) {
-  proto::ServiceRequest request;
-  if (!request.ParseFromString(frame)) {
-    return ErrorReply(absl::InvalidArgumentError("malformed request: not a ServiceRequest message"));
-  }
-  if (request.protocol_version() != kProtocolVersion) {
-    return ErrorReply(absl::InvalidArgumentError(absl::StrCat("protocol version ", request.protocol_version(),
-                                                              " (this service speaks ", kProtocolVersion, ")")));
-  }
+  absl::StatusOr<ParsedRequest> parsed = ParseServiceRequest(frame, options_.toolchain);
+  if (!parsed.ok()) return ErrorReply(parsed.status());
+  const proto::ServiceRequest& request = parsed->message;
   proto::ServiceReply reply;
   reply.set_protocol_version(kProtocolVersion);
   switch (request.body_case()) {
     case proto::ServiceRequest::kCompile:
-      return Compile(request.compile());
+      return Compile(request.compile(), std::move(parsed->graph));
     case proto::ServiceRequest::kStatus:
       *reply.mutable_status() = Status();
       return reply;
@@ -262,17 +257,15 @@ proto::ServiceReply Server::Handle(const std::string& frame) {
   }
 }
 
-proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile) {
-  absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> graph =
-      compiler::ReadCompileRequest(compile.request(), options_.toolchain);
-  if (!graph.ok()) return ErrorReply(graph.status());
-  const compiler::KeyedFingerprint& fingerprint = compiler::FingerprintFor((*graph)->options);
+proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile,
+                                    std::unique_ptr<compiler::RequestGraph> graph) {
+  const compiler::KeyedFingerprint& fingerprint = compiler::FingerprintFor(graph->options);
   if (fingerprint.fingerprint.SerializeAsString() != compile.fingerprint().SerializeAsString()) {
     return ErrorReply(absl::FailedPreconditionError(
         absl::StrCat("the client compiles with ", compiler::FingerprintText(compile.fingerprint()),
                      "; this service with ", compiler::FingerprintText(fingerprint.fingerprint))));
   }
-  const ir::hash_t key = compiler::CacheKey((*graph)->graph.hash, fingerprint.hash);
+  const ir::hash_t key = compiler::CacheKey(graph->graph.hash, fingerprint.hash);
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
@@ -285,7 +278,7 @@ proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile) {
     flight = slot;
   }
   if (leader) {
-    CompileFlight(**graph, fingerprint, key, *flight);
+    CompileFlight(*graph, fingerprint, key, *flight);
     absl::MutexLock lock(&mu_);
     flights_.erase(key);
   } else {
@@ -382,6 +375,32 @@ proto::ServiceStatus Server::Status() {
 }
 
 }  // namespace
+
+absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const std::string& toolchain) {
+  ParsedRequest parsed;
+  if (!parsed.message.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+    return absl::InvalidArgumentError("malformed request: not a ServiceRequest message");
+  }
+  if (parsed.message.protocol_version() != kProtocolVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("protocol version ", parsed.message.protocol_version(),
+                                                   " (this service speaks ", kProtocolVersion, ")"));
+  }
+  switch (parsed.message.body_case()) {
+    case proto::ServiceRequest::kCompile: {
+      absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> graph =
+          compiler::ReadCompileRequest(parsed.message.compile().request(), toolchain);
+      if (!graph.ok()) return graph.status();
+      parsed.graph = *std::move(graph);
+      break;
+    }
+    case proto::ServiceRequest::kStatus:
+    case proto::ServiceRequest::kShutdown:
+      break;
+    default:
+      return absl::InvalidArgumentError("malformed request: no body");
+  }
+  return parsed;
+}
 
 absl::Status Serve(const ServerOptions& options) {
   Server server(options);

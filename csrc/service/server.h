@@ -15,11 +15,25 @@
 // shutdown request.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compiler/compile_request.h"
+#include "proto/service.pb.h"
 
 namespace torch_neuron::service {
+
+// One request frame read: the message, and for a compile request its graph
+// (validated and hash-checked). The service's request reader (fuzzed).
+struct ParsedRequest {
+  proto::ServiceRequest message;
+  std::unique_ptr<compiler::RequestGraph> graph;  // compile requests
+};
+// INVALID_ARGUMENT for anything but a request a client of this protocol makes.
+absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const std::string& toolchain);
 
 struct ServerOptions {
   std::string dir;          // the service directory (0700): socket, lock, log, pid
