@@ -124,6 +124,12 @@ def _main(argv=None) -> int:
             print(f"oldest        {_age(found[0][3])} ago, newest {_age(found[-1][3])} ago")
         print(f"quarantined   {quarantined}")
         print(f"fingerprint   {_C._current_fingerprint()}")
+        remote = _C._config()["remote_cache"]
+        if remote:
+            try:
+                print(f"remote        {remote}: {len(_C._remote_keys(remote))} entries")
+            except (RuntimeError, ValueError) as e:
+                print(f"remote        {remote}: unavailable ({e})")
     elif args.command == "list":
         for key, _, size, mtime in entries(directory):
             print(f"{key}  {_human(size):>10}  {_age(mtime):>5} ago")
@@ -137,7 +143,16 @@ def _main(argv=None) -> int:
         kept = f" ({len(others)} of other compiler settings, kept)" if others else ""
         print(f"{valid + len(others)} of {len(found)} entries valid{kept}; "
               f"{len(bad)} moved to quarantine")
-        return 1 if bad else 0
+        remote = _C._config()["remote_cache"]
+        remote_bad = []
+        if remote:
+            remote_valid, remote_others, remote_bad = _C._remote_verify(remote)
+            kept = f" ({remote_others} of other compiler settings, kept)" if remote_others else ""
+            for key in remote_bad:
+                print(f"{key}  BAD (remote): deleted")
+            print(f"remote {remote}: {remote_valid + remote_others} of "
+                  f"{remote_valid + remote_others + len(remote_bad)} entries valid{kept}; {len(remote_bad)} deleted")
+        return 1 if bad or remote_bad else 0
     elif args.command == "clear":
         count = len(entries(directory)) if os.path.isdir(directory) else 0
         _C._cache_clear(directory)

@@ -109,6 +109,12 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
       return Invalid("TORCH_NEURON_COMPILE_SERVICE", v, "'off', 'auto' or the absolute path of a service's socket");
     }
   }
+  if (std::string v = lookup("TORCH_NEURON_REMOTE_CACHE"); !v.empty()) {
+    if (!absl::StartsWith(v, "redis://") || v.size() == std::string_view("redis://").size()) {
+      return Invalid("TORCH_NEURON_REMOTE_CACHE", v, "a redis://host[:port][/db] URL");
+    }
+    c.remote_cache = v;
+  }
   for (auto [name, slot] : {std::pair{"TORCH_NEURON_SERVICE_IDLE_S", &c.service_idle_s},
                             std::pair{"TORCH_NEURON_SERVICE_TIMEOUT_S", &c.service_timeout_s}}) {
     if (std::string v = lookup(name); !v.empty()) {

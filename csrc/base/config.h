@@ -33,6 +33,7 @@ struct Config {
   std::string compile_service = "off";
   double service_idle_s = 600;     // TORCH_NEURON_SERVICE_IDLE_S: an idle service exits
   double service_timeout_s = 600;  // TORCH_NEURON_SERVICE_TIMEOUT_S: wait for a reply, then compile here
+  std::string remote_cache;        // TORCH_NEURON_REMOTE_CACHE: redis://host:port/db ("": none)
   bool ir_debug = false;         // TORCH_NEURON_IR_DEBUG
   bool debug = false;            // TORCH_NEURON_DEBUG
   std::string debug_dir;         // TORCH_NEURON_DEBUG_DIR

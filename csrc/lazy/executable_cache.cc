@@ -14,6 +14,7 @@
 #include "cache/compile_provider.h"
 #include "cache/disk_cache.h"
 #include "cache/executable_provider.h"
+#include "cache/remote_provider.h"
 #include "compiler/fingerprint.h"
 #include "compiler/native_build.h"
 #include "ir/printer.h"
@@ -168,7 +169,8 @@ struct Providers {
 };
 
 // The chain of the process, built once from the config: memory, then disk
-// (unless TORCH_NEURON_CACHE=0), then the compile service (unless
+// (unless TORCH_NEURON_CACHE=0), then Redis (TORCH_NEURON_REMOTE_CACHE), then
+// the compile service (unless
 // TORCH_NEURON_COMPILE_SERVICE=off), then the compiler here. With no service
 // below the disk, the disk's key lock is held across the compile, so one process
 // compiles a graph and the others load its NEFF.
@@ -187,6 +189,14 @@ Providers& TheProviders() {
       // The service coordinates processes itself: the key lock is then held
       // only around the re-check and the write.
       chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/!service));
+    }
+    if (!config.remote_cache.empty()) {
+      absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(config.remote_cache);
+      if (address.ok()) {
+        chain.push_back(std::make_unique<cache::RemoteProvider>(*std::move(address)));
+      } else {
+        TORCH_WARN_ONCE("torch_neuron: ", address.status().message(), "; no remote compile cache");
+      }
     }
     if (service) {
       service::ClientOptions options;

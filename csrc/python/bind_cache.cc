@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "cache/disk_cache.h"
+#include "cache/remote_provider.h"
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
 #include "ir/hash.h"
@@ -59,6 +60,41 @@ void BindCache(py::module_& m) {
     RaiseIfError(cache::DiskCache(dir, max_bytes, false).Prune());
   });
   m.def("_cache_clear", [](const std::string& dir) { RaiseIfError(cache::DiskCache(dir, 0, false).Clear()); });
+  // The remote level: its executables' keys, and a verification of each (a
+  // corrupt entry is deleted): (valid, of other compiler settings, [bad keys]).
+  m.def("_remote_keys", [](const std::string& url) {
+    absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(url);
+    RaiseIfError(address.status());
+    cache::RedisConnection redis(*address);
+    absl::StatusOr<std::vector<std::string>> keys = redis.Keys(cache::kRemoteKeyPrefix);
+    RaiseIfError(keys.status());
+    return *keys;
+  });
+  m.def("_remote_verify", [](const std::string& url) {
+    absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(url);
+    RaiseIfError(address.status());
+    cache::RedisConnection redis(*address);
+    absl::StatusOr<std::vector<std::string>> keys = redis.Keys(cache::kRemoteKeyPrefix);
+    RaiseIfError(keys.status());
+    int valid = 0, others = 0;
+    std::vector<std::string> bad;
+    for (const std::string& key : *keys) {
+      absl::StatusOr<std::string> bytes = redis.Get(key);
+      if (bytes.status().code() == absl::StatusCode::kNotFound) continue;
+      RaiseIfError(bytes.status());
+      absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(*bytes, nullptr);
+      if (!loaded.ok()) {
+        bad.push_back(key);
+        RaiseIfError(redis.Delete(key));
+      } else if (loaded->payload.fingerprint().SerializeAsString() !=
+                 lazy::CurrentFingerprint().SerializeAsString()) {
+        ++others;
+      } else {
+        ++valid;
+      }
+    }
+    return py::make_tuple(valid, others, bad);
+  });
 }
 
 }  // namespace torch_neuron::python

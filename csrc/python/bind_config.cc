@@ -29,6 +29,7 @@ py::dict ConfigToDict(const Config& c) {
   d["compile_service"] = c.compile_service;
   d["service_idle_s"] = c.service_idle_s;
   d["service_timeout_s"] = c.service_timeout_s;
+  d["remote_cache"] = c.remote_cache;
   d["ir_debug"] = c.ir_debug;
   d["debug"] = c.debug;
   d["debug_dir"] = c.debug_dir;

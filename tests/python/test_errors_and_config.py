@@ -280,6 +280,7 @@ def test_parse_converts_every_known_setting():
         "compile_service": "auto",
         "service_idle_s": 30.0,
         "service_timeout_s": 2.5,
+        "remote_cache": "",
         "ir_debug": True,
         "debug": False,
         "debug_dir": "",
