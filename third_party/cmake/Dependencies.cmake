@@ -55,6 +55,12 @@ file(MAKE_DIRECTORY "${TN_PROTOBUF_INCLUDE_SHIM}")
 file(CREATE_LINK "${Protobuf_INCLUDE_DIR}/google" "${TN_PROTOBUF_INCLUDE_SHIM}/google" SYMBOLIC)
 include_directories(BEFORE SYSTEM "${TN_PROTOBUF_INCLUDE_SHIM}")
 
+# --- hiredis: libhiredis-dev (headers only at build time: the library is loaded
+# with dlopen when the remote cache is first used) -------------------------------
+find_path(TN_HIREDIS_INCLUDE_DIR hiredis/hiredis.h)
+tn_require(TN_HIREDIS_INCLUDE_DIR "hiredis" "libhiredis-dev")
+include_directories(SYSTEM "${TN_HIREDIS_INCLUDE_DIR}")
+
 # --- xxHash: libxxhash-dev (header only: XXH_INLINE_ALL) -----------------------------
 find_path(TN_XXHASH_INCLUDE_DIR xxhash.h)
 tn_require(TN_XXHASH_INCLUDE_DIR "xxHash" "libxxhash-dev")
