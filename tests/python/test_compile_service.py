@@ -162,36 +162,29 @@ def _read_reply(sock) -> bytes:
     return body
 
 
+def _varint(data: bytes, i: int):
+    value, shift = 0, 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
 def _reply_code(reply: bytes) -> int:
     """ServiceReply.code (field 2, a varint) from its wire form; 0 if absent."""
     i = 0
     while i < len(reply):
-        key = reply[i]
-        i += 1
+        key, i = _varint(reply, i)
         field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, shift = 0, 0
-            while True:
-                b = reply[i]
-                i += 1
-                value |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            if field == 2:
-                return value
-        elif wire == 2:
-            length, shift = 0, 0
-            while True:
-                b = reply[i]
-                i += 1
-                length |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            i += length
-        else:
-            raise AssertionError(f"unexpected wire type {wire}")
+        assert wire in (0, 2), f"unexpected wire type {wire}"
+        value, i = _varint(reply, i)
+        if wire == 0 and field == 2:
+            return value
+        if wire == 2:
+            i += value  # a length-delimited field: skip its bytes
     return 0
 
 
