@@ -90,8 +90,8 @@ std::string Toolchain::Describe() const {
                       absl::StrJoin(flags, " "));
 }
 
-KernelObjectCache::KernelObjectCache(std::string dir, size_t max_memory_entries)
-    : dir_(std::move(dir)), max_memory_entries_(max_memory_entries) {
+KernelObjectCache::KernelObjectCache(std::string dir, size_t max_memory_entries, int64_t max_disk_bytes)
+    : dir_(std::move(dir)), max_memory_entries_(max_memory_entries), max_disk_bytes_(max_disk_bytes) {
   if (!dir_.empty()) {
     std::error_code ignored;
     fs::create_directories(dir_, ignored);
@@ -109,8 +109,11 @@ std::optional<std::string> KernelObjectCache::Find(const std::string& key) {
     if (it != memory_.end()) return it->second;
   }
   if (dir_.empty()) return std::nullopt;
-  std::ifstream in(fs::path(dir_) / (key + ".o"), std::ios::binary);
+  const fs::path path = fs::path(dir_) / (key + ".o");
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
+  std::error_code ignored;
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ignored);  // recently used
   std::ostringstream content;
   content << in.rdbuf();
   std::string object = content.str();
@@ -123,8 +126,10 @@ std::optional<std::string> KernelObjectCache::Find(const std::string& key) {
 void KernelObjectCache::Put(const std::string& key, const std::string& object) {
   {
     absl::MutexLock lock(&mu_);
-    if (memory_.size() >= max_memory_entries_) memory_.erase(memory_.begin());
-    memory_[key] = object;
+    if (max_memory_entries_ > 0) {
+      if (memory_.size() >= max_memory_entries_) memory_.erase(memory_.begin());
+      memory_[key] = object;
+    }
   }
   if (dir_.empty()) return;
   // Written under a unique name, then renamed: a reader sees all of it or nothing.
@@ -142,7 +147,45 @@ void KernelObjectCache::Put(const std::string& key, const std::string& object) {
   }
   std::error_code error;
   fs::rename(tmp, final_path, error);
-  if (error) fs::remove(tmp, error);
+  if (error) {
+    fs::remove(tmp, error);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (disk_bytes_ >= 0) disk_bytes_ += static_cast<int64_t>(object.size());
+  if (disk_bytes_ < 0 || disk_bytes_ > max_disk_bytes_) Prune();
+}
+
+void KernelObjectCache::Prune() {
+  struct Entry {
+    fs::file_time_type time;
+    int64_t bytes;
+    fs::path path;
+  };
+  std::vector<Entry> entries;
+  int64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".o") continue;
+    std::error_code e;
+    const int64_t bytes = static_cast<int64_t>(fs::file_size(it->path(), e));
+    const fs::file_time_type time = fs::last_write_time(it->path(), e);
+    if (e) continue;
+    entries.push_back({time, bytes, it->path()});
+    total += bytes;
+  }
+  if (total > max_disk_bytes_) {
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.time < b.time; });
+    for (const Entry& e : entries) {
+      if (total <= max_disk_bytes_ / 4 * 3) break;
+      std::error_code ignored;
+      if (fs::remove(e.path, ignored)) {
+        total -= e.bytes;
+        memory_.erase(e.path.stem().string());
+      }
+    }
+  }
+  disk_bytes_ = total;
 }
 
 void KernelObjectCache::Drop(const std::string& key) {

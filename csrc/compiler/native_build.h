@@ -34,10 +34,13 @@ struct Toolchain {
 // kernel's source, kept in memory and, given a directory, on disk (one file per
 // object, written atomically), so that graphs generating the same kernel build
 // it once (in one process, or in all the processes sharing the directory). It
-// speeds builds and never changes what they make. Thread-safe.
+// speeds builds and never changes what they make. The directory is bounded:
+// when a write takes it over `max_disk_bytes`, the least recently used objects
+// go (a hit refreshes an object's time). Thread-safe.
 class KernelObjectCache {
  public:
-  explicit KernelObjectCache(std::string dir = "", size_t max_memory_entries = 4096);
+  explicit KernelObjectCache(std::string dir = "", size_t max_memory_entries = 4096,
+                             int64_t max_disk_bytes = int64_t{1} << 30);
   // The key of `source` built by `toolchain`.
   static std::string Key(const std::string& source, const Toolchain& toolchain);
   std::optional<std::string> Find(const std::string& key);
@@ -46,10 +49,18 @@ class KernelObjectCache {
   void Drop(const std::string& key);
 
  private:
+  // Removes the least recently used objects until the directory holds at most
+  // 3/4 of the bound.
+  void Prune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string dir_;
   const size_t max_memory_entries_;
+  const int64_t max_disk_bytes_;
   absl::Mutex mu_;
   std::map<std::string, std::string> memory_ ABSL_GUARDED_BY(mu_);
+  // The directory's size as this object knows it (a scan, plus its own writes):
+  // -1 before the first scan.
+  int64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 // (kernel name, C++ source) pairs in, the shared object's bytes out. A failed

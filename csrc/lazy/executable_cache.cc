@@ -223,7 +223,8 @@ compiler::KernelObjectCache* ProcessKernelObjects() {
     const Config& config = GlobalConfig();
     const bool disk = config.cache_enabled && !config.cache_read_only;
     const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
-    return new compiler::KernelObjectCache(disk ? dir + "/kernels" : "");
+    // A tenth of the disk cache's bound (1 GiB by default).
+    return new compiler::KernelObjectCache(disk ? dir + "/kernels" : "", 4096, (config.cache_max_mb << 20) / 10);
   }();
   return objects;
 }

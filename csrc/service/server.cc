@@ -63,7 +63,7 @@ class Server {
       disk_ = std::make_unique<cache::DiskCache>(options.cache_dir, options.cache_max_mb << 20, false);
     }
     kernel_objects_ = std::make_unique<compiler::KernelObjectCache>(
-        options.cache_dir.empty() ? "" : options.cache_dir + "/kernels");
+        options.cache_dir.empty() ? "" : options.cache_dir + "/kernels", 4096, (options.cache_max_mb << 20) / 10);
   }
 
   absl::Status Run();

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "base/metrics.h"
 
@@ -50,6 +52,36 @@ TEST(KernelObjectCacheTest, AKernelSharedByTwoGraphsIsBuiltOnce) {
   auto rebuilt = BuildSharedObject({{"k_a", Kernel("k_a", 2)}}, toolchain, &broken);
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   EXPECT_EQ(Count("compile.kernel.build.count") - builds, 4);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace torch_neuron::compiler
+
+namespace torch_neuron::compiler {
+namespace {
+
+// The directory stays within its bound: the least recently used objects go.
+TEST(KernelObjectCacheTest, TheDirectoryIsBoundedLeastRecentlyUsedFirst) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("tn_kernels_bound_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string object(1000, 'x');
+  {
+    KernelObjectCache objects(dir, /*max_memory_entries=*/0, /*max_disk_bytes=*/4500);
+    for (const char* key : {"a", "b", "c", "d"}) {
+      objects.Put(key, object);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // distinct times
+    }
+    ASSERT_TRUE(objects.Find("a").has_value());  // a hit: "a" is now the most recent
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    objects.Put("e", object);  // 5000 bytes > 4500: down to 3/4 of it, oldest first
+  }
+  auto present = [&](const char* key) { return std::filesystem::exists(std::filesystem::path(dir) / (std::string(key) + ".o")); };
+  EXPECT_FALSE(present("b"));
+  EXPECT_FALSE(present("c"));
+  EXPECT_TRUE(present("a"));
+  EXPECT_TRUE(present("d"));
+  EXPECT_TRUE(present("e"));
   std::filesystem::remove_all(dir);
 }
 
