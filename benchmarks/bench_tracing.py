@@ -1,5 +1,6 @@
-"""Tracing cost per op, beside PyTorch CPU eager's per-op cost on the same ops,
-and the cost of a cached mark_step for graphs of 10 to 10,000 nodes.
+"""Tracing cost per op, beside PyTorch CPU eager's per-op cost on the same ops
+(also while recording shapes or source lines), and the cost of a cached
+mark_step for graphs of 10 to 10,000 nodes.
 
     python benchmarks/bench_tracing.py [--quick] [--out DIR]
 
@@ -52,6 +53,14 @@ def per_op_trace_recording(ops: int) -> float:
         torch_neuron._C._registry_take()
 
 
+def per_op_trace_source_lines(ops: int) -> float:
+    """per_op_trace recording each op's source line, as eager mode always does
+    (TORCH_NEURON_IR_DEBUG=1 records them in lazy mode): the cost measured is
+    the frame walk's."""
+    with torch_neuron.config.override(TORCH_NEURON_IR_DEBUG="1"):
+        return per_op_trace(ops)
+
+
 def per_op_cpu(ops: int) -> float:
     x, y = torch.randn(16), torch.randn(16)
     start = time.perf_counter()
@@ -91,11 +100,15 @@ def main(argv=None) -> int:
 
     samples = interleaved({"neuron_trace_us": lambda: per_op_trace(ops),
                            "neuron_trace_recording_us": lambda: per_op_trace_recording(ops),
+                           "neuron_trace_source_lines_us": lambda: per_op_trace_source_lines(ops),
                            "cpu_eager_us": lambda: per_op_cpu(ops)}, repeats=repeats)
     per_op = {k: summary(v) for k, v in samples.items()}
     per_op["trace_over_cpu_ratio"] = ratios(samples["neuron_trace_us"], samples["cpu_eager_us"])
     # The shape registry's recording cost (TORCH_NEURON_SHAPE_REGISTRY), pair by pair.
     per_op["recording_over_trace_ratio"] = ratios(samples["neuron_trace_recording_us"], samples["neuron_trace_us"])
+    # Recording the user's source line of every op (always on in eager mode).
+    per_op["source_lines_over_trace_ratio"] = ratios(samples["neuron_trace_source_lines_us"],
+                                                     samples["neuron_trace_us"])
 
     mark_step = {}
     for n in sizes:
@@ -114,7 +127,9 @@ def main(argv=None) -> int:
         "description": (
             "Per-op cost of tracing a small elementwise op (16 floats, so compute is "
             "negligible) beside PyTorch CPU eager running the same op, interleaved, "
-            "ratio taken pair by pair; and the host cost of `mark_step` on a graph "
+            "ratio taken pair by pair, also while the shape registry records and while "
+            "each op's source line is recorded (as eager mode always does); and the host "
+            "cost of `mark_step` on a graph "
             "already in the cache (canonicalize, hash, look up, queue) for 10 to "
             "10,000 nodes, with the graph's execution on the device queue beside it."),
         "tables": [
@@ -137,6 +152,9 @@ def main(argv=None) -> int:
                 f"(ratio to not recording {fmt(per_op['recording_over_trace_ratio']['median'])}, "
                 f"{fmt(per_op['recording_over_trace_ratio']['min'])}-"
                 f"{fmt(per_op['recording_over_trace_ratio']['max'])})"),
+            "source lines": (
+                f"{fmt(per_op['neuron_trace_source_lines_us']['median'])} us per traced op recording its "
+                f"source line (ratio to not recording {fmt(per_op['source_lines_over_trace_ratio']['median'])})"),
             "cached mark_step": ", ".join(f"{n} nodes {fmt(v['mark_step_ms']['median'])} ms"
                                           for n, v in mark_step.items()),
         },

@@ -41,7 +41,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _module_support, _serialization, _tensor_support, config, debug, device, metrics, service  # noqa: E402
+from . import _module_support, _serialization, _tensor_support, config, debug, device, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -98,6 +98,7 @@ def _drain_devices() -> None:
     # forked child has no queue threads to wait for (device.py, bad fork).
     if device._is_in_bad_fork():
         return
+    _C._eager_drop_queued_compiles()  # eager groups nobody will run again
     for index in range(_C._device_count()):
         try:
             _C._wait_device(index)

@@ -5,7 +5,8 @@
     torch_neuron.debug.graph_hash([loss])  # its XXH3-128 hash (hex)
 
 Environment: TORCH_NEURON_IR_DEBUG=1 records the user's source line of every
-traced op (shown in IR text and execution errors); TORCH_NEURON_DEBUG=1 prints
+traced op (shown in IR text and execution errors; eager mode always records
+it); TORCH_NEURON_DEBUG=1 prints
 why a graph compiled when an earlier graph came from the same place;
 TORCH_NEURON_DEBUG_DIR=dir saves every compiled graph there.
 """
@@ -74,4 +75,5 @@ def user_frame() -> str:
 
 
 def _install_source_locations() -> None:
-    _C._set_source_location_getter(user_frame)
+    # The C++ twin of user_frame: eager mode asks for every op's line.
+    _C._set_native_source_location_getter(list(_SKIP_DIRS))

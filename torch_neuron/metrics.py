@@ -16,6 +16,18 @@ from . import _C
 _FALLBACK = "fallback."
 
 
+# Steps (mark_steps) over which report() gives eager mode's share of ops that
+# ran inside compiled groups.
+GROUPED_SHARE_STEPS = 10
+
+
+def grouped_share(steps: int = GROUPED_SHARE_STEPS) -> float:
+    """In eager mode, the share (0 to 1) of ops that ran inside compiled groups
+    over the last ``steps`` steps (each ended by a mark_step); 0.0 before any."""
+    grouped, ops, _ = _C._eager_grouped_share(steps)
+    return grouped / ops if ops else 0.0
+
+
 def counters() -> Dict[str, int]:
     """Every non-zero counter, by name, sorted."""
     return dict(sorted(_C._metrics_counters().items()))
@@ -33,8 +45,10 @@ def fallback_counts() -> Dict[str, int]:
 
 
 def reset() -> None:
-    """Zeroes every counter."""
+    """Zeroes every counter (and forgets eager mode's steps, whose grouped
+    share the report shows)."""
     _C._metrics_reset()
+    _C._eager_reset_history()
 
 
 def _format_value(name: str, value: int) -> str:
@@ -58,6 +72,10 @@ def report() -> str:
     width = max((len(k) for k in general), default=0)
     for name, value in general.items():
         lines.append(f"  {name:<{width}}  {_format_value(name, value)}")
+    grouped, ops, steps = _C._eager_grouped_share(GROUPED_SHARE_STEPS)
+    if ops:
+        lines.append(f"  eager: {100.0 * grouped / ops:.1f}% of ops in compiled groups "
+                     f"over the last {steps} step{'s' if steps != 1 else ''} ({grouped} of {ops})")
     fallback = fallback_counts()
     if fallback:
         total = sum(fallback.values())

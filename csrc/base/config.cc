@@ -147,6 +147,15 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   if (std::string v = lookup("TORCH_NEURON_AUTOGRAD_THREAD"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.autograd_thread, ParseBool("TORCH_NEURON_AUTOGRAD_THREAD", v));
   }
+  if (std::string v = lookup("TORCH_NEURON_EAGER_GROUPS"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
+  }
+  if (std::string v = lookup("TORCH_NEURON_LAUNCH_BLOCKING"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.launch_blocking, ParseBool("TORCH_NEURON_LAUNCH_BLOCKING", v));
+  }
+  if (std::string v = lookup("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.test_fail_group_compiles, ParseBool("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES", v));
+  }
   if (std::string v = lookup("TORCH_NEURON_KERNEL_THREADS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(int64_t threads, ParseInt("TORCH_NEURON_KERNEL_THREADS", v, 0, 256));
     c.kernel_threads = static_cast<int>(threads);

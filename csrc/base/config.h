@@ -46,6 +46,9 @@ struct Config {
   // Test only (TORCH_NEURON_TEST_FAULT_OP): the compiler lowers this op wrong on
   // purpose, to show that the registry replay catches a broken lowering.
   std::string test_fault_op;
+  // Test only (TORCH_NEURON_TEST_FAIL_GROUP_COMPILES): every background compile
+  // of an eager group fails, to show that such a group runs op by op for good.
+  bool test_fail_group_compiles = false;
   // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
   // 0 = one per host core.
   int kernel_threads = 0;
@@ -53,6 +56,13 @@ struct Config {
   // thread (PyTorch's default for a device) rather than the thread that calls
   // backward (TORCH_NEURON_AUTOGRAD_THREAD).
   bool autograd_thread = false;
+  // Eager mode groups ops into graphs compiled in the background
+  // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
+  bool eager_groups = true;
+  // Every execution is waited for where it is queued, so its error is raised
+  // there: at the op in eager mode, at the sync in lazy mode
+  // (TORCH_NEURON_LAUNCH_BLOCKING, like CUDA_LAUNCH_BLOCKING).
+  bool launch_blocking = false;
 };
 
 // Largest number of emulated devices; c10 device indices are int8.

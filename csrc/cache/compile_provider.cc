@@ -9,6 +9,7 @@
 #include "neff/neff_reader.h"
 #include "neff/neff_writer.h"
 #include "runtime/native_library.h"
+#include "runtime/profiler.h"
 
 namespace torch_neuron::cache {
 namespace {
@@ -70,6 +71,8 @@ absl::StatusOr<ProvidedExecutable> LocalCompileProvider::Get(const ExecutableReq
   if (request.graph == nullptr) return absl::NotFoundError("no graph to compile");
   const ir::CanonicalGraph& g = *request.graph;
   CompileCounters().misses->Add(1);
+  runtime::profiler::Scope scope("compile", absl::StrCat("graph ", ir::HashToHex(g.hash).substr(0, 16), " (",
+                                                         g.size(), " nodes)"));
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, request.options);
   if (!result.ok()) return result.status();

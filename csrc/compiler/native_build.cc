@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/metrics.h"
 #include "ir/hash.h"
+#include "runtime/profiler.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -204,6 +205,7 @@ absl::StatusOr<std::string> BuildSharedObject(
     KernelObjectCache* objects) {
   static metrics::Counter* const builds = metrics::GetCounter("compile.kernel.build.count");
   static metrics::Counter* const reuses = metrics::GetCounter("compile.kernel.reuse.count");
+  runtime::profiler::Scope scope("compile", absl::StrCat("kernel build (", kernels.size(), " kernels)"));
   if (toolchain.version.empty()) {
     return absl::UnavailableError(absl::StrCat("the C++ compiler '", toolchain.compiler,
                                                "' does not run (set CXX to one that does)"));

@@ -26,7 +26,7 @@ at::Tensor Materialize(const LazyTensorPtr& t) {
   t->CheckNoLostWrite();
   GraphExecutor::Get().Sync({t});
   absl::StatusOr<at::Tensor> host = t->data()->ToHost();
-  if (!host.ok()) runtime::ExecutionQueue::ForDevice(t->device()).TakeError();
+  if (!host.ok()) runtime::ExecutionQueue::ForDevice(t->device()).ForgetError(host.status());
   return runtime::ValueOrThrow(std::move(host));
 }
 

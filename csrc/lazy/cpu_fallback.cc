@@ -19,7 +19,7 @@ namespace {
 // Downloads a neuron tensor (after its graph ran) to a new CPU tensor.
 at::Tensor ToCpu(const LazyTensorPtr& lazy) {
   absl::StatusOr<at::Tensor> host = lazy->data()->ToHost();
-  if (!host.ok()) runtime::ExecutionQueue::ForDevice(lazy->device()).TakeError();  // raised here, once
+  if (!host.ok()) runtime::ExecutionQueue::ForDevice(lazy->device()).ForgetError(host.status());  // raised here, once
   return runtime::ValueOrThrow(std::move(host));
 }
 

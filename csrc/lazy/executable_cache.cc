@@ -242,12 +242,14 @@ const proto::CompilerFingerprint& CurrentFingerprint() {
   return compiler::FingerprintFor(CurrentCompileOptions()).fingerprint;
 }
 
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
-  if (compiled != nullptr) *compiled = false;
+namespace {
+
+// The request for `g` under `options`. The fingerprint is serialized and
+// hashed once per option set, and looked up again only when the options of
+// this thread's requests change.
+cache::ExecutableRequest RequestFor(const ir::CanonicalGraph& g, compiler::CompileOptions options) {
   cache::ExecutableRequest request;
-  request.options = CurrentCompileOptions();
-  // Serialized and hashed once per option set, and looked up again only when
-  // the options of this thread's syncs change.
+  request.options = std::move(options);
   thread_local int last_level = -1;
   thread_local std::string last_cxx;
   thread_local std::string last_fault_op;
@@ -259,10 +261,22 @@ std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& 
     last_cxx = request.options.cxx;
     last_fault_op = request.options.fault_op;
   }
-  const compiler::KeyedFingerprint& fingerprint = *last;
-  request.key = compiler::CacheKey(g.hash, fingerprint.hash);
+  request.key = compiler::CacheKey(g.hash, last->hash);
   request.graph = &g;
-  request.fingerprint = &fingerprint.fingerprint;
+  request.fingerprint = &last->fingerprint;
+  return request;
+}
+
+}  // namespace
+
+std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
+  return FindOrCompileWith(g, CurrentCompileOptions(), compiled);
+}
+
+std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,
+                                                          compiler::CompileOptions options, bool* compiled) {
+  if (compiled != nullptr) *compiled = false;
+  cache::ExecutableRequest request = RequestFor(g, std::move(options));
   absl::StatusOr<cache::ProviderChain::Answer> answer = TheProviders().chain.Get(request);
   runtime::ThrowIfError(answer.status());
   for (const absl::Status& error : answer->keep_errors) {
@@ -270,6 +284,15 @@ std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& 
   }
   if (compiled != nullptr) *compiled = answer->source == "compile" && !answer->waited;
   return answer->program;
+}
+
+ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOptions& options) {
+  return RequestFor(g, options).key;
+}
+
+std::shared_ptr<const runtime::Program> FindInMemory(const ir::CanonicalGraph& g) {
+  cache::ExecutableRequest request = RequestFor(g, CurrentCompileOptions());
+  return TheProviders().chain.provider(0)->Lookup(request);
 }
 
 std::string LastRecompileReason() { return Log().LastReason(); }

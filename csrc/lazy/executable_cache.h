@@ -24,6 +24,18 @@ const proto::CompilerFingerprint& CurrentFingerprint();
 // `compiled` (optional) says whether this call compiled the graph.
 std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g,
                                                       bool* compiled = nullptr);
+// The same under `options` fixed by the caller (a background compile takes
+// them when it is queued: it must not read the config while a test changes it).
+std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,
+                                                          compiler::CompileOptions options,
+                                                          bool* compiled = nullptr);
+
+// The cache key of `g` under `options` (graph hash and compiler fingerprint).
+ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOptions& options);
+
+// The program of `g` if the in-memory cache holds it, else nullptr: no disk
+// read, no compile, no waiting.
+std::shared_ptr<const runtime::Program> FindInMemory(const ir::CanonicalGraph& g);
 
 // Why the last graph compiled although an earlier one came from the same place.
 std::string LastRecompileReason();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <tuple>
 #include <map>
 
@@ -15,10 +16,12 @@
 #include "lazy/executable_cache.h"
 #include "lazy/graph_growth.h"
 #include "lazy/execution_mode.h"
+#include "lazy/scheduler.h"
 #include "runtime/device_registry.h"
 #include "runtime/execution_queue.h"
 #include "runtime/executor.h"
 #include "runtime/generator.h"
+#include "runtime/profiler.h"
 #include "runtime/kernel_team.h"
 #include "runtime/torch_status.h"
 
@@ -56,7 +59,8 @@ absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, absl::S
 absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& program,
                                std::vector<c10::IValue> params,
                                std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                               const std::vector<runtime::DeviceDataPtr>& outputs) {
+                               const std::vector<runtime::DeviceDataPtr>& outputs,
+                               const std::optional<std::string>& source) {
   auto start = Clock::now();
   auto fail_all = [&](const absl::Status& status) { return FailAll(outputs, status); };
   // Donation: an input buffer that only this execution still holds (its tensor
@@ -72,7 +76,7 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
   }
   std::vector<int> in_place;
   absl::StatusOr<std::vector<at::Tensor>> results =
-      runtime::Execute(*program, params, donated, &in_place);
+      runtime::Execute(*program, params, donated, &in_place, source ? &*source : nullptr);
   if (!results.ok()) return fail_all(results.status());
   // Counted before the outputs become readable, so a reader sees the count.
   ExecCounters().executions->Add(1);
@@ -122,15 +126,69 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
 absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
                       std::vector<c10::IValue> params,
                       std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                      const std::vector<runtime::DeviceDataPtr>& outputs) {
+                      const std::vector<runtime::DeviceDataPtr>& outputs,
+                      const std::optional<std::string>& source) {
   try {
-    return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs);
+    runtime::profiler::Scope scope("execute", absl::StrCat("graph (", program->num_nodes, " nodes)"),
+                                   source.value_or(""));
+    return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs, source);
   } catch (const c10::Error& e) {
     return FailAll(outputs, absl::InternalError(
                                 absl::StrCat("neuron execution failed: ", e.what_without_backtrace())));
   } catch (const std::exception& e) {
     return FailAll(outputs, absl::InternalError(absl::StrCat("neuron execution failed: ", e.what())));
   }
+}
+
+// The graph's parameters: scalars and generators by value, device data as
+// (slot, buffer) pairs bound when the execution runs.
+void BindParameters(const ir::CanonicalGraph& g, std::vector<c10::IValue>* params,
+                    std::vector<std::pair<size_t, runtime::DeviceDataPtr>>* inputs) {
+  params->assign(g.parameters.size(), c10::IValue());
+  for (size_t i = 0; i < g.parameters.size(); ++i) {
+    const ir::Node* n = g.nodes[g.parameters[i]];
+    switch (n->kind()) {
+      case ir::NodeKind::kDeviceData:
+        inputs->emplace_back(i, static_cast<const DeviceDataLeaf*>(n->data().get())->data);
+        break;
+      case ir::NodeKind::kGenerator:
+        (*params)[i] = static_cast<const GeneratorLeaf*>(n->data().get())->generator;
+        break;
+      default:
+        (*params)[i] = n->scalar();
+        break;
+    }
+  }
+}
+
+std::vector<runtime::DeviceDataPtr> MakeOutputs(int device, const ir::CanonicalGraph& g) {
+  std::vector<runtime::DeviceDataPtr> outputs;
+  outputs.reserve(g.outputs.size());
+  for (const auto& [node, index] : g.outputs) {
+    const ir::Shape& shape = g.nodes[node]->shape(index);
+    outputs.push_back(std::make_shared<runtime::DeviceData>(device, shape.dtype(), shape.sizes()));
+  }
+  return outputs;
+}
+
+// Compiles (or finds) `g`'s program; on failure the outputs take the error as
+// their value, so reading one raises it again and later syncs (a reseed syncs
+// all pending tensors) do not retry a graph that cannot compile.
+std::shared_ptr<const runtime::Program> ProgramOrFail(const ir::CanonicalGraph& g,
+                                                      const std::vector<runtime::DeviceDataPtr>& outputs,
+                                                      bool* compiled) {
+  try {
+    return FindOrCompile(g, compiled);
+  } catch (const std::exception& e) {
+    const absl::Status status = absl::InternalError(e.what());
+    for (const runtime::DeviceDataPtr& out : outputs) out->Fail(status);
+    throw;
+  }
+}
+
+// Eager mode: the scheduler runs what it holds on `device` before a sync.
+void BeforeSync(int device, bool step_end) {
+  if (CurrentMode() == ExecutionMode::kEager) EagerScheduler().BeforeSync(device, step_end);
 }
 
 }  // namespace
@@ -143,9 +201,10 @@ GraphExecutor& GraphExecutor::Get() {
     runtime::SetGeneratorSyncHook([e](c10::DeviceIndex device) {
       const int count = runtime::DeviceRegistry::Global().device_count();
       if (device < 0 || device >= count) return;
+      BeforeSync(device, false);
       std::vector<LazyTensorPtr> pending = PendingTensors(device);
       if (!pending.empty() || HasPendingDraws(device)) e->SyncDevice(device, pending);
-      e->WaitDevice(device);
+      e->DrainDevice(device);
     });
     return e;
   }();
@@ -153,6 +212,17 @@ GraphExecutor& GraphExecutor::Get() {
 }
 
 void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
+  if (CurrentMode() == ExecutionMode::kEager) {
+    std::set<int> devices;
+    for (const LazyTensorPtr& t : tensors) {
+      if (t) devices.insert(t->device());
+    }
+    for (int device : devices) BeforeSync(device, false);
+  }
+  RunNow(tensors);
+}
+
+void GraphExecutor::RunNow(const std::vector<LazyTensorPtr>& tensors) {
   std::map<int, std::vector<LazyTensorPtr>> by_device;
   for (const LazyTensorPtr& t : tensors) {
     if (t && t->is_pending()) by_device[t->device()].push_back(t);
@@ -166,6 +236,7 @@ void GraphExecutor::MarkStep(int device) {
   for (int d = 0; d < count; ++d) {
     if (device >= 0 && d != device) continue;
     CheckNotCapturing(d, "mark_step");
+    BeforeSync(d, true);
     std::vector<LazyTensorPtr> pending = PendingTensors(d);
     if (!pending.empty() || HasPendingDraws(d)) {
       SyncDevice(d, pending);
@@ -176,6 +247,11 @@ void GraphExecutor::MarkStep(int device) {
 }
 
 void GraphExecutor::WaitDevice(int device) {
+  BeforeSync(device, false);
+  DrainDevice(device);
+}
+
+void GraphExecutor::DrainDevice(int device) {
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   queue.Drain();
   runtime::ThrowIfError(queue.TakeError());
@@ -210,12 +286,11 @@ void GraphExecutor::CaptureStep(int device, StepRecord* record) {
   SyncDevice(device, PendingTensors(device), record);
 }
 
-void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
-                               StepRecord* record, bool partial) {
+bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
+                               StepRecord* record, bool partial, bool only_if_cached) {
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
-  ExecCounters().syncs->Add(1);
   auto start = Clock::now();
 
   std::vector<ir::Value> roots;
@@ -230,29 +305,20 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     for (int k = 0; k < draw->num_outputs(); ++k) ordered.push_back(ir::Value{draw, k});
   }
   ir::CanonicalGraph g = ir::Canonicalize(roots, ordered);
-
-  std::vector<c10::IValue> params(g.parameters.size());
-  std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
-  for (size_t i = 0; i < g.parameters.size(); ++i) {
-    const ir::Node* n = g.nodes[g.parameters[i]];
-    switch (n->kind()) {
-      case ir::NodeKind::kDeviceData:
-        inputs.emplace_back(i, static_cast<const DeviceDataLeaf*>(n->data().get())->data);
-        break;
-      case ir::NodeKind::kGenerator:
-        params[i] = static_cast<const GeneratorLeaf*>(n->data().get())->generator;
-        break;
-      default:
-        params[i] = n->scalar();
-        break;
+  std::shared_ptr<const runtime::Program> program;
+  if (only_if_cached) {
+    program = FindInMemory(g);
+    if (program == nullptr) {
+      for (ir::NodePtr& draw : draws) AddPendingDraw(device, std::move(draw));  // back, in order
+      return false;
     }
   }
-  std::vector<runtime::DeviceDataPtr> outputs;
-  outputs.reserve(g.outputs.size());
-  for (const auto& [node, index] : g.outputs) {
-    const ir::Shape& shape = g.nodes[node]->shape(index);
-    outputs.push_back(std::make_shared<runtime::DeviceData>(device, shape.dtype(), shape.sizes()));
-  }
+  ExecCounters().syncs->Add(1);
+
+  std::vector<c10::IValue> params;
+  std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
+  BindParameters(g, &params, &inputs);
+  std::vector<runtime::DeviceDataPtr> outputs = MakeOutputs(device, g);
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i]->SetData(outputs[g.root_to_output[i]]);
   for (size_t j = 0; j < ordered.size();) {
     const ir::NodePtr& draw = ordered[j].node;
@@ -264,18 +330,8 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     draw->set_materialized(std::move(leaves));
   }
 
-  std::shared_ptr<const runtime::Program> program;
   bool compiled = false;
-  try {
-    program = FindOrCompile(g, &compiled);
-  } catch (const std::exception& e) {
-    // The graph cannot run: its tensors (and draws) take the error as their
-    // value, so reading one raises it again and later syncs (a reseed syncs all
-    // pending tensors) do not retry a graph that cannot compile.
-    const absl::Status status = absl::InternalError(e.what());
-    for (const runtime::DeviceDataPtr& out : outputs) out->Fail(status);
-    throw;
-  }
+  if (program == nullptr) program = ProgramOrFail(g, outputs, &compiled);
   ExecCounters().prepare_ns->Add(NanosSince(start));
   if (compiled && partial) {
     // Only compiles ask where the sync came from: walking Python frames costs
@@ -307,13 +363,75 @@ void GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   roots.clear();
   ordered.clear();
   draws.clear();
-  Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs));
+  // The program's own lines where they are this graph's: recorded for it
+  // (TORCH_NEURON_IR_DEBUG), or a group of eager mode compiled from its first
+  // occurrence, whose lines a loop repeats.
+  std::optional<std::string> source;
+  if (!GlobalConfig().ir_debug && CurrentMode() != ExecutionMode::kEager) source = "";
+  Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
+         std::move(source));
+  return true;
+}
+
+bool GraphExecutor::RunPendingIfCached(int device) {
+  return SyncDevice(device, PendingTensors(device), nullptr, false, /*only_if_cached=*/true);
+}
+
+void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
+                             const std::vector<LazyTensorPtr>* bind) {
+  CheckNotCapturing(device, "a sync");
+  runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(device).TakeError());
+  const bool had_draws = HasPendingDraws(device);
+  for (const ir::NodePtr& node : nodes) {
+    if (!node->materialized().empty()) continue;
+    ExecCounters().syncs->Add(1);
+    auto start = Clock::now();
+    std::vector<ir::Value> roots;
+    for (int k = 0; k < node->num_outputs(); ++k) {
+      if (node->shape(k).dtype() != c10::ScalarType::Undefined) roots.push_back(ir::Value{node, k});
+    }
+    ir::CanonicalGraph g = ir::Canonicalize(roots);
+    std::vector<c10::IValue> params;
+    std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
+    BindParameters(g, &params, &inputs);
+    std::vector<runtime::DeviceDataPtr> outputs = MakeOutputs(device, g);
+    std::vector<ir::NodePtr> leaves;
+    size_t r = 0;
+    for (int k = 0; k < node->num_outputs(); ++k) {
+      // An undefined output is never read; its leaf only keeps the indices.
+      runtime::DeviceDataPtr data = node->shape(k).dtype() == c10::ScalarType::Undefined
+                                        ? nullptr
+                                        : outputs[g.root_to_output[r++]];
+      leaves.push_back(ir::Node::MakeDeviceData(node->shape(k), std::make_shared<DeviceDataLeaf>(data)));
+    }
+    node->set_materialized(std::move(leaves));
+    std::shared_ptr<const runtime::Program> program = ProgramOrFail(g, outputs, nullptr);
+    ExecCounters().prepare_ns->Add(NanosSince(start));
+    roots.clear();
+    Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
+           node->source());
+  }
+  // Tensors whose values ran take their buffers.
+  for (const LazyTensorPtr& t : bind != nullptr ? *bind : PendingTensors(device)) {
+    if (!t->is_pending()) continue;
+    const ir::Value v = ir::Resolve(t->pending());
+    if (v.node->kind() != ir::NodeKind::kDeviceData) continue;
+    const auto* leaf = static_cast<const DeviceDataLeaf*>(v.node->data().get());
+    if (leaf != nullptr && leaf->data != nullptr) t->SetData(leaf->data);
+  }
+  if (had_draws) {
+    // Draws that ran leave the list; the others keep their order.
+    for (ir::NodePtr& draw : TakePendingDraws(device)) {
+      if (draw->materialized().empty()) AddPendingDraw(device, std::move(draw));
+    }
+  }
 }
 
 void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> program,
                            std::vector<c10::IValue> params,
                            std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                           std::vector<runtime::DeviceDataPtr> outputs) {
+                           std::vector<runtime::DeviceDataPtr> outputs,
+                           std::optional<std::string> source) {
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   auto job = std::make_shared<std::tuple<std::vector<c10::IValue>,
                                          std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
@@ -322,11 +440,13 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
   // queue thread does not read the config (a test's override may change it
   // meanwhile).
   queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
-                 threads = GlobalConfig().kernel_threads]() {
+                 threads = GlobalConfig().kernel_threads, source = std::move(source),
+                 listeners = runtime::profiler::CaptureTorchListeners()]() {
+    runtime::profiler::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
     runtime::ScopedKernelThreads team(threads);
-    return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs);
+    return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source);
   });
-  if (CurrentMode() == ExecutionMode::kEager) WaitDevice(device);
+  if (GlobalConfig().launch_blocking) DrainDevice(device);
 }
 
 ir::CanonicalGraph GraphExecutor::PendingGraph(const std::vector<LazyTensorPtr>& tensors) const {
@@ -339,6 +459,9 @@ ir::CanonicalGraph GraphExecutor::PendingGraph(const std::vector<LazyTensorPtr>&
 
 std::string GraphExecutor::LastRecompileReason() const { return lazy::LastRecompileReason(); }
 
-void GraphExecutor::ClearCache() { ClearMemoryCache(); }
+void GraphExecutor::ClearCache() {
+  EagerScheduler().OnCacheCleared();
+  ClearMemoryCache();
+}
 
 }  // namespace torch_neuron::lazy

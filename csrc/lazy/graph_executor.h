@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -48,7 +49,8 @@ class GraphExecutor {
   static GraphExecutor& Get();
 
   // Materializes the pending ones among `tensors` (one graph per device).
-  // Raises the first error of earlier queued executions on those devices.
+  // Raises the first error of earlier queued executions on those devices. In
+  // eager mode the scheduler first runs what it holds back on their devices.
   void Sync(const std::vector<LazyTensorPtr>& tensors);
 
   // Ends a step: syncs every live pending tensor of `device` (-1: all devices).
@@ -56,6 +58,23 @@ class GraphExecutor {
 
   // Waits until everything queued on `device` ran; raises its first error.
   void WaitDevice(int device);
+
+  // For schedulers (lazy/scheduler.h), which must not be asked again:
+  // Sync and WaitDevice without consulting the scheduler.
+  void RunNow(const std::vector<LazyTensorPtr>& tensors);
+  void DrainDevice(int device);
+  // Syncs every pending tensor of `device` as one graph if its program is in
+  // the in-memory cache, and returns true; otherwise changes nothing and
+  // returns false.
+  bool RunPendingIfCached(int device);
+  // Runs each of `nodes` (in order, each one op's node) as a graph of its own
+  // whose operands are read through the nodes run before it: afterwards every
+  // node is materialized (Node::materialized), and the pending tensors of
+  // `bind` (default: every pending tensor of `device`) whose values they
+  // computed hold the results. Draws among them leave the device's pending
+  // draws.
+  void RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
+                const std::vector<LazyTensorPtr>* bind = nullptr);
 
   // The canonical graph that would compute the pending `tensors` (debugging).
   ir::CanonicalGraph PendingGraph(const std::vector<LazyTensorPtr>& tensors) const;
@@ -79,17 +98,20 @@ class GraphExecutor {
 
   // Queues `program` on `device` with `params` (device-data slots bound from
   // `inputs`), fulfilling `outputs`. The caller holds no other reference to
-  // an input it means to donate.
+  // an input it means to donate. `source` is the user's line its errors name
+  // ("": none; nullopt: the lines the program was compiled with).
   void Launch(int device, std::shared_ptr<const runtime::Program> program,
               std::vector<c10::IValue> params,
               std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-              std::vector<runtime::DeviceDataPtr> outputs);
+              std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source = "");
 
  private:
   GraphExecutor() = default;
   // `partial`: a sync of some tensors (.item(), .cpu()), not of the step.
-  void SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
-                  StepRecord* record = nullptr, bool partial = false);
+  // `only_if_cached`: return false, changing nothing, when the graph's program
+  // is not in memory (else it runs: true).
+  bool SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
+                  StepRecord* record = nullptr, bool partial = false, bool only_if_cached = false);
   void CheckNotCapturing(int device, const char* what) const;
 
   mutable absl::Mutex mu_;

@@ -20,12 +20,32 @@ class LiveRegistry {
     absl::MutexLock lock(&mu_);
     live_.erase(id);
   }
+  // Both release the references they took after unlocking: the last one to
+  // go would destroy its tensor, which unregisters itself (taking mu_).
   std::vector<LazyTensorPtr> Pending(int device) {
     std::vector<LazyTensorPtr> out;
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, weak] : live_) {
-      LazyTensorPtr t = weak.lock();
-      if (t && t->device() == device && t->is_pending()) out.push_back(std::move(t));
+    std::vector<LazyTensorPtr> others;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, weak] : live_) {
+        LazyTensorPtr t = weak.lock();
+        if (t == nullptr) continue;
+        (t->device() == device && t->is_pending() ? out : others).push_back(std::move(t));
+      }
+    }
+    return out;
+  }
+  std::vector<const runtime::DeviceData*> Buffers(int device) {
+    std::vector<const runtime::DeviceData*> out;
+    std::vector<LazyTensorPtr> held;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, weak] : live_) {
+        LazyTensorPtr t = weak.lock();
+        if (t == nullptr) continue;
+        if (t->device() == device && t->data() != nullptr) out.push_back(t->data().get());
+        held.push_back(std::move(t));
+      }
     }
     return out;
   }
@@ -121,6 +141,8 @@ void LazyTensor::SetPending(ir::Value value) {
 }
 
 std::vector<LazyTensorPtr> PendingTensors(int device) { return Registry().Pending(device); }
+
+std::vector<const runtime::DeviceData*> LiveBuffers(int device) { return Registry().Buffers(device); }
 
 namespace {
 

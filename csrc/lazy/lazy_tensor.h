@@ -88,6 +88,10 @@ using LazyTensorPtr = std::shared_ptr<LazyTensor>;
 // Live tensors of `device` with pending values, in creation order.
 std::vector<LazyTensorPtr> PendingTensors(int device);
 
+// The buffers live materialized tensors of `device` hold (a buffer may appear
+// more than once). Only for identity checks: the pointers are not owned.
+std::vector<const runtime::DeviceData*> LiveBuffers(int device);
+
 // Number of live LazyTensors (tests, leak checks).
 int64_t LiveTensorCount();
 

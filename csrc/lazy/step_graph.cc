@@ -1,7 +1,10 @@
 #include "lazy/step_graph.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
+#include "base/config.h"
 #include "base/metrics.h"
 #include "lazy/bridge.h"
 #include "lazy/execution_mode.h"
@@ -189,7 +192,10 @@ void StepGraph::Replay() {
   // Only the job may hold a buffer it is to donate (a parameter's old value).
   lazy.clear();
   Replays()->Add(1);
-  executor.Launch(device_, record_.program, record_.params, std::move(inputs), std::move(outputs));
+  std::optional<std::string> source;  // the captured program's lines, if recorded
+  if (!GlobalConfig().ir_debug) source = "";
+  executor.Launch(device_, record_.program, record_.params, std::move(inputs), std::move(outputs),
+                  std::move(source));
 }
 
 }  // namespace torch_neuron::lazy

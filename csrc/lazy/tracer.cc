@@ -22,8 +22,8 @@
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/execution_mode.h"
-#include "lazy/graph_executor.h"
 #include "lazy/meta_fixups.h"
+#include "lazy/scheduler.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_observer.h"
 #include "runtime/device_registry.h"
@@ -31,6 +31,7 @@
 #include "runtime/dtypes.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
+#include "runtime/profiler.h"
 #include "runtime/fork_guard.h"
 #include "runtime/schema_types.h"
 #include "runtime/torch_status.h"
@@ -511,7 +512,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  std::optional<MetaResult> meta = InferMeta(op, signature.Hash(), info.meta_fixup, [&] {
+  const ir::hash_t op_key = signature.Hash();
+  std::optional<MetaResult> meta = InferMeta(op, op_key, info.meta_fixup, [&] {
     for (const DeferredMeta& d : deferred) {
       at::Tensor t = at::empty(d.shape.sizes(), at::TensorOptions().dtype(d.shape.dtype()).device(at::kMeta));
       c10::IValue& slot = meta_stack[d.position];
@@ -583,7 +585,10 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   static ir::NodeInterner* interner = new ir::NodeInterner();
   ir::NodePtr node =
       interner->Intern(ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes));
-  if (GlobalConfig().ir_debug && node->source().empty()) node->set_source(CurrentSourceLocation());
+  // Eager mode always records the user's line: its execution errors name it.
+  if ((GlobalConfig().ir_debug || CurrentMode() == ExecutionMode::kEager) && node->source().empty()) {
+    node->set_source(CurrentSourceLocation());
+  }
 
   // A view's base: its first tensor argument.
   LazyTensorPtr view_base;
@@ -626,7 +631,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!generators.empty()) AddPendingDraw(device, node);
   TraceCounters().ops->Add(1);
   TraceCounters().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-  if (CurrentMode() == ExecutionMode::kEager) GraphExecutor::Get().Sync(created);
+  if (CurrentMode() == ExecutionMode::kEager) EagerScheduler().OnOpTraced(device, op_key, created);
 }
 
 // With observers installed: the op's arguments are kept (the tracer consumes
@@ -643,6 +648,8 @@ void TraceObserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  runtime::profiler::Scope scope("trace", op.operator_name().name);
+  if (ABSL_PREDICT_FALSE(scope.recording())) scope.set_source(CurrentSourceLocation());
   if (ABSL_PREDICT_FALSE(HasTraceObservers())) return TraceObserved(op, stack);
   TraceUnobserved(op, stack);
 }

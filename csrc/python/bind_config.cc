@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "base/config.h"
+#include "eager/adaptive_scheduler.h"
 #include "runtime/device_registry.h"
 #include "python/bindings.h"
 
@@ -39,8 +40,32 @@ py::dict ConfigToDict(const Config& c) {
   d["opt_level"] = c.opt_level;
   d["kernel_threads"] = c.kernel_threads;
   d["autograd_thread"] = c.autograd_thread;
+  d["eager_groups"] = c.eager_groups;
+  d["launch_blocking"] = c.launch_blocking;
+  d["test_fail_group_compiles"] = c.test_fail_group_compiles;
   return d;
 }
+
+// An override that first waits for eager mode's background compiles, which
+// read the config: it changes (and is restored) only while none runs.
+class QuietOverride {
+ public:
+  explicit QuietOverride(Config config) {
+    WaitForCompiles();
+    override_ = std::make_unique<ScopedConfigOverride>(std::move(config));
+  }
+  ~QuietOverride() {
+    WaitForCompiles();
+    override_.reset();
+  }
+
+ private:
+  static void WaitForCompiles() {
+    py::gil_scoped_release release;  // a compile may want the GIL (source lines)
+    eager::WaitForGroupCompiles();
+  }
+  std::unique_ptr<ScopedConfigOverride> override_;
+};
 
 }  // namespace
 
@@ -63,7 +88,7 @@ void BindConfig(py::module_& m) {
   // the process's for the lifetime of the object (torch_neuron.config.override).
   // Settings that were consumed at start-up (device count, memory limit) keep
   // their values; see torch_neuron/config.py.
-  py::class_<ScopedConfigOverride>(m, "_ConfigOverride")
+  py::class_<QuietOverride>(m, "_ConfigOverride")
       .def(py::init([](const std::map<std::string, std::string>& overrides) {
         // On top of the settings in force (outer overrides included); the
         // environment is not read again.
@@ -72,7 +97,7 @@ void BindConfig(py::module_& m) {
           return it != overrides.end() ? it->second : std::string();
         });
         RaiseIfError(c.status());
-        return std::make_unique<ScopedConfigOverride>(*std::move(c));
+        return std::make_unique<QuietOverride>(*std::move(c));
       }));
 }
 

@@ -2,6 +2,9 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <pybind11/functional.h>
+
+#include <cstring>
+#include <string>
 #include <pybind11/stl.h>
 
 #include "compiler/compile_request.h"
@@ -11,15 +14,46 @@
 #include "lazy/bridge.h"
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
+#include "lazy/scheduler.h"
 #include "lazy/step_graph.h"
 #include "lazy/tracer.h"
 #include "python/bindings.h"
+#include "runtime/device_registry.h"
 #include "runtime/torch_status.h"
 
 namespace py = pybind11;
 
 namespace torch_neuron::python {
 namespace {
+
+// "file:line" of the innermost Python frame of this thread whose file is not
+// under one of `skip` (torch's and torch_neuron's directories): a walk over
+// the frame chain comparing file-name prefixes, cheap enough for every op of
+// eager mode (benchmarks/bench_tracing.py measures it). "" on a thread with no
+// Python frame (autograd's workers) or while the interpreter shuts down.
+std::string UserFrame(const std::vector<std::string>& skip) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return std::string();
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  std::string where;
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    bool internal = file == nullptr;
+    for (const std::string& prefix : skip) {
+      internal = internal || std::strncmp(file, prefix.data(), prefix.size()) == 0;
+    }
+    if (!internal) where = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    Py_DECREF(code);
+    PyFrameObject* back = internal ? PyFrame_GetBack(frame) : nullptr;
+    Py_DECREF(frame);
+    frame = back;
+  }
+  if (PyErr_Occurred()) PyErr_Clear();  // a file name that is not UTF-8
+  PyGILState_Release(gil);
+  return where;
+}
 
 std::vector<lazy::LazyTensorPtr> LazyTensors(const py::list& tensors) {
   std::vector<lazy::LazyTensorPtr> out;
@@ -127,6 +161,11 @@ void BindLazy(py::module_& m) {
   m.def("_get_mode", [] { return std::string(ExecutionModeName(lazy::CurrentMode())); });
   m.def("_set_mode", [](const std::string& mode) {
     if (mode == "lazy") {
+      // What eager mode held back runs first: lazy mode does not know of it.
+      if (lazy::CurrentMode() == ExecutionMode::kEager) {
+        const int count = runtime::DeviceRegistry::Global().device_count();
+        for (int d = 0; d < count; ++d) lazy::EagerScheduler().BeforeSync(d, false);
+      }
       lazy::SetMode(ExecutionMode::kLazy);
     } else if (mode == "eager") {
       lazy::SetMode(ExecutionMode::kEager);
@@ -148,6 +187,11 @@ void BindLazy(py::module_& m) {
       }
     });
   });
+  // The same from C++ (UserFrame), skipping frames of files under `skip`.
+  m.def("_set_native_source_location_getter", [](std::vector<std::string> skip) {
+    lazy::SetSourceLocationGetter([skip = std::move(skip)] { return UserFrame(skip); });
+  });
+  m.def("_source_location", [] { return lazy::CurrentSourceLocation(); });
   m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
   m.def("_clear_compile_cache", [] { lazy::GraphExecutor::Get().ClearCache(); });
 }

@@ -11,8 +11,10 @@ namespace torch_neuron::python {
 void BindCache(pybind11::module_& m);
 void BindConfig(pybind11::module_& m);
 void BindDevice(pybind11::module_& m);
+void BindEager(pybind11::module_& m);
 void BindLazy(pybind11::module_& m);
 void BindMetrics(pybind11::module_& m);
+void BindProfiler(pybind11::module_& m);
 void BindRegistry(pybind11::module_& m);
 void BindService(pybind11::module_& m);
 

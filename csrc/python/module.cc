@@ -52,7 +52,9 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindConfig(m);
   torch_neuron::python::BindDevice(m);
   torch_neuron::python::BindMetrics(m);
+  torch_neuron::python::BindProfiler(m);
   torch_neuron::python::BindLazy(m);
+  torch_neuron::python::BindEager(m);
   torch_neuron::python::BindRegistry(m);
   torch_neuron::python::BindService(m);
   // For tests of the Status -> exception table: raises what a binding raises for

@@ -12,6 +12,7 @@
 
 #include "runtime/device_registry.h"
 #include "runtime/fork_guard.h"
+#include "runtime/profiler.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
@@ -64,6 +65,12 @@ bool ExecutionQueue::Idle() {
   return work_.empty() && !running_;
 }
 
+void ExecutionQueue::ForgetError(const absl::Status& raised) {
+  Drain();
+  absl::MutexLock lock(&mu_);
+  if (error_ == raised) error_ = absl::OkStatus();
+}
+
 absl::Status ExecutionQueue::TakeError() {
   absl::MutexLock lock(&mu_);
   absl::Status error = std::move(error_);
@@ -109,6 +116,7 @@ int CurrentQueueDevice() { return queue_device; }
 void ExecutionQueue::Loop() {
   // Named for perf, top and gdb (at most 15 characters).
   pthread_setname_np(pthread_self(), ("neuron-queue-" + std::to_string(device_ % 100)).c_str());
+  profiler::NameThisThread("neuron:" + std::to_string(device_) + " queue");
   UseOneOpenMpThread();
   queue_device = device_;
   while (true) {

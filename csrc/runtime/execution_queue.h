@@ -44,6 +44,12 @@ class ExecutionQueue {
   // The first error since the last call, and clears it.
   absl::Status TakeError();
 
+  // A reader met `raised` in a buffer it read and raises it itself: once the
+  // items queued so far have run (the one that failed may still be reporting
+  // it), the kept error is cleared if it is that one, so the next sync does
+  // not raise it again. Another kept error stays.
+  void ForgetError(const absl::Status& raised);
+
   int device() const { return device_; }
 
  private:

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "runtime/generator.h"
+#include "runtime/profiler.h"
 
 namespace torch_neuron::runtime {
 namespace {
@@ -198,7 +199,7 @@ absl::Status SpreadReturns(const Instruction& inst, torch::jit::Stack& stack,
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                                 const std::vector<c10::IValue>& parameters,
                                                 const std::vector<bool>& donated,
-                                                std::vector<int>* in_place) {
+                                                std::vector<int>* in_place, const std::string* source) {
   if (parameters.size() != program.parameter_registers.size()) {
     return absl::InvalidArgumentError(absl::StrCat("program takes ",
                                                    program.parameter_registers.size(),
@@ -232,11 +233,14 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
       stack[kKernelReuseArg] = KernelReuse(inst, regs, storages, donated_param_of, written);
     }
     try {
+      profiler::Scope scope("instruction", inst.op_name,
+                            source == nullptr ? inst.source : *source);
       inst.op.callBoxed(stack);
     } catch (const c10::Error& e) {
+      const std::string& where = source == nullptr ? inst.source : *source;
       return absl::InternalError(absl::StrCat("neuron execution failed in ", inst.op_name,
-                                              inst.source.empty() ? "" : " (" + inst.source + ")",
-                                              ": ", e.what_without_backtrace()));
+                                              where.empty() ? "" : " (" + where + ")", ": ",
+                                              e.what_without_backtrace()));
     }
     if (absl::Status s = SpreadReturns(inst, stack, regs); !s.ok()) return s;
     for (int32_t r : inst.outputs) {

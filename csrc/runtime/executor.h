@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,9 +24,14 @@ namespace torch_neuron::runtime {
 // other view of it alive, writes one of its outputs into it instead of new
 // memory. `in_place[i]` (when given) is then the index of the output returned in
 // parameter i's buffer, or -1; the caller takes the buffer for that output.
+// `source` is the user's line errors name ("": none); without it they name
+// the lines the program was compiled with. A cached program serves every graph
+// of its hash, wherever it was traced, so only the caller knows which line is
+// the one running now.
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                                 const std::vector<c10::IValue>& parameters,
                                                 const std::vector<bool>& donated = {},
-                                                std::vector<int>* in_place = nullptr);
+                                                std::vector<int>* in_place = nullptr,
+                                                const std::string* source = nullptr);
 
 }  // namespace torch_neuron::runtime

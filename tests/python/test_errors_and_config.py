@@ -264,6 +264,9 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_COMPILE_SERVICE": "AUTO",
             "TORCH_NEURON_SERVICE_IDLE_S": "30",
             "TORCH_NEURON_SERVICE_TIMEOUT_S": "2.5",
+            "TORCH_NEURON_EAGER_GROUPS": "0",
+            "TORCH_NEURON_LAUNCH_BLOCKING": "yes",
+            "TORCH_NEURON_TEST_FAIL_GROUP_COMPILES": "1",
         }
     )
     assert parsed == {
@@ -290,6 +293,9 @@ def test_parse_converts_every_known_setting():
         "opt_level": 0,
         "kernel_threads": 3,
         "autograd_thread": True,
+        "eager_groups": False,
+        "launch_blocking": True,
+        "test_fail_group_compiles": True,
         "cxx": "",
     }
 

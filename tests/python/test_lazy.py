@@ -228,21 +228,25 @@ def test_ir_text_of_a_reduction_and_a_matmul():
 # ------------------------------------------------------------------- eager mode
 
 def test_eager_mode_runs_each_op_at_once_with_cpu_values(quiet):
+    # Ops seen for the first time are each queued as their own graph the
+    # moment they are traced (test_eager.py covers what repeats run as).
     x_cpu = torch.arange(6.0).reshape(2, 3)
     x = materialized(x_cpu)
     assert torch_neuron.get_mode() == "lazy"
     with torch_neuron.mode("eager"):
         assert torch_neuron.get_mode() == "eager"
         quiet.reset()
-        executed = []
+        queued = []
         y = x * 2
-        executed.append(quiet.counter("graph.execute.count"))
+        queued.append(quiet.counter("graph.sync.count"))
         z = y + 1
-        executed.append(quiet.counter("graph.execute.count"))
+        queued.append(quiet.counter("graph.sync.count"))
         w = z.exp()
-        executed.append(quiet.counter("graph.execute.count"))
-        assert executed == [1, 2, 3]
+        queued.append(quiet.counter("graph.sync.count"))
+        assert queued == [1, 2, 3]
         assert [torch_neuron.debug.ir_text([t]) for t in (y, z, w)] == [EMPTY_GRAPH] * 3
+        torch_neuron.wait_device_ops()
+        assert quiet.counter("graph.execute.count") == 3
     assert torch_neuron.get_mode() == "lazy"
     assert torch.equal(y.cpu(), x_cpu * 2)
     assert torch.equal(z.cpu(), x_cpu * 2 + 1)

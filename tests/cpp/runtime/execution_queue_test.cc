@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 
 namespace torch_neuron::runtime {
@@ -25,6 +27,27 @@ TEST(ExecutionQueueTest, AThrowingItemBecomesTheQueuesError) {
   EXPECT_EQ(error.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(error.message(), "IValue is not a Scalar");  // the first error, without a backtrace
   EXPECT_TRUE(queue.TakeError().ok());
+}
+
+// A reader that met an item's error raises it itself: ForgetError clears it,
+// even when the item is still reporting it (it waits for that), and keeps any
+// other error.
+TEST(ExecutionQueueTest, AnErrorAReaderRaisedIsForgottenOnceTheItemReportedIt) {
+  ExecutionQueue queue(0);
+  std::atomic<bool> reading{false};
+  const absl::Status failure = absl::InternalError("index out of range");
+  queue.Enqueue([&]() {
+    reading.store(true);  // the reader sees the failed buffer now ...
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return failure;        // ... and the queue keeps the error only later
+  });
+  while (!reading.load()) std::this_thread::yield();
+  queue.ForgetError(failure);
+  EXPECT_TRUE(queue.TakeError().ok());
+
+  queue.Enqueue([] { return absl::InternalError("another"); });
+  queue.ForgetError(failure);
+  EXPECT_EQ(queue.TakeError().message(), "another");
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+#include "runtime/profiler.h"
+
+#include <ATen/record_function.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
+#include <chrono>
+#include <deque>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace torch_neuron::runtime::profiler {
+
+namespace internal {
+std::atomic<bool> active{false};
+}  // namespace internal
+
+namespace {
+
+constexpr size_t kMaxEvents = size_t{1} << 20;
+
+struct Store {
+  absl::Mutex mu;
+  std::deque<Event> events ABSL_GUARDED_BY(mu);
+  int64_t dropped ABSL_GUARDED_BY(mu) = 0;
+  std::vector<std::pair<int64_t, std::string>> names ABSL_GUARDED_BY(mu);
+};
+
+Store& TheStore() {
+  static auto* store = new Store();
+  return *store;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t ThisThread() {
+  static std::atomic<int64_t> next{1};
+  thread_local const int64_t id = next.fetch_add(1);
+  return id;
+}
+
+}  // namespace
+
+void Start() {
+  Store& s = TheStore();
+  {
+    absl::MutexLock lock(&s.mu);
+    s.events.clear();
+    s.dropped = 0;
+  }
+  internal::active.store(true, std::memory_order_relaxed);
+}
+
+std::vector<Event> Stop(int64_t* dropped) {
+  internal::active.store(false, std::memory_order_relaxed);
+  Store& s = TheStore();
+  absl::MutexLock lock(&s.mu);
+  std::vector<Event> out(std::make_move_iterator(s.events.begin()), std::make_move_iterator(s.events.end()));
+  s.events.clear();
+  if (dropped != nullptr) *dropped = s.dropped;
+  return out;
+}
+
+void NameThisThread(std::string name) {
+  Store& s = TheStore();
+  const int64_t id = ThisThread();
+  absl::MutexLock lock(&s.mu);
+  for (auto& [thread, existing] : s.names) {
+    if (thread == id) {
+      existing = std::move(name);
+      return;
+    }
+  }
+  s.names.emplace_back(id, std::move(name));
+}
+
+std::vector<std::pair<int64_t, std::string>> ThreadNames() {
+  Store& s = TheStore();
+  absl::MutexLock lock(&s.mu);
+  return s.names;
+}
+
+// The listeners (RecordFunction's thread-local callbacks) and the profiler's
+// state they record into (kept in c10's thread-local debug info).
+struct TorchListeners {
+  at::RecordFunctionTLS tls;
+  std::shared_ptr<c10::ThreadLocalDebugInfo> debug_info;
+  std::unique_ptr<c10::DebugInfoGuard> guard;  // where they are installed
+};
+
+std::shared_ptr<const TorchListeners> CaptureTorchListeners() {
+  if (!at::hasThreadLocalCallbacks()) return nullptr;
+  auto listeners = std::make_shared<TorchListeners>();
+  listeners->tls = at::get_record_function_tls_();
+  listeners->debug_info = c10::ThreadLocalDebugInfo::current();
+  return listeners;
+}
+
+ScopedTorchListeners::ScopedTorchListeners(const std::shared_ptr<const TorchListeners>& listeners) {
+  if (listeners == nullptr) return;
+  saved_ = std::make_unique<TorchListeners>();
+  saved_->tls = at::get_record_function_tls_();
+  at::set_record_function_tls_(listeners->tls);
+  saved_->guard = std::make_unique<c10::DebugInfoGuard>(listeners->debug_info);
+}
+
+ScopedTorchListeners::~ScopedTorchListeners() {
+  if (saved_ == nullptr) return;
+  saved_->guard.reset();
+  at::set_record_function_tls_(saved_->tls);
+}
+
+Scope::Scope(const char* category, std::string_view name, std::string source)
+    : category_(category) {
+  const bool active = Active();
+  const bool torch_listens = at::hasCallbacks();
+  if (!active && !torch_listens) return;
+  name_ = std::string(name);
+  source_ = std::move(source);
+  if (active) start_ns_ = NowNs();
+  if (torch_listens) {
+    record_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+    if (record_->isActive()) {
+      record_->before(absl::StrCat("neuron::", category_, " ", name_));
+    } else {
+      record_.reset();
+    }
+  }
+}
+
+Scope::~Scope() {
+  record_.reset();  // ends the torch.profiler event
+  if (start_ns_ < 0) return;
+  Event e{category_, std::move(name_), std::move(source_), start_ns_, NowNs() - start_ns_, ThisThread()};
+  Store& s = TheStore();
+  absl::MutexLock lock(&s.mu);
+  if (s.events.size() >= kMaxEvents) {
+    ++s.dropped;
+    return;
+  }
+  s.events.push_back(std::move(e));
+}
+
+}  // namespace torch_neuron::runtime::profiler

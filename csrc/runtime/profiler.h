@@ -1,0 +1,86 @@
+// The device's profiler (torch_neuron.profiler.trace): timed events of the
+// threads that trace, compile and execute, kept while a trace is being taken,
+// for a Chrome / Perfetto trace file. Each event is also a RecordFunction
+// (a torch.profiler user scope, "neuron::<category> <name>") whenever
+// torch.profiler records, so the same events appear in its traces.
+//
+// With neither on, a Scope costs one relaxed atomic load and one call that
+// asks RecordFunction whether anything listens. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace at {
+class RecordFunction;
+}
+
+namespace torch_neuron::runtime::profiler {
+
+struct Event {
+  std::string category;  // "trace", "compile", "execute", "instruction"
+  std::string name;
+  std::string source;    // the user's line(s), when known
+  int64_t start_ns = 0;  // steady clock
+  int64_t duration_ns = 0;
+  int64_t thread = 0;    // a small id per thread (ThreadNames)
+};
+
+namespace internal {
+extern std::atomic<bool> active;
+}
+
+// Whether a trace is being taken.
+inline bool Active() { return internal::active.load(std::memory_order_relaxed); }
+
+// Starts keeping events (dropping any kept); Stop returns them, oldest first.
+// Events are bounded (a million); past that they are dropped and counted.
+void Start();
+std::vector<Event> Stop(int64_t* dropped = nullptr);
+
+// Names the calling thread's track ("neuron:0 queue", "compile worker 1").
+// Threads never named show as "thread <id>".
+void NameThisThread(std::string name);
+std::vector<std::pair<int64_t, std::string>> ThreadNames();
+
+// torch.profiler listens on the threads that start it only: work queued for
+// another thread (a device queue) carries the queuing thread's listeners
+// there. Capture returns nullptr when the calling thread has none.
+struct TorchListeners;
+std::shared_ptr<const TorchListeners> CaptureTorchListeners();
+class ScopedTorchListeners {
+ public:
+  explicit ScopedTorchListeners(const std::shared_ptr<const TorchListeners>& listeners);
+  ~ScopedTorchListeners();
+  ScopedTorchListeners(const ScopedTorchListeners&) = delete;
+  ScopedTorchListeners& operator=(const ScopedTorchListeners&) = delete;
+
+ private:
+  std::unique_ptr<TorchListeners> saved_;
+};
+
+// Times the enclosing block as one event. `source` may be given later (set_source).
+class Scope {
+ public:
+  Scope(const char* category, std::string_view name, std::string source = {});
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+  bool recording() const { return start_ns_ >= 0; }
+  void set_source(std::string source) { source_ = std::move(source); }
+
+ private:
+  const char* category_;
+  std::string name_;
+  std::string source_;
+  int64_t start_ns_ = -1;
+  std::unique_ptr<at::RecordFunction> record_;
+};
+
+}  // namespace torch_neuron::runtime::profiler
