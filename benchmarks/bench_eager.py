@@ -6,6 +6,8 @@ cache, and the share of ops that ran inside compiled groups per iteration.
   adaptive     TORCH_NEURON_MODE=eager: groups of ops compiled in the background
   per-op       TORCH_NEURON_MODE=eager, TORCH_NEURON_EAGER_GROUPS=0: each op its own graph
   cpu eager    PyTorch on the CPU
+  (and, for the steady step only, lazy mode recording every op's source line,
+  as eager mode always does: the cost of the frame walk in a real model)
 
 Steady steps are timed after warm-up (every group compiled), the four peers
 interleaved in one process (A B C D A B C D ...), each with its own model copy
@@ -44,6 +46,9 @@ from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches  # noqa: E4
 MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}
 BATCH = {"mlp": 64, "cnn": 32, "transformer": 16}
 PEERS = ("lazy", "adaptive", "per-op", "cpu eager")
+# Lazy mode recording every op's source line, as eager mode always does: what
+# the frame walk costs in a real model's step (steady table only).
+LINES = "lazy + lines"
 
 
 class Peer:
@@ -63,6 +68,8 @@ class Peer:
     def mode(self):
         if self.peer == "adaptive":
             return torch_neuron.mode("eager")
+        if self.peer == LINES:
+            return _stacked(torch_neuron.config.override(TORCH_NEURON_IR_DEBUG="1"), torch_neuron.mode("lazy"))
         if self.peer == "per-op":
             return _stacked(torch_neuron.config.override(TORCH_NEURON_EAGER_GROUPS="0"),
                             torch_neuron.mode("eager"))
@@ -98,7 +105,7 @@ class _stacked:
 
 
 def steady(kind: str, repeats: int) -> dict:
-    peers = {name: Peer(kind, name) for name in PEERS}
+    peers = {name: Peer(kind, name) for name in PEERS + (LINES,)}
     for p in peers.values():  # warm-up: per-op and group compiles, momentum buffers
         for _ in range(3):
             p.step_ms()
@@ -109,6 +116,7 @@ def steady(kind: str, repeats: int) -> dict:
     return {"samples": samples, "summaries": {n: summary(v) for n, v in samples.items()},
             "adaptive_over_lazy": ratios(samples["adaptive"], samples["lazy"]),
             "per_op_over_lazy": ratios(samples["per-op"], samples["lazy"]),
+            "lines_over_lazy": ratios(samples[LINES], samples["lazy"]),
             "steady_grouped_share": grouped / ops if ops else 0.0}
 
 
@@ -193,7 +201,7 @@ def main() -> None:
         med = {n: s["summaries"][n]["median"] for n in PEERS}
         steady_rows.append([kind] + [fmt(med[n]) for n in PEERS]
                            + [fmt(s["adaptive_over_lazy"]["median"]), fmt(s["per_op_over_lazy"]["median"]),
-                              f"{100 * s['steady_grouped_share']:.1f}%"])
+                              fmt(s["lines_over_lazy"]["median"]), f"{100 * s['steady_grouped_share']:.1f}%"])
         first_rows.append([kind] + [fmt(f["cold"][p]["median"]) for p in ("lazy", "adaptive", "per-op")]
                           + [fmt(f["cold"]["adaptive"]["median"] / f["cold"]["per-op"]["median"])]
                           + [fmt(f["warm"][p]["median"]) for p in ("lazy", "adaptive", "per-op")])
@@ -204,7 +212,7 @@ def main() -> None:
                               + [f"iteration {reached['iteration']} ({reached['seconds']:.2f} s)" if reached
                                  else f"not in {MAX_SECONDS:.0f} s"])
     steady_header = ["model"] + [f"{n} ms" for n in PEERS] + ["adaptive / lazy", "per-op / lazy",
-                                                              "ops in groups"]
+                                                              "lines / lazy", "ops in groups"]
     first_header = ["model", "cold lazy ms", "cold adaptive ms", "cold per-op ms", "cold adaptive / per-op",
                     "warm lazy ms", "warm adaptive ms", "warm per-op ms"]
     share_header = (["model", "cache"] + [f"iter {i + 1}" for i in range(iterations)]
