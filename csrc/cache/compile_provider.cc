@@ -71,8 +71,9 @@ absl::StatusOr<ProvidedExecutable> LocalCompileProvider::Get(const ExecutableReq
   if (request.graph == nullptr) return absl::NotFoundError("no graph to compile");
   const ir::CanonicalGraph& g = *request.graph;
   CompileCounters().misses->Add(1);
-  runtime::profiler::Scope scope("compile", absl::StrCat("graph ", ir::HashToHex(g.hash).substr(0, 16), " (",
-                                                         g.size(), " nodes)"));
+  runtime::profiler::Scope scope("compile", [&] {
+    return absl::StrCat("graph ", ir::HashToHex(g.hash).substr(0, 16), " (", g.size(), " nodes)");
+  });
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, request.options);
   if (!result.ok()) return result.status();

@@ -205,7 +205,8 @@ absl::StatusOr<std::string> BuildSharedObject(
     KernelObjectCache* objects) {
   static metrics::Counter* const builds = metrics::GetCounter("compile.kernel.build.count");
   static metrics::Counter* const reuses = metrics::GetCounter("compile.kernel.reuse.count");
-  runtime::profiler::Scope scope("compile", absl::StrCat("kernel build (", kernels.size(), " kernels)"));
+  runtime::profiler::Scope scope("compile",
+                                 [&] { return absl::StrCat("kernel build (", kernels.size(), " kernels)"); });
   if (toolchain.version.empty()) {
     return absl::UnavailableError(absl::StrCat("the C++ compiler '", toolchain.compiler,
                                                "' does not run (set CXX to one that does)"));

@@ -49,10 +49,7 @@ const EagerMetrics& Counters() {
   return *counters;
 }
 
-const runtime::DeviceDataPtr* LeafBuffer(const ir::Node& leaf) {
-  const auto* payload = static_cast<const lazy::DeviceDataLeaf*>(leaf.data().get());
-  return payload == nullptr || payload->data == nullptr ? nullptr : &payload->data;
-}
+using lazy::LeafBuffer;
 
 // A group's ops copied over leaves that hold no buffers: what its background
 // compile compiles, so compiling keeps no device memory alive and no buffer
@@ -229,11 +226,12 @@ class GroupTable {
   void Finish(ir::hash_t hash, bool ok, uint64_t key, const std::vector<uint64_t>& prefixes) {
     absl::MutexLock lock(&mu_);
     variants_[hash] = ok ? VariantState::kReady : VariantState::kFailed;
-    if (ok) MarkReady(key, prefixes);
+    if (ok) InsertReady(key, prefixes);
   }
-  void MarkReadyLocked(uint64_t key, const std::vector<uint64_t>& prefixes) {
+  // Group `key` (with these prefixes) has a compiled variant.
+  void MarkReady(uint64_t key, const std::vector<uint64_t>& prefixes) {
     absl::MutexLock lock(&mu_);
-    MarkReady(key, prefixes);
+    InsertReady(key, prefixes);
   }
   void Reset() {
     absl::MutexLock lock(&mu_);
@@ -242,7 +240,7 @@ class GroupTable {
 
  private:
   static constexpr size_t kMaxEntries = size_t{1} << 16;
-  void MarkReady(uint64_t key, const std::vector<uint64_t>& prefixes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void InsertReady(uint64_t key, const std::vector<uint64_t>& prefixes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ready_groups_.insert(key);
     ready_prefixes_.insert(prefixes.begin(), prefixes.end());
   }
@@ -336,8 +334,6 @@ class InScheduler {
 
 class AdaptiveScheduler : public lazy::Scheduler {
  public:
-  const char* name() const override { return "adaptive"; }
-
   void OnOpTraced(int device, ir::hash_t op_key, const std::vector<lazy::LazyTensorPtr>& created) override {
     if (in_scheduler || created.empty()) return lazy::GraphExecutor::Get().RunNow(created);
     InScheduler scope;
@@ -440,36 +436,45 @@ class AdaptiveScheduler : public lazy::Scheduler {
     d.Restart();
   }
 
+  // A group's graph as its compile job holds it: the canonical graph points
+  // into the nodes the roots keep alive.
+  struct GroupGraph {
+    std::vector<ir::Value> roots;
+    std::vector<ir::Value> ordered;
+    ir::CanonicalGraph graph;
+  };
+
   // Queues the compile of the group's graph unless it is known.
   void Compile(int device, DeviceGroup& d, uint64_t key) {
-    auto roots = std::make_shared<std::vector<ir::Value>>();
-    auto ordered = std::make_shared<std::vector<ir::Value>>();
-    d.builder.Finish(lazy::LiveBuffers(device), roots.get(), ordered.get());
-    if (roots->empty() && ordered->empty()) return;
+    auto group = std::make_shared<GroupGraph>();
+    d.builder.Finish(lazy::LiveBuffers(device), &group->roots, &group->ordered);
+    if (group->roots.empty() && group->ordered.empty()) return;
+    group->graph = ir::Canonicalize(group->roots, group->ordered);
     compiler::CompileOptions options = lazy::CurrentCompileOptions();
     // Known by cache key: the same graph under other options is another variant.
-    const ir::hash_t hash = lazy::ExecutableKey(ir::Canonicalize(*roots, *ordered), options);
+    const ir::hash_t hash = lazy::ExecutableKey(group->graph, options);
     bool fresh = false;
     const VariantState state = table_.Claim(hash, &fresh);
     if (!fresh) {
       // Compiled earlier (another device, or before the cache of ready groups
       // was cleared): this group can use it.
-      if (state == VariantState::kReady) table_.MarkReadyLocked(key, d.prefixes);
+      if (state == VariantState::kReady) table_.MarkReady(key, d.prefixes);
       return;
     }
     Counters().compiles->Add(1);
     const bool fail = GlobalConfig().test_fail_group_compiles;
-    pool_.Submit([this, roots, ordered, hash, key, prefixes = d.prefixes, options = std::move(options), fail,
+    pool_.Submit([this, group, hash, key, prefixes = d.prefixes, options = std::move(options), fail,
                   ops = d.ops] {
-      char name[64];
-      std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key), ops);
-      runtime::profiler::Scope scope("compile", name);
+      runtime::profiler::Scope scope("compile", [&] {
+        char name[64];
+        std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key), ops);
+        return std::string(name);
+      });
       const auto start = Clock::now();
       bool ok = false;
       try {
         if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
-        const ir::CanonicalGraph g = ir::Canonicalize(*roots, *ordered);
-        ok = lazy::FindOrCompileWith(g, options) != nullptr;
+        ok = lazy::FindOrCompileWith(group->graph, options) != nullptr;
       } catch (...) {
         ok = false;  // the group runs op by op for good; counted below
       }

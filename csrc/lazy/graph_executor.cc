@@ -129,8 +129,9 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
                       const std::vector<runtime::DeviceDataPtr>& outputs,
                       const std::optional<std::string>& source) {
   try {
-    runtime::profiler::Scope scope("execute", absl::StrCat("graph (", program->num_nodes, " nodes)"),
-                                   source.value_or(""));
+    runtime::profiler::Scope scope(
+        "execute", [&] { return absl::StrCat("graph (", program->num_nodes, " nodes)"); },
+        source ? std::string_view(*source) : std::string_view());
     return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs, source);
   } catch (const c10::Error& e) {
     return FailAll(outputs, absl::InternalError(
@@ -416,8 +417,7 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
     if (!t->is_pending()) continue;
     const ir::Value v = ir::Resolve(t->pending());
     if (v.node->kind() != ir::NodeKind::kDeviceData) continue;
-    const auto* leaf = static_cast<const DeviceDataLeaf*>(v.node->data().get());
-    if (leaf != nullptr && leaf->data != nullptr) t->SetData(leaf->data);
+    if (const runtime::DeviceDataPtr* buffer = LeafBuffer(*v.node)) t->SetData(*buffer);
   }
   if (had_draws) {
     // Draws that ran leave the list; the others keep their order.

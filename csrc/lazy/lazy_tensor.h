@@ -23,6 +23,13 @@ struct DeviceDataLeaf : public ir::LeafData {
   runtime::DeviceDataPtr data;
 };
 
+// The buffer of a kDeviceData leaf, or nullptr for a leaf that holds none (a
+// graph copied for a compile, an undefined output's placeholder).
+inline const runtime::DeviceDataPtr* LeafBuffer(const ir::Node& leaf) {
+  const auto* payload = static_cast<const DeviceDataLeaf*>(leaf.data().get());
+  return payload == nullptr || payload->data == nullptr ? nullptr : &payload->data;
+}
+
 // A generator random ops draw from, as an IR leaf payload.
 struct GeneratorLeaf : public ir::LeafData {
   explicit GeneratorLeaf(at::Generator g) : generator(std::move(g)) {}

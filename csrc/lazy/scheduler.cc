@@ -13,7 +13,6 @@ namespace {
 // reference the adaptive one is measured against.
 class PerOp : public Scheduler {
  public:
-  const char* name() const override { return "per-op"; }
   void OnOpTraced(int device, ir::hash_t op_key, const std::vector<LazyTensorPtr>& created) override {
     (void)op_key;
     GraphExecutor::Get().RunNow(created);

@@ -22,7 +22,6 @@ namespace torch_neuron::lazy {
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  virtual const char* name() const = 0;
 
   // Called on the tracing thread once an op's node was emitted and its results
   // bound: `created` hold the op's outputs (pending values of one node).

@@ -191,7 +191,6 @@ void BindLazy(py::module_& m) {
   m.def("_set_native_source_location_getter", [](std::vector<std::string> skip) {
     lazy::SetSourceLocationGetter([skip = std::move(skip)] { return UserFrame(skip); });
   });
-  m.def("_source_location", [] { return lazy::CurrentSourceLocation(); });
   m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
   m.def("_clear_compile_cache", [] { lazy::GraphExecutor::Get().ClearCache(); });
 }

@@ -115,15 +115,19 @@ ScopedTorchListeners::~ScopedTorchListeners() {
   at::set_record_function_tls_(saved_->tls);
 }
 
-Scope::Scope(const char* category, std::string_view name, std::string source)
-    : category_(category) {
-  const bool active = Active();
-  const bool torch_listens = at::hasCallbacks();
-  if (!active && !torch_listens) return;
-  name_ = std::string(name);
-  source_ = std::move(source);
-  if (active) start_ns_ = NowNs();
-  if (torch_listens) {
+bool Listening() { return Active() || at::hasCallbacks(); }
+
+Scope::Scope(const char* category) : category_(category) {}
+
+Scope::Scope(const char* category, std::string_view name, std::string_view source) : category_(category) {
+  if (Listening()) Begin(std::string(name), source);
+}
+
+void Scope::Begin(std::string name, std::string_view source) {
+  name_ = std::move(name);
+  source_ = std::string(source);
+  if (Active()) start_ns_ = NowNs();
+  if (at::hasCallbacks()) {
     record_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
     if (record_->isActive()) {
       record_->before(absl::StrCat("neuron::", category_, " ", name_));

@@ -64,10 +64,20 @@ class ScopedTorchListeners {
   std::unique_ptr<TorchListeners> saved_;
 };
 
-// Times the enclosing block as one event. `source` may be given later (set_source).
+// Whether a trace is being taken or torch.profiler listens on this thread:
+// what a Scope checks first.
+bool Listening();
+
+// Times the enclosing block as one event. `source` may be given later
+// (set_source). Nothing is copied unless someone listens; a name that costs
+// something to make is passed as a callable, called only then.
 class Scope {
  public:
-  Scope(const char* category, std::string_view name, std::string source = {});
+  Scope(const char* category, std::string_view name, std::string_view source = {});
+  template <typename MakeName, typename = decltype(std::string(std::declval<MakeName>()()))>
+  Scope(const char* category, MakeName&& make_name, std::string_view source = {}) : Scope(category) {
+    if (Listening()) Begin(std::string(make_name()), source);
+  }
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -76,6 +86,9 @@ class Scope {
   void set_source(std::string source) { source_ = std::move(source); }
 
  private:
+  explicit Scope(const char* category);  // records nothing (yet)
+  void Begin(std::string name, std::string_view source);
+
   const char* category_;
   std::string name_;
   std::string source_;
