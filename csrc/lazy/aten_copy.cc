@@ -5,11 +5,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/MemoryFormat.h>
 #include <torch/library.h>
 
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/graph_executor.h"
+#include "lazy/layouts.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/tracer.h"
 #include "runtime/device_registry.h"
@@ -49,8 +52,9 @@ void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // identity op's. No node: loading a state_dict into a model (param.copy_)
     // leaves the parameters device data, and the next step's graph is unchanged.
     if (from->shape() == dst->shape()) {
+      const TensorLayout layout = TensorLayout::Of(self);
       torch::jit::drop(*stack, 3);
-      stack->push_back(MakeTensor(from));
+      stack->push_back(MakeTensor(from, layout));
       return;
     }
     return TraceOp(op, stack);
@@ -58,8 +62,9 @@ void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(),
               " to ", self.device(), ": neuron tensors copy to and from CPU tensors only");
   at::Tensor host = from != nullptr ? Materialize(from) : src;
+  const TensorLayout layout = TensorLayout::Of(self);
   torch::jit::drop(*stack, 3);
-  stack->push_back(MakeTensor(Upload(host, dst->shape().dtype(), self.sizes(), dst->device())));
+  stack->push_back(MakeTensor(Upload(host, dst->shape().dtype(), self.sizes(), dst->device()), layout));
 }
 
 // aten::_to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
@@ -80,8 +85,9 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                            : runtime::DeviceRegistry::Global().current_device();
     const c10::ScalarType target_dtype = dtype.value_or(source.scalar_type());
     LazyTensorPtr uploaded = Upload(source, target_dtype, source.sizes(), target);
+    const TensorLayout layout = CloneLayout(source, (*stack)[base + 6]);
     torch::jit::drop(*stack, 7);
-    stack->push_back(MakeWrappedTensor(uploaded));
+    stack->push_back(MakeWrappedTensor(uploaded, layout));
     return;
   }
   LazyTensorPtr self = GetLazy(source);
@@ -97,8 +103,9 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       stack->pop_back();
     } else {
       at::Tensor host = Materialize(self);
+      const TensorLayout layout = CloneLayout(source, (*stack)[base + 6]);
       torch::jit::drop(*stack, 7);
-      result = MakeTensor(Upload(host, target_dtype, host.sizes(), target));
+      result = MakeTensor(Upload(host, target_dtype, host.sizes(), target), layout);
     }
     // _to_copy's functionalization kernel hands our result straight to the user
     // for devices other than XLA and Lazy, so it must already be wrapped. The
@@ -112,15 +119,17 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     LazyTensorPtr lazy = GetLazy(result);
     stack->push_back(at::functionalization::impl::isFunctionalTensor(result) || from_replace
                          ? result
-                         : MakeWrappedTensor(lazy));
+                         : MakeWrappedTensor(lazy, TensorLayout::Of(result)));
     return;
   }
   TORCH_CHECK(device->is_cpu(), "cannot copy a neuron tensor to ", *device,
               ": neuron tensors copy to and from CPU tensors only");
   at::Tensor host = Materialize(self);
   if (target_dtype != host.scalar_type()) host = host.to(target_dtype);
-  if (memory_format && *memory_format != c10::MemoryFormat::Preserve) {
-    host = host.contiguous(*memory_format);
+  // Laid out as the CPU's .to() lays out a copy of the tensor `source` reports.
+  const TensorLayout laid_out = CloneLayout(source, (*stack)[base + 6]);
+  if (!laid_out.is_default()) {
+    host = at::empty_strided(host.sizes(), laid_out.strides, host.options()).copy_(host);
   }
   torch::jit::drop(*stack, 7);
   stack->push_back(host);
@@ -159,7 +168,7 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   LazyTensorPtr from = TryGetLazy(self);
   at::Tensor host = from != nullptr ? Materialize(from) : self;
   target->SetData(Upload(host, target->shape().dtype(), dst.sizes(), target->device())->data());
-  impl->RefreshSizes();
+  impl->RefreshSizes(impl->layout());
   return dst;
 }
 
@@ -186,7 +195,26 @@ const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
   NeuronTensorImpl* impl = GetImpl(self);
   TORCH_CHECK(impl != nullptr, "resize_ of a tensor that is not a neuron tensor");
   LazyTensorPtr lazy = impl->tensor();
-  if (c10::IntArrayRef(lazy->shape().sizes()) == size) return self;
+  // As on the CPU, the strides become the memory format's contiguous ones
+  // (the data stays dense, in logical order: the layout is metadata).
+  TensorLayout layout;
+  const c10::MemoryFormat format = memory_format.value_or(c10::MemoryFormat::Contiguous);
+  if (format == c10::MemoryFormat::ChannelsLast && size.size() == 4) {
+    const std::vector<int64_t> strides = c10::get_channels_last_strides_2d(size);
+    layout.strides.assign(strides.begin(), strides.end());
+  } else if (format == c10::MemoryFormat::ChannelsLast3d && size.size() == 5) {
+    const std::vector<int64_t> strides = c10::get_channels_last_strides_3d(size);
+    layout.strides.assign(strides.begin(), strides.end());
+  } else {
+    TORCH_CHECK(format == c10::MemoryFormat::Contiguous || format == c10::MemoryFormat::Preserve,
+                "resize_: memory format ", format, " needs a ",
+                format == c10::MemoryFormat::ChannelsLast ? "4" : "5", "-d size, got ", size.size(), "-d");
+  }
+  if (layout.strides == ContiguousStrides(size)) layout.strides.clear();
+  if (c10::IntArrayRef(lazy->shape().sizes()) == size) {
+    if (memory_format.has_value() && format != c10::MemoryFormat::Preserve) impl->RefreshSizes(layout);
+    return self;
+  }
   // The new contents are unspecified, as for resize_ on any device; out= ops
   // resize their output and then write all of it.
   at::Tensor fresh = at::empty(size, at::TensorOptions()
@@ -194,7 +222,7 @@ const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
                                          .device(c10::DeviceType::PrivateUse1,
                                                  static_cast<c10::DeviceIndex>(lazy->device())));
   lazy->SetPending(GetLazy(fresh)->pending());
-  impl->RefreshSizes();
+  impl->RefreshSizes(layout);
   return self;
 }
 

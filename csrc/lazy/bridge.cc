@@ -1,7 +1,10 @@
 #include "lazy/bridge.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/lift_fresh.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include "lazy/tensor_impl.h"
 
@@ -32,17 +35,58 @@ LazyTensorPtr GetLazy(const at::Tensor& t) {
   return lazy;
 }
 
-at::Tensor MakeWrappedTensor(LazyTensorPtr tensor) {
-  at::Tensor inner = at::Tensor(c10::make_intrusive<NeuronTensorImpl>(std::move(tensor)));
+at::Tensor MakeWrappedTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
+  at::Tensor inner = at::Tensor(c10::make_intrusive<NeuronTensorImpl>(std::move(tensor), layout));
   return at::functionalization::impl::to_functional_tensor(inner);
 }
 
-at::Tensor MakeTensor(LazyTensorPtr tensor) {
-  at::Tensor inner = at::Tensor(c10::make_intrusive<NeuronTensorImpl>(std::move(tensor)));
+at::Tensor MakeWrappedTensor(LazyTensorPtr tensor) { return MakeWrappedTensor(std::move(tensor), {}); }
+
+at::Tensor MakeTensor(LazyTensorPtr tensor) { return MakeTensor(std::move(tensor), {}); }
+
+at::Tensor MakeTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
+  at::Tensor inner = at::Tensor(c10::make_intrusive<NeuronTensorImpl>(std::move(tensor), layout));
   const bool below_functionalization =
       c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
   if (below_functionalization) return inner;
   return at::functionalization::impl::to_functional_tensor(inner);
+}
+
+namespace {
+
+at::Tensor LiftFresh(const at::Tensor& self) {
+  if (at::functionalization::impl::isFunctionalTensor(self)) {
+    // A fresh tensor nobody else holds: no alias is needed. Other devices keep
+    // PyTorch's view, which graph export relies on.
+    return IsNeuron(self) ? self : self.view_as(self);
+  }
+  at::Tensor out;
+  {
+    at::AutoDispatchSkipFunctionalize guard;
+    out = at::lift_fresh(self);
+  }
+  return at::functionalization::impl::to_functional_tensor(out);
+}
+
+// Swallows the dispatcher's "overriding a previously registered kernel"
+// warning for the one registration that means to.
+class SilentWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+}  // namespace
+
+void RegisterFunctionalizeOverrides() {
+  static bool done = [] {
+    SilentWarnings silent;
+    c10::WarningUtils::WarningHandlerGuard guard(&silent);
+    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize,
+                                   __FILE__, __LINE__);
+    lib->impl("lift_fresh", LiftFresh);
+    return true;
+  }();
+  (void)done;
 }
 
 }  // namespace torch_neuron::lazy

@@ -22,12 +22,23 @@ LazyTensorPtr GetLazy(const at::Tensor& t);
 class NeuronTensorImpl;
 NeuronTensorImpl* GetImpl(const at::Tensor& t);
 
-// A tensor for `tensor`: wrapped for functionalization unless we are already
-// below it (the Functionalize key excluded), where the caller wraps.
+// A tensor for `tensor`, reporting `layout` (strides and storage offset; see
+// tensor_impl.h): wrapped for functionalization unless we are already below it
+// (the Functionalize key excluded), where the caller wraps.
+struct TensorLayout;
+at::Tensor MakeTensor(LazyTensorPtr tensor, const TensorLayout& layout);
 at::Tensor MakeTensor(LazyTensorPtr tensor);
 
 // Always wrapped (results that leave through kernels functionalization returns
 // as they are, such as _to_copy).
+at::Tensor MakeWrappedTensor(LazyTensorPtr tensor, const TensorLayout& layout);
 at::Tensor MakeWrappedTensor(LazyTensorPtr tensor);
+
+// Functionalization's lift_fresh (what torch.tensor(data, device=...) ends
+// with) returns a view of its argument; for neuron tensors it returns the
+// argument itself, as the CPU does, so that such a tensor is a base that
+// resize_ and set_ can replace. Registered once, at import; other devices keep
+// PyTorch's kernel.
+void RegisterFunctionalizeOverrides();
 
 }  // namespace torch_neuron::lazy

@@ -1,11 +1,13 @@
 #include "lazy/cpu_fallback.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty.h>
 
 #include "base/config.h"
 #include "base/metrics.h"
 #include "lazy/bridge.h"
 #include "lazy/graph_executor.h"
+#include "lazy/layouts.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_observer.h"
 #include "runtime/execution_queue.h"
@@ -16,11 +18,19 @@
 namespace torch_neuron::lazy {
 namespace {
 
-// Downloads a neuron tensor (after its graph ran) to a new CPU tensor.
-at::Tensor ToCpu(const LazyTensorPtr& lazy) {
+// Downloads a neuron tensor (after its graph ran) to a new CPU tensor laid out
+// as `t` reports (its strides and storage offset), so that the CPU kernel sees
+// the metadata the user's tensor has (view() of a transposed tensor fails).
+at::Tensor ToCpu(const LazyTensorPtr& lazy, const at::Tensor& t) {
   absl::StatusOr<at::Tensor> host = lazy->data()->ToHost();
   if (!host.ok()) runtime::ExecutionQueue::ForDevice(lazy->device()).ForgetError(host.status());  // raised here, once
-  return runtime::ValueOrThrow(std::move(host));
+  at::Tensor dense = runtime::ValueOrThrow(std::move(host));
+  const TensorLayout layout = TensorLayout::Of(t);
+  if (layout.is_default()) return dense;
+  at::Tensor storage = at::empty({StorageExtent(t.sizes(), t.strides(), layout.storage_offset)}, dense.options());
+  at::Tensor laid_out = storage.as_strided(dense.sizes(), t.strides(), layout.storage_offset);
+  laid_out.copy_(dense);
+  return laid_out;
 }
 
 }  // namespace
@@ -94,14 +104,14 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     const bool writes = arg.alias_info() != nullptr && arg.alias_info()->isWrite();
     if (v.isTensor()) {
       if (LazyTensorPtr l = TryGetLazy(v.toTensor())) {
-        at::Tensor cpu = ToCpu(l);
+        at::Tensor cpu = ToCpu(l, v.toTensor());
         if (writes) written.push_back({arg.alias_info(), v.toTensor(), l, cpu});
         v = cpu;
       }
     } else if (v.isTensorList()) {
       std::vector<at::Tensor> tensors = v.toTensorVector();
       for (at::Tensor& t : tensors) {
-        if (LazyTensorPtr l = TryGetLazy(t)) t = ToCpu(l);
+        if (LazyTensorPtr l = TryGetLazy(t)) t = ToCpu(l, t);
       }
       v = tensors;
     } else if (v.isOptionalTensorList()) {
@@ -109,7 +119,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       for (const c10::IValue& e : v.toListRef()) {
         if (e.isTensor()) {
           LazyTensorPtr l = TryGetLazy(e.toTensor());
-          list.push_back(l ? ToCpu(l) : e.toTensor());
+          list.push_back(l ? ToCpu(l, e.toTensor()) : e.toTensor());
         } else {
           list.push_back(std::nullopt);
         }
@@ -143,7 +153,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   };
   for (const Written& w : written) {
     w.lazy->SetData(upload(w.cpu));
-    GetImpl(w.original)->RefreshSizes();
+    GetImpl(w.original)->RefreshSizes(TensorLayout::Of(w.cpu));
   }
   const size_t num_returns = schema.returns().size();
   const size_t ret_base = stack->size() - num_returns;
@@ -164,12 +174,12 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
         // An output the op was asked not to compute (a backward's output_mask),
         // or one asked for on the CPU.
       } else {
-        v = MakeTensor(LazyTensor::FromData(upload(cpu)));
+        v = MakeTensor(LazyTensor::FromData(upload(cpu)), TensorLayout::Of(cpu));
       }
     } else if (v.isTensorList()) {
       std::vector<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorVector()) {
-        out.push_back(MakeTensor(LazyTensor::FromData(upload(t))));
+        out.push_back(MakeTensor(LazyTensor::FromData(upload(t)), TensorLayout::Of(t)));
       }
       v = out;
     }

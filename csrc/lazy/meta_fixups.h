@@ -11,13 +11,16 @@
 #include <vector>
 
 #include "ir/shape.h"
+#include "lazy/tensor_impl.h"
 
 namespace torch_neuron::lazy {
 
-// Output metadata of one traced call: the shapes of every returned tensor, and
-// for each return how many tensors it holds (-1: a single tensor).
+// Output metadata of one traced call: the shapes of every returned tensor,
+// their layouts (what the CPU would report as their strides and storage
+// offsets), and for each return how many tensors it holds (-1: a single tensor).
 struct MetaResult {
   std::vector<ir::Shape> shapes;
+  std::vector<TensorLayout> layouts;
   std::vector<int> counts;
 };
 

@@ -2,26 +2,60 @@
 
 namespace torch_neuron::lazy {
 
-NeuronTensorImpl::NeuronTensorImpl(LazyTensorPtr tensor)
+c10::SmallVector<int64_t, 5> ContiguousStrides(c10::IntArrayRef sizes) {
+  c10::SmallVector<int64_t, 5> strides(sizes.size());
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+TensorLayout TensorLayout::Of(const at::TensorBase& t) {
+  TensorLayout layout;
+  // Sparse and other non-strided layouts have no strides to keep (neuron
+  // refuses them by name where they are made).
+  if (t.layout() != c10::kStrided) return layout;
+  layout.storage_offset = t.storage_offset();
+  c10::IntArrayRef strides = t.strides();
+  if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) != ContiguousStrides(t.sizes())) {
+    layout.strides.assign(strides.begin(), strides.end());
+  }
+  return layout;
+}
+
+NeuronTensorImpl::NeuronTensorImpl(LazyTensorPtr tensor, const TensorLayout& layout)
     : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                       c10::scalarTypeToTypeMeta(tensor->shape().dtype()),
                       c10::Device(c10::DeviceType::PrivateUse1,
                                   static_cast<c10::DeviceIndex>(tensor->device()))),
       tensor_(std::move(tensor)) {
   set_storage_access_should_throw();
-  RefreshSizes();
+  RefreshSizes(layout);
 }
 
-void NeuronTensorImpl::RefreshSizes() {
+void NeuronTensorImpl::RefreshSizes(const TensorLayout& layout) {
   data_type_ = c10::scalarTypeToTypeMeta(tensor_->shape().dtype());
-  sizes_and_strides_.set_sizes(tensor_->shape().sizes());
-  int64_t stride = 1;
-  for (int64_t d = dim() - 1; d >= 0; --d) {
-    sizes_and_strides_.stride_at_unchecked(d) = stride;
-    stride *= std::max<int64_t>(sizes_and_strides_.size_at_unchecked(d), 1);
-  }
+  c10::IntArrayRef sizes = tensor_->shape().sizes();
+  const bool fits = layout.strides.empty() || layout.strides.size() == sizes.size();
+  const c10::SmallVector<int64_t, 5> strides =
+      fits && !layout.strides.empty() ? layout.strides : ContiguousStrides(sizes);
+  sizes_and_strides_.set_sizes(sizes);
+  for (size_t d = 0; d < sizes.size(); ++d) sizes_and_strides_.stride_at_unchecked(d) = strides[d];
+  storage_offset_ = fits ? layout.storage_offset : 0;
   refresh_numel();
   refresh_contiguous();
+}
+
+TensorLayout NeuronTensorImpl::layout() const {
+  TensorLayout layout;
+  layout.storage_offset = storage_offset_;
+  c10::IntArrayRef strides = sizes_and_strides_.strides_arrayref();
+  if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) != ContiguousStrides(sizes_and_strides_.sizes_arrayref())) {
+    layout.strides.assign(strides.begin(), strides.end());
+  }
+  return layout;
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NeuronTensorImpl::shallow_copy_and_detach(

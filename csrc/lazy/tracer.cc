@@ -22,6 +22,8 @@
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/execution_mode.h"
+#include "lazy/hidden_mutations.h"
+#include "lazy/layouts.h"
 #include "lazy/meta_fixups.h"
 #include "lazy/scheduler.h"
 #include "lazy/tensor_impl.h"
@@ -45,7 +47,7 @@ namespace {
 // lives in this process only.
 class SignatureKey {
  public:
-  enum Tag : uint64_t { kTensor = 1, kCpuScalar, kScalar, kList, kGenerator, kDtype, kDevice, kAttr };
+  enum Tag : uint64_t { kTensor = 1, kCpuScalar, kScalar, kList, kGenerator, kDtype, kDevice, kAttr, kLayout };
 
   explicit SignatureKey(ir::hash_t name) { Add(name); }
   SignatureKey& Tagged(Tag tag) { return Word(tag); }
@@ -138,6 +140,21 @@ FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const std::string&
   return f;
 }
 
+// The view op whose *_copy form `schema` is (aten::slice.Tensor for
+// aten::slice_copy.Tensor), if any.
+std::optional<c10::OperatorHandle> ViewOpOf(const c10::FunctionSchema& schema) {
+  const std::string& name = schema.name();
+  if (!absl::EndsWith(name, "_copy") || IsIdentityOp(name) || name == "aten::_to_copy") return std::nullopt;
+  std::optional<c10::OperatorHandle> view = c10::Dispatcher::singleton().findOp(
+      c10::OperatorName(name.substr(0, name.size() - 5), schema.overload_name()));
+  if (!view || !view->hasSchema()) return std::nullopt;
+  for (const c10::Argument& ret : view->schema().returns()) {
+    if (ret.alias_info() == nullptr || ret.alias_info()->isWrite()) return std::nullopt;
+  }
+  if (view->schema().arguments().size() != schema.arguments().size()) return std::nullopt;
+  return view;
+}
+
 // What the tracer needs to know of an operator, worked out once per operator
 // and thread (tracing is the hot path: no string building or matching per op).
 struct TraceInfo {
@@ -156,6 +173,15 @@ struct TraceInfo {
   // A view op (a return aliases an argument without writing it). Functionalization
   // turns views into *_copy ops, so a view reaching the tracer runs below it.
   bool view = false;
+  // For a view's *_copy form (slice_copy.Tensor), the view op itself
+  // (slice.Tensor): its Meta kernel gives the strides and storage offset the
+  // CPU reports for the view, which the copy's (a fresh contiguous tensor) does not.
+  std::optional<c10::OperatorHandle> view_of;
+  // Its arguments address the first tensor's storage (as_strided's strides
+  // and offset): see layouts.h.
+  bool addresses_storage = false;
+  // Its kernel writes an argument its schema says it reads (hidden_mutations.h).
+  bool hidden_mutation = false;
   // Per argument: it may be a stale tensor (see LazyTensor) without error,
   // being a view's base (the view inherits it) or an out= argument (overwritten).
   std::vector<bool> stale_allowed;
@@ -190,6 +216,9 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     for (const c10::Argument& ret : schema.returns()) {
       if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) slot->view = true;
     }
+    slot->view_of = ViewOpOf(schema);
+    slot->addresses_storage = AddressesStorage(slot->name);
+    slot->hidden_mutation = HasHiddenMutation(slot->name);
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const c10::Argument& arg = schema.arguments()[i];
       slot->stale_allowed.push_back((slot->view && i == 0) || arg.is_out());
@@ -234,17 +263,46 @@ MetaCache& Metas() {
 // Runs the op's Meta kernel on the stack `build_stack` makes (only on a cache
 // miss: making meta tensors is a good part of a traced op's cost); nullopt when
 // the op has no Meta kernel or it refuses the inputs.
+// The layouts of a Meta kernel's returns, in order; false if one is not a
+// meta tensor (or list of them).
+bool CollectLayouts(const torch::jit::Stack& returns, std::vector<TensorLayout>* layouts) {
+  for (const c10::IValue& v : returns) {
+    if (v.isTensor()) {
+      layouts->push_back(v.toTensor().defined() ? TensorLayout::Of(v.toTensor()) : TensorLayout{});
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) layouts->push_back(TensorLayout::Of(t));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
-                                    MetaFixup fixup,
+                                    const TraceInfo& info,
                                     const std::function<torch::jit::Stack()>& build_stack) {
   bool found = false;
   std::optional<MetaResult> cached = Metas().Get(key, &found);
   if (found) return cached;
   std::optional<MetaResult> result;
+  torch::jit::Stack meta_stack = build_stack();
+  std::optional<std::vector<TensorLayout>> view_layouts;
+  if (info.view_of) {
+    // The view's own Meta kernel first: where it refuses the input (view() of
+    // a transposed tensor), the user's view op fails here as on the CPU,
+    // although the *_copy form would accept it.
+    torch::jit::Stack view_args = meta_stack;
+    try {
+      info.view_of->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &view_args);
+      std::vector<TensorLayout> layouts;
+      if (CollectLayouts(view_args, &layouts)) view_layouts = std::move(layouts);
+    } catch (const c10::NotImplementedError&) {
+      // No Meta kernel for the view: the copy's layouts stand.
+    }
+  }
   try {
-    torch::jit::Stack meta_stack = build_stack();
     torch::jit::Stack args;
-    if (fixup != nullptr) args = meta_stack;
+    if (info.meta_fixup != nullptr) args = meta_stack;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
     MetaResult r;
     bool ok = true;
@@ -270,12 +328,23 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
         ok = false;
       }
     }
-    if (ok && fixup != nullptr) fixup(op.schema(), args, &r);
+    ok = ok && CollectLayouts(meta_stack, &r.layouts);
+    if (ok && info.meta_fixup != nullptr) {
+      const std::vector<ir::Shape> before = r.shapes;
+      info.meta_fixup(op.schema(), args, &r);
+      // A corrected shape gets the contiguous layout of its new sizes.
+      for (size_t i = 0; i < r.shapes.size(); ++i) {
+        if (!(r.shapes[i] == before[i])) r.layouts[i] = TensorLayout{};
+      }
+    }
     if (ok) result = std::move(r);
   } catch (const std::exception&) {
     // No Meta kernel, a data-dependent one (Python meta registrations raise
     // NotImplementedError) or inputs the op refuses: the CPU fallback decides.
     result = std::nullopt;
+  }
+  if (result && view_layouts && view_layouts->size() == result->layouts.size()) {
+    result->layouts = std::move(*view_layouts);
   }
   Metas().Put(key, result);
   return result;
@@ -314,9 +383,20 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (info.identity) {
     const at::Tensor& input = (*stack)[base].toTensor();
     if (LazyTensorPtr lazy = TryGetLazy(input)) {
+      // An alias keeps the input's strides and offset; a clone is laid out as
+      // its memory format says (empty_like's rules).
+      const TensorLayout layout = name == "aten::clone" ? CloneLayout(input, (*stack)[base + 1])
+                                                        : TensorLayout::Of(input);
       torch::jit::drop(*stack, num_args);
-      stack->push_back(MakeTensor(lazy));
+      stack->push_back(MakeTensor(lazy, layout));
       return;
+    }
+  }
+  if (ABSL_PREDICT_FALSE(info.hidden_mutation) && TraceHiddenMutation(op, stack)) return;
+  if (info.addresses_storage) {
+    const at::Tensor input = (*stack)[base].toTensor();
+    if (IsNeuron(input) && !TensorLayout::Of(input).is_default()) {
+      return TraceAddressingStorage(op, stack);
     }
   }
 
@@ -357,6 +437,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     size_t position;  // in meta_stack
     int element;      // in the list at `position`, or -1
     ir::Shape shape;
+    TensorLayout layout;
   };
   std::vector<DeferredMeta> deferred;
   size_t list_position = 0;
@@ -372,15 +453,21 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (!t.defined()) return std::nullopt;
     ir::Value value;
     at::Tensor meta;  // undefined: made later from `deferred`
-    auto defer = [&](const ir::Shape& shape) {
+    auto defer = [&](const ir::Shape& shape, TensorLayout layout) {
       deferred.push_back({in_list ? list_position : meta_stack.size(),
-                          in_list ? static_cast<int>(meta_stack.size()) : -1, shape});
+                          in_list ? static_cast<int>(meta_stack.size()) : -1, shape,
+                          std::move(layout)});
     };
     if (LazyTensorPtr lazy = TryGetLazy(t)) {
       if (!exempt_from_stale_check) lazy->CheckNoLostWrite();
       value = lazy->GetValue();
-      defer(lazy->shape());
+      TensorLayout layout = TensorLayout::Of(t);
       signature.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
+      if (!layout.is_default()) {
+        signature.Tagged(SignatureKey::kLayout).Word(static_cast<uint64_t>(layout.storage_offset)).Word(layout.strides.size());
+        for (int64_t stride : layout.strides) signature.Word(static_cast<uint64_t>(stride));
+      }
+      defer(lazy->shape(), std::move(layout));
     } else if (t.device().is_cpu() && t.dim() == 0) {
       const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
       const c10::Scalar item = t.item();
@@ -397,7 +484,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
       auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, t));
       value = LazyTensor::FromData(data)->GetValue();
-      defer(value.shape());
+      defer(value.shape(), TensorLayout{});
       signature.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
@@ -513,9 +600,9 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   const ir::hash_t op_key = signature.Hash();
-  std::optional<MetaResult> meta = InferMeta(op, op_key, info.meta_fixup, [&] {
+  std::optional<MetaResult> meta = InferMeta(op, op_key, info, [&] {
     for (const DeferredMeta& d : deferred) {
-      at::Tensor t = at::empty(d.shape.sizes(), at::TensorOptions().dtype(d.shape.dtype()).device(at::kMeta));
+      at::Tensor t = MetaTensor(d.shape, d.layout);
       c10::IValue& slot = meta_stack[d.position];
       if (d.element < 0) {
         slot = t;
@@ -544,7 +631,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     });
     torch::jit::drop(*stack, num_args);
     LazyTensorPtr t = LazyTensor::FromData(std::move(data));
-    stack->push_back(MakeTensor(t));
+    stack->push_back(MakeTensor(t, meta->layouts[0]));
     TraceCounters().ops->Add(1);
     return;
   }
@@ -607,21 +694,22 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       } else if (written_by_return[r] >= 0) {
         const at::Tensor& target = originals[written_by_return[r]];
         GetLazy(target)->SetPending(value);
-        GetImpl(target)->RefreshSizes();
+        GetImpl(target)->RefreshSizes(meta->layouts[value.index]);
         created.push_back(GetLazy(target));
         stack->push_back(target);
       } else {
         LazyTensorPtr t = LazyTensor::FromValue(value, device);
         if (info.view && view_base != nullptr) t->set_view_base(view_base);
         created.push_back(t);
-        stack->push_back(MakeTensor(t));
+        stack->push_back(MakeTensor(t, meta->layouts[value.index]));
       }
     } else {
       std::vector<at::Tensor> list;
       for (int k = 0; k < count; ++k) {
-        LazyTensorPtr t = LazyTensor::FromValue(ir::Value{node, output++}, device);
+        const int index = output++;
+        LazyTensorPtr t = LazyTensor::FromValue(ir::Value{node, index}, device);
         created.push_back(t);
-        list.push_back(MakeTensor(t));
+        list.push_back(MakeTensor(t, meta->layouts[index]));
       }
       stack->push_back(list);
     }

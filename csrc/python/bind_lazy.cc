@@ -108,6 +108,7 @@ void BindStepGraph(py::module_& m) {
 void BindLazy(py::module_& m) {
   BindStepGraph(m);
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
+  m.def("_register_functionalize_overrides", [] { lazy::RegisterFunctionalizeOverrides(); });
   m.def("_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); },
         py::arg("device") = -1);
   m.def("_sync", [](const py::list& tensors) { lazy::GraphExecutor::Get().Sync(LazyTensors(tensors)); });

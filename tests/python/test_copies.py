@@ -93,14 +93,19 @@ def test_non_contiguous_cpu_source_moves_to_neuron_with_same_values(view):
 
 
 @pytest.mark.parametrize("view", NON_CONTIGUOUS.values(), ids=NON_CONTIGUOUS.keys())
-def test_neuron_view_reports_contiguous_strides_and_has_the_cpu_view_values(view):
+def test_neuron_view_reports_the_cpu_strides_and_has_the_cpu_view_values(view):
     cpu_view = view(BASE)
     assert not cpu_view.is_contiguous()
     on_device = view(BASE.neuron())
     assert on_device.shape == cpu_view.shape
-    assert on_device.is_contiguous()
-    assert on_device.stride() == cpu_view.contiguous().stride()
-    assert torch.equal(on_device.cpu(), cpu_view)
+    assert not on_device.is_contiguous()
+    assert on_device.stride() == cpu_view.stride()
+    assert on_device.storage_offset() == cpu_view.storage_offset()
+    back = on_device.cpu()
+    # .cpu() lays the copy out as .clone() would on the CPU.
+    assert back.stride() == cpu_view.clone().stride()
+    assert torch.equal(back, cpu_view)
+    assert on_device.contiguous().is_contiguous()
     assert torch.equal(on_device.contiguous().cpu(), cpu_view.contiguous())
 
 

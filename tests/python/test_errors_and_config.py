@@ -140,6 +140,7 @@ result = {
 result["mode"] = torch_neuron.get_mode()
 x = torch.ones(2).neuron()
 y = x.exp()  # traced in lazy mode, run at once in eager mode
+torch_neuron.wait_device_ops()  # an eager run is queued: wait for it, not for a sync
 result["executed_after_one_op"] = torch_neuron.metrics.counter("graph.execute.count")
 result["exp"] = y.cpu().tolist()
 try:

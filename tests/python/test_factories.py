@@ -47,11 +47,10 @@ def test_empty_has_requested_shape_dtype_and_device_and_is_only_traced(metrics):
     }
 
 
-def test_empty_strided_keeps_the_shape_but_reports_contiguous_strides():
-    # Neuron tensors have no storage: every one reports contiguous strides.
+def test_empty_strided_reports_the_strides_asked_for():
     t = torch.empty_strided((2, 3), (1, 2), dtype=torch.float64, device="neuron")
     assert (t.shape, t.dtype, t.device) == ((2, 3), torch.float64, torch.device("neuron:0"))
-    assert t.stride() == (3, 1) and t.is_contiguous()
+    assert t.stride() == (1, 2) and not t.is_contiguous()
     values = torch.arange(6.0, dtype=torch.float64).reshape(3, 2).t()
     t.copy_(values)
     assert torch.equal(t.cpu(), values)

@@ -77,7 +77,12 @@ def test_matches_cpu(name, dtype, level):
         else:
             ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
             torch.testing.assert_close(g.float(), e.float(), rtol=ulp, atol=1e-5)
-            assert (g != e).float().mean() < 0.01
+            # Bits may differ only at the odd rounding boundary. Values under
+            # 1e-2 are left to atol: there (gelu's far negative tail) 1 + erf
+            # cancels, and the CPU's own result moves with its exp (AVX-512
+            # and AVX2 builds of ATen differ from each other in those bits).
+            big = e.float().abs() >= 1e-2
+            assert (g != e)[big].float().mean() < 0.01
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "f16"])
