@@ -41,7 +41,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _module_support, _serialization, _tensor_support, config, debug, device, metrics, profiler, service  # noqa: E402
+from . import _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -76,7 +76,9 @@ _register_backend()
 config._warn_unknown_variables()
 _run_backward_on_the_caller()
 _C._register_tracer()
+_C._register_functionalize_overrides()
 _tensor_support.install()
+_meta_checks.install()
 _serialization.install()
 service._install_launcher()
 _module_support.install()

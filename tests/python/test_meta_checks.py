@@ -1,0 +1,135 @@
+"""In-place ops reject bad input on neuron as on the CPU, at the call.
+
+Neuron ops are checked by their Meta kernels at trace time; PyTorch's Python
+Meta kernels of in-place ops skipped the CPU's broadcast check (about thirty
+binary ops) and its internal-overlap check (all of them), so neuron accepted
+``x.atan2_(y)`` with ``y`` broadcasting ``x`` bigger and wrote into expanded
+tensors. torch_neuron/_meta_checks.py adds the checks. Every in-place op of
+PyTorch's decomposition tables is tried here with both kinds of bad input on
+the CPU and on neuron: both must raise the same error, or neither.
+"""
+
+import pytest
+import torch
+
+import torch_neuron
+from torch_neuron import _meta_checks
+
+DEV = "neuron"
+
+
+def _inplace_ops():
+    # The ops whose Meta kernel is PyTorch's Python function, which the checks
+    # go in front of (copy_'s is C++: see SUPPORT.md).
+    return [op for op in _meta_checks._inplace_ops() if _meta_checks.original_meta_kernel(op)]
+
+
+def _arguments(op, device, bad):
+    """Arguments for `op`: self of shape [3] (expanded to [2, 3] when bad is
+    "overlap"), other tensors of shape [2, 3] when bad is "broadcast" (else [3]).
+    None when the schema needs something this cannot make."""
+    args = []
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.kwarg_only:
+            break
+        kind = str(arg.type)
+        if kind == "Tensor":
+            if i == 0:
+                x = torch.rand(3) + 0.5
+                args.append((x.expand(2, 3) if bad == "overlap" else x).to(device))
+            else:
+                other = torch.rand(2, 3) if bad == "broadcast" else torch.rand(3)
+                args.append((other + 0.5).to(device))
+        elif kind in ("Scalar", "float"):
+            args.append(0.5)
+        elif kind == "int":
+            args.append(1)
+        elif arg.has_default_value():
+            break
+        else:
+            return None
+    return args
+
+
+def _outcome(op, device, bad):
+    args = _arguments(op, device, bad)
+    if args is None:
+        return None
+    if device == DEV and bad == "overlap":
+        # .to() of an expanded CPU tensor materializes it; expand on the device.
+        args[0] = args[0][0].expand(2, 3)
+    try:
+        op(*args)
+        torch_neuron.mark_step()
+        torch_neuron.wait_device_ops()
+    except (RuntimeError, IndexError, TypeError) as e:
+        return type(e).__name__ + ": " + str(e).split("\n")[0]
+    return "accepted"
+
+
+@pytest.mark.parametrize("bad", ["broadcast", "overlap"])
+def test_every_inplace_op_rejects_what_the_cpu_rejects(bad):
+    differ, compared = {}, 0
+    for op in _inplace_ops():
+        cpu = _outcome(op, "cpu", bad)
+        if cpu is None or not cpu.startswith(("accepted", "RuntimeError: output with",
+                                              "RuntimeError: unsupported operation")):
+            continue  # other errors: the op needs other arguments than these
+        compared += 1
+        dev = _outcome(op, DEV, bad)
+        if bad == "overlap" and cpu == "accepted" and dev.startswith("NotImplementedError: "):
+            # Writes the CPU allows into overlapping memory (fill_, tril_...):
+            # refused by name on neuron rather than summed on write-back.
+            assert "elements share memory" in dev, dev
+            continue
+        if dev != cpu:
+            differ[str(op)] = (cpu, dev)
+    assert compared >= 80
+    assert not differ, "\n".join(f"{op}: CPU {c!r}, neuron {d!r}" for op, (c, d) in differ.items())
+
+
+def test_the_list_of_lax_broadcast_meta_kernels_matches_torch():
+    # Every op whose own Meta kernel accepts the broadcast is in LAX_BROADCAST:
+    # a torch upgrade that breaks another one shows here.
+    lax = set()
+    keyset = torch._C._dispatch_keys(torch.empty(0, device="meta"))
+    for op in _meta_checks._inplace_ops():  # noqa: B007
+        kernel = _meta_checks.original_meta_kernel(op)
+        args = _arguments(op, "meta", "broadcast")
+        if kernel is None or args is None or sum(isinstance(a, torch.Tensor) for a in args) < 2:
+            continue
+        try:
+            kernel.call_boxed(keyset, *args)
+        except Exception:
+            continue
+        lax.add(f"{op._schema.name.split('::')[1]}.{op._overloadname}")
+    lax.discard("rrelu_with_noise_.default")  # noise is not broadcast: the CPU checks it elsewhere
+    assert lax, "no lax Meta kernel left: the checks may be dropped"
+    assert lax <= set(_meta_checks.LAX_BROADCAST), lax - set(_meta_checks.LAX_BROADCAST)
+
+
+def test_atan2_and_pow_broadcast_errors_at_the_call():
+    x = torch.ones(3, device=DEV)
+    with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+        x.atan2_(torch.ones(2, 3, device=DEV))
+    with pytest.raises(RuntimeError, match="The size of tensor a"):
+        x.pow_(torch.ones(4, device=DEV))
+    # Broadcasting the other operand to self's shape is fine, with CPU values.
+    y = torch.arange(6.0).view(2, 3) + 1
+    got = y.to(DEV).atan2_(torch.tensor([1.0, 2.0, 3.0], device=DEV))
+    torch.testing.assert_close(got.cpu(), y.clone().atan2_(torch.tensor([1.0, 2.0, 3.0])))
+    assert torch.equal(x.cpu(), torch.ones(3))  # the rejected calls wrote nothing
+
+
+def test_writing_into_an_expanded_tensor_errors_at_the_call():
+    base = torch.zeros(3, device=DEV)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        base.expand(2, 3).add_(1)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        base.expand(2, 3).mul_(torch.ones(2, 3, device=DEV))
+    # Allowed on the CPU (every copy gets 2), but functionalization's write-back
+    # through expand sums the copies (base would read 4): refused by name.
+    with pytest.raises(NotImplementedError, match="elements share memory"):
+        base.expand(2, 3).fill_(2)
+    assert torch.equal(base.cpu(), torch.zeros(3))
+    torch.zeros(3, device="meta").expand(2, 3).fill_(2)  # meta tensors: as the CPU

@@ -1,0 +1,155 @@
+"""The CPU's input checks for in-place ops, on their Meta kernels.
+
+Functionalization turns ``x.atan2_(y)`` into ``atan2`` plus a write-back, and
+first runs the in-place op on meta copies of its arguments so that errors of
+the in-place form (which the functional form cannot see) are raised at the
+call. That only works as well as the op's Meta kernel, and PyTorch's Python
+Meta kernels of in-place ops (the ``torch._refs`` ones in the decomposition
+tables) miss two of the CPU's checks:
+
+- the broadcast check of about thirty binary ops (``atan2_``, ``pow_``,
+  ``fmod_``, the comparisons and bitwise ops...): ``x.atan2_(y)`` with ``y``
+  broadcasting ``x`` to a bigger shape is an error on the CPU ("output with
+  shape [3] doesn't match the broadcast shape [2, 3]") but went through;
+- the internal-overlap check of every in-place op: writing into a tensor whose
+  elements share memory (``x.expand(2, 3).add_(1)``) is an error on the CPU,
+  since the result would depend on the order of the writes.
+
+``install()`` puts a Meta kernel in front of each such op that makes the CPU's
+checks with the CPU's messages, then runs the original. Meta kernels are
+global, so meta tensors of the CPU get the same (CPU-like) strictness.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch._decomp
+
+# In-place ops whose Python Meta kernel accepts a broadcast of `self` to a
+# bigger shape (found by tests/python/test_meta_checks.py, which fails when this
+# list and the installed torch disagree).
+LAX_BROADCAST = frozenset([
+    "__iand__.Tensor", "__ior__.Tensor", "__ixor__.Tensor", "atan2_.default",
+    "bitwise_and_.Tensor", "bitwise_left_shift_.Tensor", "bitwise_or_.Tensor",
+    "bitwise_right_shift_.Tensor", "bitwise_xor_.Tensor", "clamp_max_.Tensor",
+    "clamp_min_.Tensor", "copysign_.Tensor", "eq_.Tensor", "floor_divide_.Tensor",
+    "fmod_.Tensor", "gcd_.default", "ge_.Tensor", "gt_.Tensor", "heaviside_.default",
+    "hypot_.default", "igamma_.default", "igammac_.default", "lcm_.default", "le_.Tensor",
+    "lt_.Tensor", "ne_.Tensor", "nextafter_.default", "pow_.Tensor", "remainder_.Tensor",
+    "xlogy_.Tensor",
+])
+
+# Ops whose Meta kernel checks something else before the broadcast (the CPU
+# checks the broadcast first), and the pointwise ops (tagged so), whose Python
+# Meta kernels word the error otherwise: the CPU's check and words go first.
+BROADCAST_FIRST = frozenset(["__ilshift__.Tensor", "__irshift__.Tensor"])
+
+# In-place ops the CPU lets write into overlapping memory: metadata-only ops,
+# fills (every element gets the same value) and ops that copy a tensor before
+# writing it.
+OVERLAP_ALLOWED = frozenset([
+    "t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_", "swapaxes_", "swapdims_",
+    "zero_", "fill_", "tril_", "triu_", "conj_physical_", "resize_", "resize_as_", "set_",
+    "detach_", "requires_grad_", "_philox_normal_", "_philox_uniform_",
+])
+
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to "
+            "a single memory location. Please clone() the tensor before performing the operation.")
+
+_library = None
+_originals = {}
+
+
+def _broadcast_shape(shapes):
+    """The broadcast of `shapes`, with the CPU's error for sizes that do not broadcast."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, size in enumerate(shape):
+            d = ndim - len(shape) + i
+            if out[d] == 1:
+                out[d] = size
+            elif size != 1 and size != out[d]:
+                raise RuntimeError(f"The size of tensor a ({out[d]}) must match the size of tensor b "
+                                   f"({size}) at non-singleton dimension {i}")
+    return out
+
+
+def _checking(op, python_meta, broadcast, overlap):
+    def meta(self, *args, **kwargs):
+        if isinstance(self, torch.Tensor) and torch._debug_has_internal_overlap(self) == 1:
+            if overlap:
+                raise RuntimeError(_OVERLAP)
+            if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize):
+                # Functionalization's meta run of a write the CPU allows
+                # (fill_ of an expanded tensor): its write-back would sum the
+                # copies of each element (expand's inverse is a sum), a wrong
+                # result; refuse it instead.
+                raise NotImplementedError(
+                    f"{op._schema.name}: writing into a tensor whose elements share memory "
+                    "(an expanded tensor) is not supported on lazy devices; write into the tensor "
+                    "it was expanded from, or clone() it first")
+        if broadcast:
+            shapes = [tuple(a.shape) for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            if shapes:
+                shape = _broadcast_shape([tuple(self.shape), *shapes])
+                if shape != list(self.shape):
+                    raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
+                                       f"broadcast shape {shape}")
+        return python_meta(self, *args, **kwargs)
+    return meta
+
+
+def _inplace_ops():
+    """{op: Python Meta function} of the in-place ops (self written, no out=)
+    that PyTorch's decomposition tables hold one for, in the order PyTorch
+    picks them (torch._meta_registrations.activate_meta)."""
+    ops = {}
+    for table in ("meta", "post_autograd", "pre_autograd"):
+        for op, fn in torch._decomp.global_decomposition_table[table].items():
+            if not isinstance(op, torch._ops.OpOverload) or op in ops:
+                continue
+            schema = op._schema
+            first = schema.arguments[0] if schema.arguments else None
+            if (first is None or str(first.type) != "Tensor"
+                    or first.alias_info is None or not first.alias_info.is_write
+                    or not schema.name.endswith("_")
+                    or any(a.kwarg_only and a.alias_info is not None for a in schema.arguments)):
+                continue
+            if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+                continue  # decomposed before Meta is reached: its parts are checked
+            ops[op] = fn
+    return dict(sorted(ops.items(), key=lambda kv: str(kv[0])))
+
+
+def _key(op):
+    return f"{op._schema.name.split('::')[1]}.{op._overloadname}"
+
+
+def install() -> None:
+    global _library
+    if _library is not None:
+        return
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        # Each registration warns that it overrides the Meta kernel: it does, on purpose.
+        warnings.simplefilter("ignore")
+        for op, python_meta in _inplace_ops().items():
+            broadcast = (_key(op) in LAX_BROADCAST or _key(op) in BROADCAST_FIRST
+                         or torch.Tag.pointwise in op.tags)
+            overlap = op._schema.name.split("::")[1] not in OVERLAP_ALLOWED
+            # Only where PyTorch's Python function is the Meta kernel (copy_ has
+            # a C++ one): the checks run, then that function.
+            original = torch.library.get_kernel(op, "Meta")
+            if "_meta_registrations" not in repr(original):
+                continue
+            library.impl(op, _checking(op, python_meta, broadcast, overlap), "Meta")
+            _originals[op] = original
+    _library = library
+
+
+def original_meta_kernel(op):
+    """The Meta kernel `op` had before install() put the checks in front, or None."""
+    return _originals.get(op)
