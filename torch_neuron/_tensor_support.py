@@ -13,8 +13,9 @@ treatment PyTorch gives storage-less backends:
 - ``copy.deepcopy`` clones on the device;
 - ``cpu_tensor.copy_(neuron_tensor)`` reads the source back first
   (functionalization refuses to write a plain tensor from a functional one);
-- ``data_ptr()`` and ``storage()`` raise, saying why, instead of returning
-  an address that means nothing;
+- ``data_ptr()`` and ``untyped_storage().data_ptr()`` give virtual device
+  addresses: views share their storage's, copies get their own (the values
+  are read with ``.cpu()``; the storage's own reads and copies raise);
 - ``neuron_tensor.numpy()`` is a sync point returning the values read back
   (like ``.cpu().numpy()``; a tensor requiring grad still needs ``.detach()``
   or ``force=True``, as on the CPU).
@@ -110,35 +111,35 @@ def _neuron_numpy(self, *, force=False):
 
 
 _original_data_ptr = torch.Tensor.data_ptr
+_original_storage_data_ptr = torch.UntypedStorage.data_ptr
 
-_NO_MEMORY = ("neuron tensors are lazy: their values live in device memory, or in a graph that "
-              "has not run yet, so a neuron tensor has no host {what} (as XLA tensors have none). "
-              "Read the values with .cpu() or .numpy()")
+
+def _virtual_address(storage) -> int:
+    # The values have no host address, yet code compares addresses to tell
+    # views from copies and shared storages from separate ones (PyTorch's own
+    # tests, safetensors' and transformers' tied-weight checks). A neuron
+    # storage's address is therefore virtual: its StorageImpl's address spread
+    # out (unique while it lives, 2**16 bytes apart at least), 0 when it holds
+    # no bytes, as the CPU gives.
+    return 0 if storage.nbytes() == 0 else storage._cdata << 16
+
+
+def _neuron_storage_data_ptr(self):
+    if self.device.type == _DEVICE:
+        return _virtual_address(self)
+    return _original_storage_data_ptr(self)
 
 
 def _neuron_data_ptr(self):
-    ptr = _original_data_ptr(self)
-    # Only a null pointer can be a neuron tensor's: the common path costs nothing.
-    if ptr == 0 and _is_neuron(self):
-        raise RuntimeError(_NO_MEMORY.format(what="address (data_ptr)"))
-    return ptr
-
-
-_original_storage = torch.Tensor.storage
-
-
-def _neuron_storage(self):
-    if _is_neuron(self):
-        # NotImplementedError, as for meta tensors: libraries that probe
-        # storages (safetensors, transformers' shared-tensor checks) treat a
-        # tensor without one as unshared.
-        raise NotImplementedError(_NO_MEMORY.format(what="storage (Tensor.storage)"))
-    return _original_storage(self)
+    if self.device.type == _DEVICE:
+        base = _virtual_address(self.untyped_storage())
+        return base + self.storage_offset() * self.element_size() if base else 0
+    return _original_data_ptr(self)
 
 
 def install() -> None:
     torch.Tensor.data_ptr = _neuron_data_ptr
-    torch.Tensor.storage = _neuron_storage
+    torch.UntypedStorage.data_ptr = _neuron_storage_data_ptr
     torch.Tensor.numpy = _neuron_numpy
     torch.Tensor.copy_ = _neuron_copy_
     _tensor_str._str_intern = _neuron_str_intern

@@ -232,10 +232,31 @@ def test_safetensors_round_trip_a_neuron_models_state_dict(tmp_path):
     assert torch.equal(again.embed.weight.cpu(), tied.embed.weight.cpu())
 
 
-def test_data_ptr_and_storage_say_a_neuron_tensor_has_no_host_memory():
-    x = torch.ones(3, device="neuron")
-    with pytest.raises(RuntimeError, match="neuron tensors are lazy.*no host address"):
-        x.data_ptr()
-    with pytest.raises(NotImplementedError, match="no host storage"):
-        x.storage()
-    assert torch.ones(3).data_ptr() != 0 and torch.empty(0).data_ptr() == 0
+def test_data_ptr_tells_views_from_copies_as_on_the_cpu():
+    # Virtual addresses: no host memory behind them, but the comparisons code
+    # makes (view or copy? shared storage?) come out as on the CPU.
+    for device in ("cpu", "neuron"):
+        x = torch.arange(12.0, device=device)
+        view = x.view(3, 4)[1:]
+        assert view.data_ptr() - x.data_ptr() == 4 * x.element_size(), device
+        assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() != 0, device
+        assert x.clone().untyped_storage().data_ptr() != x.untyped_storage().data_ptr(), device
+        assert x.reshape(3, 4).data_ptr() == x.data_ptr(), device
+        assert x.view(3, 4).t().reshape(-1).data_ptr() != x.data_ptr(), device  # a copy
+        assert x.storage().data_ptr() == x.data_ptr() and len(x.storage()) == 12, device
+        assert torch.empty(0, device=device).data_ptr() == 0, device
+    # The storage holds no host bytes: reading it raises instead of reading memory.
+    with pytest.raises(RuntimeError):
+        torch.ones(3, device="neuron").untyped_storage().cpu()
+
+
+def test_tied_weights_share_a_storage_and_separate_ones_do_not():
+    # What safetensors and transformers look at to find tied parameters.
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    model = torch.nn.Module()
+    model.embed, model.head = torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False)
+    model.other = torch.nn.Linear(3, 5, bias=False)  # same size, not tied
+    model.head.weight = model.embed.weight
+    model = model.to("neuron")
+    groups = sorted(sorted(g) for g in safetensors_torch._find_shared_tensors(model.state_dict()))
+    assert groups == [["embed.weight", "head.weight"], ["other.weight"]]
