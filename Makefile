@@ -5,7 +5,8 @@ PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
 .PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench bench-quick clean \
-	conformance conformance-report zoo zoo-subset validate asan tsan registry-test registry-record
+	conformance conformance-report zoo zoo-subset validate asan tsan registry-test registry-record \
+	pytorch-suites
 
 setup:
 	@bash scripts/setup.sh
@@ -61,6 +62,14 @@ conformance: setup
 # docs/CONFORMANCE.md from the committed results (after editing known_failures.py).
 conformance-report: setup
 	@$(PY) tests/conformance/sweep.py --report-only
+
+# PyTorch's own device-generic test files (../shared/pytorch-tests) against neuron,
+# each suite in processes of its own, every failure checked against its CPU twin;
+# writes docs/PYTORCH_SUITES.md. Resumes from build/pytorch_suites (SUITES_ARGS=--fresh
+# starts over). Says so and does nothing where the files are absent.
+SUITES_ARGS ?=
+pytorch-suites: setup
+	@$(PY) tests/pytorch_suites/run.py $(SUITES_ARGS)
 
 # The whole model zoo (tests/zoo/): every catalog entry trained 3 steps on neuron and
 # on the CPU, each in its own process, both cores, a progress line per entry; then

@@ -1,0 +1,149 @@
+"""The PyTorch-suites runner (tests/pytorch_suites/run.py) and a fixed slice of
+PyTorch's own device tests.
+
+The runner is checked on a made-up suite whose tests pass, fail, time out and
+crash their process: every outcome must be recorded, the crash must not lose
+the tests after it, a rerun must resume instead of starting over, and each
+neuron failure must be run again as its CPU twin. The slice runs real tests of
+PyTorch's test files (../shared/pytorch-tests) that pass on neuron today: a
+failure there is a regression in torch_neuron (or an expected failure with a
+written reason in reasons.py). Where the files are absent (a user's clone) the
+slice is skipped, as the runner itself skips.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = REPO / "tests" / "pytorch_suites" / "run.py"
+sys.path.insert(0, str(RUNNER.parent))
+
+import run as suites  # noqa: E402
+
+# A made-up "test_view_ops.py": the runner knows its suites by name.
+FAKE_CONFTEST = textwrap.dedent("""
+    import re
+    _DEVICE_CLASS = re.compile(r"::[A-Za-z0-9_]*(NEURON|PRIVATEUSE1)::")
+
+    def pytest_collection_modifyitems(session, config, items):
+        items[:] = [it for it in items if _DEVICE_CLASS.search(it.nodeid)]
+""")
+FAKE_SUITE = textwrap.dedent("""
+    import os
+    import time
+
+    class TestFakeNEURON:
+        def test_passes_neuron(self):
+            assert 1 + 1 == 2
+
+        def test_fails_neuron(self):
+            assert [1, 2] == [1, 3], "neuron gives another value"
+
+        def test_drifted_neuron(self):
+            raise AttributeError("module 'numpy' has no attribute 'msort'")
+
+        def test_hangs_neuron(self):
+            time.sleep(30)
+
+        def test_crashes_neuron(self):
+            os._exit(3)
+
+        def test_after_the_crash_neuron(self):
+            pass
+
+    class TestFakeCPU:
+        def test_fails_cpu(self):
+            pass
+
+        def test_drifted_cpu(self):
+            raise AttributeError("module 'numpy' has no attribute 'msort'")
+
+        def test_hangs_cpu(self):
+            pass
+
+        def test_crashes_cpu(self):
+            pass
+""")
+
+
+def _run(args, env_tests, state, report):
+    env = dict(os.environ, TORCH_NEURON_PYTORCH_TESTS=str(env_tests))
+    return subprocess.run([sys.executable, str(RUNNER), *args, "--state", str(state),
+                           "--report", str(report)], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _records(path):
+    done, _ = suites.read_results(path)
+    return {nodeid.split("::")[-1]: r for nodeid, r in done.items()}
+
+
+def test_runner_records_every_outcome_resumes_and_checks_cpu_twins(tmp_path):
+    source = tmp_path / "tests"
+    source.mkdir()
+    (source / "conftest.py").write_text(FAKE_CONFTEST)
+    (source / "test_view_ops.py").write_text(FAKE_SUITE)
+    state, report = tmp_path / "state", tmp_path / "REPORT.md"
+    done = _run(["--suite", "test_view_ops.py", "--test-timeout", "2", "--jobs", "1"],
+                source, state, report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    neuron = _records(state / "test_view_ops.py.neuron.jsonl")
+    assert {name: r["outcome"] for name, r in neuron.items()} == {
+        "test_passes_neuron": "passed",
+        "test_fails_neuron": "failed",
+        "test_drifted_neuron": "failed",
+        "test_hangs_neuron": "timeout",
+        "test_crashes_neuron": "crashed",
+        "test_after_the_crash_neuron": "passed",  # the crash lost nothing after it
+    }
+    assert "neuron gives another value" in neuron["test_fails_neuron"]["message"]
+    assert "exit status 3" in neuron["test_crashes_neuron"]["message"]
+    cpu = _records(state / "test_view_ops.py.cpu.jsonl")
+    assert {name: r["outcome"] for name, r in cpu.items()} == {
+        "test_fails_cpu": "passed", "test_drifted_cpu": "failed",
+        "test_hangs_cpu": "passed", "test_crashes_cpu": "passed"}
+    text = report.read_text()
+    # 6 ran, the drifted one fails on the CPU too: 2 passed of 5 judged.
+    assert "| test_view_ops.py | 6 | 2 | 2 | 1 | 0 | 1 | 1 | 40.0% |" in text
+    assert "test_drifted_neuron (test_view_ops.py): CPU failed" in text
+    # A rerun resumes: nothing is run again.
+    again = _run(["--suite", "test_view_ops.py", "--test-timeout", "2"], source, state, report)
+    assert again.returncode == 0
+    assert "to run" not in again.stdout
+    assert _records(state / "test_view_ops.py.neuron.jsonl") == neuron
+
+
+def test_runner_says_so_and_skips_without_the_test_files(tmp_path):
+    done = _run([], tmp_path / "absent", tmp_path / "state", tmp_path / "REPORT.md")
+    assert done.returncode == 0
+    assert "PyTorch's test files are not here" in done.stdout
+    assert not (tmp_path / "REPORT.md").exists()
+
+
+# Real tests of PyTorch's files that pass on neuron: strides of views, reshape
+# semantics, indexing and its errors, sorting into out=.
+SLICE = {
+    "test_view_ops.py": "transpose or diagonal or narrow or unfold or reshape_view or view_as or expand",
+    "test_indexing.py": "(test_int_indices or test_step or byte_mask or index_put_accumulate or "
+                        "test_bool_indices or test_index_copy) and not large_tensor",
+}
+
+
+@pytest.mark.skipif(suites.tests_dir() is None, reason="../shared/pytorch-tests is absent")
+@pytest.mark.parametrize("suite", sorted(SLICE))
+def test_a_slice_of_pytorchs_device_tests_passes(suite, tmp_path):
+    state, report = tmp_path / "state", tmp_path / "REPORT.md"
+    done = _run(["--suite", suite, "-k", SLICE[suite]], suites.tests_dir(), state, report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = _records(state / (suite.replace("/", "__") + ".neuron.jsonl"))
+    assert len(results) >= 10
+    bad = {name: r["message"] for name, r in results.items()
+           if r["outcome"] in suites.FAILING
+           and suites.reason_for(suite, dict(r, nodeid=name)) is None}
+    assert not bad, json.dumps(bad, indent=1)
