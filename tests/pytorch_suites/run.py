@@ -281,6 +281,14 @@ def summarize(state, suites):
     return rows, clusters, expected, cpu_too
 
 
+def _examples(tests, most):
+    """Report lines naming the first `most` of (suite, nodeid) `tests`."""
+    lines = [f"  - {nodeid.split('::')[-1]} ({suite})" for suite, nodeid in tests[:most]]
+    if len(tests) > most:
+        lines.append(f"  - … and {len(tests) - most} more")
+    return lines
+
+
 def write_report(state, suites, path, command):
     rows, clusters, expected, cpu_too = summarize(state, suites)
     total = collections.Counter()
@@ -315,10 +323,7 @@ def write_report(state, suites, path, command):
         lines.append("None.")
     for (outcome, text), tests in sorted(clusters.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- **{len(tests)}** {outcome}: `{text}`")
-        for suite, nodeid in tests[:4]:
-            lines.append(f"  - {nodeid.split('::')[-1]} ({suite})")
-        if len(tests) > 4:
-            lines.append(f"  - … and {len(tests) - 4} more")
+        lines += _examples(tests, 4)
     lines += ["", "## Expected failures, with their reasons", ""]
     if not expected:
         lines.append("None.")
@@ -327,10 +332,7 @@ def write_report(state, suites, path, command):
         by_reason[reason].append((suite, nodeid))
     for reason, tests in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"- **{len(tests)}**: {reason}")
-        for suite, nodeid in tests[:3]:
-            lines.append(f"  - {nodeid.split('::')[-1]} ({suite})")
-        if len(tests) > 3:
-            lines.append(f"  - … and {len(tests) - 3} more")
+        lines += _examples(tests, 3)
     lines += ["", "## Failing on the CPU too (left out of the rate)", ""]
     if not cpu_too:
         lines.append("None.")
