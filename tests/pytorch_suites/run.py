@@ -101,7 +101,8 @@ def environment(device):
 
 def collect(tree, suite, device, keyword):
     """The node ids of `suite`'s tests of `device`'s classes."""
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", suite]
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+           f"--rootdir={tree}", suite]
     if keyword:
         cmd += ["-k", keyword]
     out = subprocess.run(cmd, cwd=tree, env=environment(device), capture_output=True, text=True,
@@ -167,9 +168,12 @@ def start_shard(tree, suite, device, ids, results, args, slot):
     shard_results.unlink(missing_ok=True)
     select = results.with_suffix(f".shard{slot}.select")
     select.write_text("\n".join(ids) + "\n")
+    # --rootdir and the --opt=value forms: pytest would otherwise take the
+    # option values (paths in the state folder) for test paths when it picks
+    # its rootdir, and the node ids would no longer match the selection.
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "suite_plugin",
-           "--tn-select", str(select), "--tn-results", str(shard_results),
-           "--tn-test-timeout", str(args.test_timeout), suite]
+           f"--rootdir={tree}", f"--tn-select={select}", f"--tn-results={shard_results}",
+           f"--tn-test-timeout={args.test_timeout}", suite]
     out = open(results.with_suffix(f".shard{slot}.log"), "w")
     proc = subprocess.Popen(cmd, cwd=tree, env=environment(device), stdout=out, stderr=subprocess.STDOUT)
     return {"proc": proc, "ids": ids, "results": shard_results, "out": out, "slot": slot}
