@@ -31,6 +31,9 @@ const char* DtypeShortName(c10::ScalarType dtype) {
     case c10::ScalarType::Short: return "i16";
     case c10::ScalarType::Int: return "i32";
     case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::UInt16: return "u16";
+    case c10::ScalarType::UInt32: return "u32";
+    case c10::ScalarType::UInt64: return "u64";
     case c10::ScalarType::Bool: return "b8";
     default: return c10::toString(dtype);
   }

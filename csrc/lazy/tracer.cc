@@ -522,6 +522,14 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TraceCounters().ops->Add(1);
     return;
   }
+  // uint16/32/64 reach only the few CPU kernels PyTorch has for them.
+  bool host_only = false;
+  for (const ir::Shape& s : meta->shapes) host_only |= runtime::IsHostOnlyDtype(s.dtype());
+  for (const ir::Value& v : operands) host_only |= runtime::IsHostOnlyDtype(v.shape().dtype());
+  if (ABSL_PREDICT_FALSE(host_only)) {
+    return CpuFallback(op, stack, "it reads or writes uint16, uint32 or uint64, which run on "
+                       "PyTorch's CPU kernels");
+  }
 
   // In-place and out= ops: each written argument must come back as a result.
   std::vector<at::Tensor> originals;

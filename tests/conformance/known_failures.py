@@ -7,7 +7,6 @@ check that matches none shows in docs/CONFORMANCE.md as a plain failure.
 """
 
 KNOWN_FAILURES = [
-    ("hash_tensor", "*", "*", "*UInt64*", "uint64 is not a neuron dtype"),
     ("chalf", "*", "*", "*ComplexHalf*", "complex32 (chalf) is not a neuron dtype: complex64 and "
      "complex128 are"),
     ("sparse.*", "*", "*", "*", "sparse layouts are not supported: neuron tensors are strided"),

@@ -12,14 +12,14 @@ from child_process import run_python, start_python
 
 # ------------------------------------------------------------ unsupported dtypes
 
-UNSUPPORTED = [torch.complex32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2]
+UNSUPPORTED = [torch.complex32, torch.float8_e4m3fnuz, torch.float8_e4m3fn, torch.float8_e5m2]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     """The name the error uses: c10's (ComplexHalf, Float8_e4m3fn, QInt8)."""
     return {
         torch.complex32: "ComplexHalf",
-        torch.uint64: "UInt64",
+        torch.float8_e4m3fnuz: "Float8_e4m3fnuz",
         torch.float8_e4m3fn: "Float8_e4m3fn",
         torch.float8_e5m2: "Float8_e5m2",
         torch.qint8: "QInt8",
