@@ -1,6 +1,8 @@
 #include "lazy/cpu_fallback.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 
 #include "base/config.h"
@@ -29,7 +31,16 @@ at::Tensor ToCpu(const LazyTensorPtr& lazy, const at::Tensor& t) {
   if (layout.is_default()) return dense;
   at::Tensor storage = at::empty({StorageExtent(t.sizes(), t.strides(), layout.storage_offset)}, dense.options());
   at::Tensor laid_out = storage.as_strided(dense.sizes(), t.strides(), layout.storage_offset);
-  laid_out.copy_(dense);
+  if (at::has_internal_overlap(laid_out) == at::MemOverlap::No) {
+    laid_out.copy_(dense);
+  } else {
+    // An expanded tensor (autograd's gradient of a sum): copy_ refuses to
+    // write where elements share memory, so each element's value goes to its
+    // storage index; elements sharing one hold the same value.
+    at::Tensor index = at::arange(storage.numel(), storage.options().dtype(at::kLong))
+                           .as_strided(dense.sizes(), t.strides(), layout.storage_offset);
+    storage.index_put_({index.reshape(-1)}, dense.reshape(-1));
+  }
   return laid_out;
 }
 

@@ -90,14 +90,16 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
         r.counts.push_back(-1);
       } else if (v.isTensor()) {
         const at::Tensor& t = v.toTensor();
-        ok &= t.is_meta();
+        // A sparse result (a sparse gradient) is refused by the CPU fallback,
+        // at the call, rather than traced into a graph that cannot hold it.
+        ok &= t.is_meta() && t.layout() == c10::kStrided;
         r.shapes.emplace_back(t.scalar_type(), t.sizes().vec());
         r.layouts.push_back(TensorLayout::Of(t));
         r.counts.push_back(-1);
       } else if (v.isTensorList()) {
         std::vector<at::Tensor> list = v.toTensorVector();
         for (const at::Tensor& t : list) {
-          ok &= t.is_meta();
+          ok &= t.is_meta() && t.layout() == c10::kStrided;
           r.shapes.emplace_back(t.scalar_type(), t.sizes().vec());
           r.layouts.push_back(TensorLayout::Of(t));
         }

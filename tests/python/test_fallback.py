@@ -404,3 +404,31 @@ def test_nansum_reduces_the_dims_the_cpu_reduces(dim, keepdim, metrics):
     actual = torch.nansum(x.neuron(), dim=dim, keepdim=keepdim).cpu()
     assert actual.shape == expected.shape and torch.equal(actual, expected)
     assert metrics.fallback_counts() == {}
+
+
+# An input the CPU kernel sees expanded (a sum's gradient is ones expanded to the
+# input's shape): the fallback gives the CPU kernel the same strides, and the
+# copy into them failed ("more than one element of the written-to tensor refers
+# to a single memory location").
+def test_fallback_gives_the_cpu_kernel_an_expanded_input_with_its_values(metrics):
+    base = torch.tensor([[0.0], [2.0], [3.0]])
+    expected = torch.nonzero(base.expand(3, 4))
+    actual = torch.nonzero(base.neuron().expand(3, 4))
+    assert torch.equal(actual.cpu(), expected)
+    # A view that is offset and expanded: values land at their storage indices.
+    wide = (torch.arange(6.0).view(2, 3) - 1)[:, :2].unsqueeze(1).expand(2, 3, 2)
+    assert torch.equal(torch.nonzero(wide.neuron()).cpu(), torch.nonzero(wide))
+    assert metrics.fallback_counts() == {"aten::nonzero": 2}
+
+
+# Sparse gradients (Embedding(sparse=True)) would be a sparse neuron tensor: the
+# op that makes one is refused at the call, naming it, not traced into a graph
+# that fails when it runs.
+def test_sparse_gradient_is_refused_at_the_backward_naming_the_op():
+    bag = torch.nn.EmbeddingBag(5, 2, mode="sum", sparse=True).neuron()
+    out = bag(torch.tensor([3, 1, 4], device="neuron"), torch.tensor([0, 1], device="neuron"))
+    with pytest.raises(NotImplementedError, match=r"sparse layouts are not supported.*_embedding_bag_backward"):
+        out.sum().backward()
+    embedding = torch.nn.Embedding(5, 2, sparse=True).neuron()
+    with pytest.raises(NotImplementedError, match="sparse layouts are not supported"):
+        embedding(torch.tensor([1, 2], device="neuron")).sum().backward()
