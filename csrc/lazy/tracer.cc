@@ -1,6 +1,7 @@
 #include "lazy/tracer.h"
 
 #include <ATen/ops/empty.h>
+#include <c10/core/DefaultDtype.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -330,6 +331,9 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t list_position = 0;
   bool in_list = false;
   SignatureKey signature(info.name_hash);
+  // Factories and promotions with Python floats take torch's default dtype
+  // (set_default_dtype), which the arguments do not show.
+  signature.Word(static_cast<uint64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   std::vector<const c10::GeneratorImpl*> generators;
 
   // A view's base and an out= argument may be stale (see LazyTensor): the

@@ -284,3 +284,23 @@ def test_repr_has_the_autograd_suffixes_of_cpu(make, golden):
 def test_repr_names_neuron_one(two_devices):
     assert repr(torch.ones(2, device="neuron:1")) == "tensor([1., 1.], device='neuron:1')"
 
+
+
+# torch's default dtype is global state the op's arguments do not show: a Meta
+# result cached before set_default_dtype gave float32 results after it (a silent
+# wrong dtype in every factory and float promotion).
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda d: torch.ones(3, device=d), id="ones"),
+    pytest.param(lambda d: torch.randn(3, device=d), id="randn"),
+    pytest.param(lambda d: torch.arange(3, device=d) / 2, id="int_div"),
+    pytest.param(lambda d: torch.tensor([True, False], device=d) * 1.5, id="bool_times_float"),
+    pytest.param(lambda d: torch.linspace(0, 1, 4, device=d), id="linspace"),
+])
+def test_results_follow_the_default_dtype_set_between_calls(make):
+    before = torch.get_default_dtype()
+    try:
+        for dtype in (torch.float32, torch.float64, torch.float16, torch.float32):
+            torch.set_default_dtype(dtype)
+            assert make("neuron").dtype == make("cpu").dtype == dtype
+    finally:
+        torch.set_default_dtype(before)
