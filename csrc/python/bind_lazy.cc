@@ -12,6 +12,7 @@
 #include "ir/printer.h"
 #include "lazy/executable_cache.h"
 #include "lazy/bridge.h"
+#include "lazy/out_checks.h"
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
 #include "lazy/scheduler.h"
@@ -109,6 +110,7 @@ void BindLazy(py::module_& m) {
   BindStepGraph(m);
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
   m.def("_register_functionalize_overrides", [] { lazy::RegisterFunctionalizeOverrides(); });
+  m.def("_register_out_checks", [] { return lazy::RegisterOutChecks(); });
   m.def("_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); },
         py::arg("device") = -1);
   m.def("_sync", [](const py::list& tensors) { lazy::GraphExecutor::Get().Sync(LazyTensors(tensors)); });

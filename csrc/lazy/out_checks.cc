@@ -1,0 +1,161 @@
+#include "lazy/out_checks.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/GradMode.h>
+#include <torch/library.h>
+
+#include <exception>
+#include <optional>
+#include <utility>
+#include <string>
+
+#include "lazy/bridge.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+at::Tensor MetaCopy(const at::Tensor& t) {
+  if (!t.defined() || !IsNeuron(t)) return t;  // CPU scalars stay as they are
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+c10::IValue MetaCopy(const c10::IValue& v) {
+  if (v.isTensor()) return MetaCopy(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> list = v.toTensorVector();
+    for (at::Tensor& t : list) t = MetaCopy(t);
+    return list;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(MetaCopy(e.toTensor())) : std::nullopt);
+    }
+    return list;
+  }
+  if (v.isGenerator()) return c10::IValue();  // Meta kernels draw nothing
+  return v;
+}
+
+bool RequiresGrad(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() && v.toTensor().requires_grad();
+  if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (RequiresGrad(e)) return true;
+    }
+  }
+  return false;
+}
+
+// Whether a Meta kernel's failure says the inputs are wrong, rather than that
+// Meta tensors cannot answer (no Meta kernel, a value read with item(), a
+// data-dependent shape): only the former is the user's error.
+bool IsInputError(const std::exception& e) {
+  if (dynamic_cast<const c10::NotImplementedError*>(&e) != nullptr) return false;
+  const std::string what = e.what();
+  for (const char* unanswerable : {"meta tensor", "Meta tensor", "meta device", "Meta backend",
+                                   "data-dependent", "data dependent", "NotImplementedError",
+                                   "FakeTensor"}) {
+    if (what.find(unanswerable) != std::string::npos) return false;
+  }
+  return true;
+}
+
+// The CPU's words for the refs' unsafe-cast error ("Attempting to cast from
+// torch.float32 to out tensor with dtype torch.int64, ..."): "result type Float
+// can't be cast to the desired output type Long". Empty where it is another.
+std::string CpuCastMessage(const std::string& what) {
+  static const std::pair<const char*, c10::ScalarType> kNames[] = {
+      {"float32", c10::kFloat},         {"float64", c10::kDouble},        {"float16", c10::kHalf},
+      {"bfloat16", c10::kBFloat16},     {"complex64", c10::kComplexFloat}, {"complex128", c10::kComplexDouble},
+      {"complex32", c10::kComplexHalf}, {"uint8", c10::kByte},            {"int8", c10::kChar},
+      {"int16", c10::kShort},           {"int32", c10::kInt},             {"int64", c10::kLong},
+      {"bool", c10::kBool},             {"uint16", c10::kUInt16},         {"uint32", c10::kUInt32},
+      {"uint64", c10::kUInt64}};
+  auto dtype_after = [&](const std::string& marker) -> std::optional<c10::ScalarType> {
+    const size_t at = what.find(marker);
+    if (at == std::string::npos) return std::nullopt;
+    const size_t start = at + marker.size();
+    const size_t end = what.find_first_of(" ,", start);
+    const std::string name = what.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    for (const auto& [n, dtype] : kNames) {
+      if (name == n) return dtype;
+    }
+    return std::nullopt;
+  };
+  if (what.find("but this can't be cast because it is not safe") == std::string::npos) return "";
+  const std::optional<c10::ScalarType> from = dtype_after("Attempting to cast from torch.");
+  const std::optional<c10::ScalarType> to = dtype_after("to out tensor with dtype torch.");
+  if (!from || !to) return "";
+  return std::string("result type ") + c10::toString(*from) + " can't be cast to the desired output type " +
+         c10::toString(*to);
+}
+
+void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
+  const size_t base = stack->size() - num_args;
+  {
+    torch::jit::Stack meta_stack;
+    meta_stack.reserve(num_args);
+    for (size_t i = base; i < stack->size(); ++i) meta_stack.push_back(MetaCopy((*stack)[i]));
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    } catch (const std::exception& e) {
+      if (!IsInputError(e)) {
+        // Meta tensors cannot answer: the op's own checks run later.
+      } else if (const std::string cpu = CpuCastMessage(e.what()); !cpu.empty()) {
+        // The refs' out= wrapper refuses every unsafe cast; the CPU's
+        // bernoulli writes its 0s and 1s into any dtype.
+        const std::string& name = op.schema().name();
+        TORCH_CHECK_TYPE(name != "aten::cat", "torch.cat(): input types can't be cast to the desired output type ",
+                         cpu.substr(cpu.rfind(' ') + 1));
+        TORCH_CHECK(name == "aten::bernoulli", cpu);
+      } else {
+        throw;
+      }
+    }
+  }
+  // As autograd's kernel of an out= op does before it passes the call on.
+  if (c10::GradMode::is_enabled()) {
+    for (size_t i = base; i < stack->size(); ++i) {
+      TORCH_CHECK(!RequiresGrad((*stack)[i]), op.schema().name().substr(6),
+                  "(): functions with out=... arguments don't support automatic differentiation, "
+                  "but one of the arguments requires grad.");
+    }
+  }
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+}
+
+}  // namespace
+
+int RegisterOutChecks() {
+  static int registered = [] {
+    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1,
+                                   __FILE__, __LINE__);
+    int count = 0;
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || !op->hasSchema()) continue;
+      bool out_fn = false;
+      for (const c10::Argument& arg : op->schema().arguments()) out_fn |= arg.is_out();
+      if (!out_fn) continue;
+      // A composite decomposes into ops that are checked themselves; ops
+      // without a Meta kernel have nothing to check with.
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+      if (!op->hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
+          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+        continue;
+      }
+      const std::string overload =
+          name.overload_name.empty() ? name.name.substr(6) : name.name.substr(6) + "." + name.overload_name;
+      lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&CheckedOut>());
+      ++count;
+    }
+    return count;
+  }();
+  return registered;
+}
+
+}  // namespace torch_neuron::lazy

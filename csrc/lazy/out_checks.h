@@ -1,0 +1,20 @@
+// The checks of out= ops, at the call.
+//
+// Functionalization turns `op(..., out=t)` into the functional op and a write
+// of its result into `t`, converting the dtype as it writes: the out= op's own
+// kernel, whose checks (the result's dtype can be cast to `t`'s, the shapes)
+// the CPU runs, never runs, and PyTorch's functionalization checks in-place ops
+// with their Meta kernels but not out= ops. So on neuron the out= ops first run
+// their Meta kernel on meta copies of their arguments, and raise its error
+// where it finds one; then they go on as autograd's out= kernels do (refusing
+// arguments that require grad) to functionalization.
+#pragma once
+
+namespace torch_neuron::lazy {
+
+// Registers the check for every aten out= op with a kernel of its own (not a
+// composite that decomposes into checked ops), for neuron tensors only (at
+// AutogradPrivateUse1). Idempotent; returns how many ops it covers.
+int RegisterOutChecks();
+
+}  // namespace torch_neuron::lazy
