@@ -494,19 +494,27 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     std::vector<std::pair<ValueRef, Extent>> tensor_inputs;
     std::vector<ValueRef> scalar_inputs;
     std::vector<ir::Shape> input_shapes, scalar_shapes;
+    // An operand made by an earlier kernel's member: that member's own
+    // shape. (The kernel took the slot of its anchor, so the slot's node now
+    // has the kernel's outputs, and index v.index of those is another value.)
+    auto shape_of = [&](ValueRef v) -> const ir::Shape& {
+      auto it = replacement.find(v.node);
+      if (it != replacement.end()) v = it->second;
+      return g.nodes[v.node].ir->shape(v.index);
+    };
     auto tensor_input = [&](ValueRef v, Extent e) {
       if (!row_kernel) e = Extent::kElement;
       auto it = std::find(tensor_inputs.begin(), tensor_inputs.end(), std::make_pair(v, e));
       if (it != tensor_inputs.end()) return static_cast<int32_t>(it - tensor_inputs.begin());
       tensor_inputs.emplace_back(v, e);
-      input_shapes.push_back(g.nodes[v.node].ir->shape(v.index));
+      input_shapes.push_back(shape_of(v));
       return static_cast<int32_t>(tensor_inputs.size() - 1);
     };
     auto scalar_input = [&](ValueRef v) {
       auto it = std::find(scalar_inputs.begin(), scalar_inputs.end(), v);
       if (it != scalar_inputs.end()) return static_cast<int32_t>(it - scalar_inputs.begin());
       scalar_inputs.push_back(v);
-      scalar_shapes.push_back(g.nodes[v.node].ir->shape(v.index));
+      scalar_shapes.push_back(shape_of(v));
       return static_cast<int32_t>(scalar_inputs.size() - 1);
     };
     // The tensor operand feeding each argument of a member (-1: not a tensor

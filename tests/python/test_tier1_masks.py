@@ -31,6 +31,12 @@ CASES = {
     "mask_per_row_position": (lambda s, c: torch.softmax((s * 0.5).masked_fill(~c, -math.inf), -1),
                               [SCORES, CAUSAL]),
     "safe_softmax": (lambda s: torch.ops.aten._safe_softmax(s * 1.0, -1), [SCORES]),
+    # torch._refs.sinc: one kernel stores x * pi and the mask (its second
+    # output); sin runs as ATen between, and a second kernel reads both. It was
+    # told its mask input is float32 (the first output's dtype) and raised
+    # "expected Float ..., got Bool" when it ran.
+    "second_output_of_another_kernel": (
+        lambda x: (lambda a: torch.where(a == 0, 1, torch.sin(a) / a))(x * math.pi), [X]),
 }
 
 
