@@ -12,6 +12,7 @@
 #include "lazy/layouts.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_observer.h"
+#include "runtime/dtypes.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
 #include "runtime/schema_types.h"
@@ -31,15 +32,23 @@ at::Tensor ToCpu(const LazyTensorPtr& lazy, const at::Tensor& t) {
   if (layout.is_default()) return dense;
   at::Tensor storage = at::empty({StorageExtent(t.sizes(), t.strides(), layout.storage_offset)}, dense.options());
   at::Tensor laid_out = storage.as_strided(dense.sizes(), t.strides(), layout.storage_offset);
-  if (at::has_internal_overlap(laid_out) == at::MemOverlap::No) {
+  if (at::has_internal_overlap(laid_out) != at::MemOverlap::Yes) {
     laid_out.copy_(dense);
   } else {
     // An expanded tensor (autograd's gradient of a sum): copy_ refuses to
     // write where elements share memory, so each element's value goes to its
-    // storage index; elements sharing one hold the same value.
+    // storage index; elements sharing one hold the same value. (uint16/32/64
+    // have no index_put kernel: their bits go as the signed type's.)
     at::Tensor index = at::arange(storage.numel(), storage.options().dtype(at::kLong))
                            .as_strided(dense.sizes(), t.strides(), layout.storage_offset);
-    storage.index_put_({index.reshape(-1)}, dense.reshape(-1));
+    at::Tensor target = storage, values = dense;
+    if (runtime::IsHostOnlyDtype(storage.scalar_type())) {
+      const c10::ScalarType bits = storage.element_size() == 2 ? at::kShort
+                                   : storage.element_size() == 4 ? at::kInt : at::kLong;
+      target = storage.view(bits);
+      values = dense.contiguous().view(bits);
+    }
+    target.index_put_({index.reshape(-1)}, values.reshape(-1));
   }
   return laid_out;
 }

@@ -530,7 +530,9 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool host_only = false;
   for (const ir::Shape& s : meta->shapes) host_only |= runtime::IsHostOnlyDtype(s.dtype());
   for (const ir::Value& v : operands) host_only |= runtime::IsHostOnlyDtype(v.shape().dtype());
-  if (ABSL_PREDICT_FALSE(host_only)) {
+  // Views (functionalization's *_copy ops) stay traced: they move elements,
+  // which every kernel does for any dtype, and keep the view's layout.
+  if (ABSL_PREDICT_FALSE(host_only) && !info.view_of) {
     return CpuFallback(op, stack, "it reads or writes uint16, uint32 or uint64, which run on "
                        "PyTorch's CPU kernels");
   }

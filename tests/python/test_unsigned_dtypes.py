@@ -85,3 +85,24 @@ def test_ops_on_them_run_as_cpu_kernels_and_are_counted():
 def test_device_capability_lists_them():
     types = torch.accelerator.get_device_capability(torch.device("neuron"))["supported_dtypes"]
     assert {torch.uint16, torch.uint32, torch.uint64} <= set(types)
+
+
+@pytest.mark.parametrize("dtype", WIDE_UNSIGNED, ids=str)
+def test_views_keep_the_cpus_strides_and_take_writes(dtype):
+    # Views stay traced (their *_copy ops on the CPU kernels would report
+    # contiguous results); writes through them reach the base.
+    values = torch.arange(35).view(5, 7).to(dtype)
+    cpu = torch.zeros((5, 7, 2), dtype=dtype)[..., 0]
+    dev = torch.zeros((5, 7, 2), dtype=dtype, device="neuron")[..., 0]
+    cpu.copy_(values)
+    dev.copy_(values)
+    assert (dev.stride(), dev.is_contiguous()) == (cpu.stride(), cpu.is_contiguous()) == ((14, 2), False)
+    assert torch.equal(dev.cpu(), cpu)
+    assert torch.equal(dev.t()[::2].cpu(), cpu.t()[::2])
+
+
+@pytest.mark.parametrize("dtype", WIDE_UNSIGNED, ids=str)
+def test_an_expanded_input_reaches_the_cpu_kernel(dtype):
+    column = torch.tensor([[3], [1]], dtype=dtype)
+    expected = torch.sort(column.expand(2, 3), 0).values
+    assert torch.equal(torch.sort(column.neuron().expand(2, 3), 0).values.cpu(), expected)
