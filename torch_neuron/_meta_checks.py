@@ -22,6 +22,7 @@ global, so meta tensors of the CPU get the same (CPU-like) strictness.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import torch
@@ -77,8 +78,80 @@ def _broadcast_shape(shapes):
     return out
 
 
-def _checking(op, python_meta, broadcast, overlap):
+def _dtype_name(dtype):
+    """c10's name of `dtype` (Float, Long, ComplexDouble), as CPU errors say it."""
+    return _C_NAMES[dtype]
+
+
+_C_NAMES = {
+    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
+    torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+    torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long",
+    torch.bool: "Bool", torch.uint16: "UInt16", torch.uint32: "UInt32", torch.uint64: "UInt64",
+}
+
+
+def _functional_of(op):
+    """The functional overload of in-place `op` (mul_.Tensor -> mul.Tensor,
+    __ilshift__.Tensor -> __lshift__.Tensor), or None."""
+    name = op._schema.name.split("::")[1]
+    if name.startswith("__i") and name.endswith("__"):
+        functional = "__" + name[3:]  # __ilshift__ -> __lshift__
+    elif name.endswith("_") and not name.startswith("_"):
+        functional = name[:-1]
+    else:
+        return None
+    packet = getattr(torch.ops.aten, functional, None)
+    overload = op._overloadname
+    return getattr(packet, overload, None) if packet is not None and overload in packet.overloads() else None
+
+
+def _heaviside_check(self, values, *rest, **kwargs):
+    if not isinstance(values, torch.Tensor):
+        return
+    if self.is_complex() or values.is_complex():
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
+    if self.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+
+
+def _no_complex(name):
+    def check(self, other=None, *rest, **kwargs):
+        if any(isinstance(t, torch.Tensor) and t.is_complex() for t in (self, other)):
+            raise RuntimeError(f"{name} not implemented for complex tensors.")
+    return check
+
+
+# Dtype checks the CPU kernels make and PyTorch's Python Meta kernels do not
+# (heaviside of mixed dtypes, maximum of complex tensors): without them neuron
+# traced the op and failed at the sync, in unrelated code. Keyed by the op's
+# name without a trailing "_"; they run for every overload (out= and in-place).
+KERNEL_CHECKS = {
+    "heaviside": _heaviside_check,
+    "maximum": _no_complex("maximum"),
+    "minimum": _no_complex("minimum"),
+    "fmax": _no_complex("fmax"),
+    "fmin": _no_complex("fmin"),
+}
+
+
+def _kernel_check(op):
+    return KERNEL_CHECKS.get(op._schema.name.split("::")[1].rstrip("_"))
+
+
+def _with_kernel_check(check, python_meta):
+    def meta(*args, **kwargs):
+        check(*args, **kwargs)
+        return python_meta(*args, **kwargs)
+    return meta
+
+
+def _checking(op, python_meta, broadcast, overlap, functional=None):
+    kernel_check = _kernel_check(op)
+
     def meta(self, *args, **kwargs):
+        if kernel_check is not None:
+            kernel_check(self, *args, **kwargs)
         if isinstance(self, torch.Tensor) and torch._debug_has_internal_overlap(self) == 1:
             if overlap:
                 raise RuntimeError(_OVERLAP)
@@ -98,8 +171,45 @@ def _checking(op, python_meta, broadcast, overlap):
                 if shape != list(self.shape):
                     raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                        f"broadcast shape {shape}")
-        return python_meta(self, *args, **kwargs)
+        if functional is not None and isinstance(self, torch.Tensor):
+            # The CPU computes in the promoted dtype and refuses to write a
+            # result self's dtype cannot hold (int32 *= float32 0-dim tensor);
+            # some Python Meta kernels convert it silently.
+            others = [a for a in args if isinstance(a, (torch.Tensor, int, float, complex, bool))]
+            if _key(op) in BROADCAST_FIRST:
+                # Shifts: the CPU promotes, then finds the cast unsafe, before
+                # the shift's own integral check.
+                dtype = torch.result_type(self, others[0]) if others else None
+            else:
+                try:
+                    dtype = functional(self, *args, **kwargs).dtype
+                except Exception:  # noqa: BLE001 - the op's own Meta kernel below words the error
+                    dtype = None
+            if isinstance(dtype, torch.dtype) and not torch.can_cast(dtype, self.dtype):
+                raise RuntimeError(f"result type {_dtype_name(dtype)} can't be cast to the "
+                                   f"desired output type {_dtype_name(self.dtype)}")
+        try:
+            return python_meta(self, *args, **kwargs)
+        except RuntimeError as e:
+            cpu = _cpu_cast_message(str(e))
+            if cpu is None:
+                raise
+            raise RuntimeError(cpu) from None
     return meta
+
+
+_UNSAFE_CAST = re.compile(r"Attempting to cast from torch\.(\w+) to out tensor with dtype torch\.(\w+), "
+                          r"but this can't be cast because it is not safe")
+
+
+def _cpu_cast_message(message):
+    """The CPU's words for the refs' unsafe-cast error ("result type Float
+    can't be cast to the desired output type Char"), or None for another error."""
+    match = _UNSAFE_CAST.search(message)
+    if match is None:
+        return None
+    source, target = (_dtype_name(getattr(torch, n)) for n in match.groups())
+    return f"result type {source} can't be cast to the desired output type {target}"
 
 
 def _inplace_ops():
@@ -145,8 +255,22 @@ def install() -> None:
             original = torch.library.get_kernel(op, "Meta")
             if "_meta_registrations" not in repr(original):
                 continue
-            library.impl(op, _checking(op, python_meta, broadcast, overlap), "Meta")
+            # Pointwise ops, and the shifts (__irshift__ lacks the tag).
+            promotes = torch.Tag.pointwise in op.tags or _key(op) in BROADCAST_FIRST
+            functional = _functional_of(op) if promotes else None
+            library.impl(op, _checking(op, python_meta, broadcast, overlap, functional), "Meta")
             _originals[op] = original
+        # The functional and out= overloads of the ops with kernel checks.
+        tables = [torch._decomp.global_decomposition_table[t] for t in ("meta", "post_autograd", "pre_autograd")]
+        for name in KERNEL_CHECKS:
+            for overload in getattr(torch.ops.aten, name).overloads():
+                op = getattr(getattr(torch.ops.aten, name), overload)
+                original = torch.library.get_kernel(op, "Meta")
+                python_meta = next((t[op] for t in tables if op in t), None)
+                if python_meta is None or "_meta_registrations" not in repr(original):
+                    continue
+                library.impl(op, _with_kernel_check(KERNEL_CHECKS[name], python_meta), "Meta")
+                _originals[op] = original
     _library = library
 
 

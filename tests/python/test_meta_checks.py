@@ -34,7 +34,9 @@ def _arguments(op, device, bad):
             break
         kind = str(arg.type)
         if kind == "Tensor":
-            if i == 0:
+            if i == 0 and bad == "dtype":
+                args.append(torch.arange(1, 4, dtype=torch.int32).to(device))
+            elif i == 0:
                 x = torch.rand(3) + 0.5
                 args.append((x.expand(2, 3) if bad == "overlap" else x).to(device))
             else:
@@ -133,3 +135,60 @@ def test_writing_into_an_expanded_tensor_errors_at_the_call():
         base.expand(2, 3).fill_(2)
     assert torch.equal(base.cpu(), torch.zeros(3))
     torch.zeros(3, device="meta").expand(2, 3).fill_(2)  # meta tensors: as the CPU
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int64])
+def test_an_unsafe_in_place_cast_raises_the_cpus_error(dtype):
+    # The refs' Meta kernels word it "Attempting to cast from torch.float32 to
+    # out tensor with dtype ..."; tests and users match the CPU's words.
+    for device in ("cpu", DEV):
+        x = torch.ones(3, dtype=dtype, device=device)
+        with pytest.raises(RuntimeError, match="^result type Float can't be cast to the desired output type "):
+            x.fmod_(1.5)
+
+
+def test_every_inplace_op_refuses_a_result_its_dtype_cannot_hold_as_the_cpu_does():
+    # self int32, other operands float32 (a Python 0.5 for Scalars): the CPU
+    # computes in float32 and refuses to write it into int32 (unsafe cast);
+    # comparisons and ops whose result is self's dtype are accepted.
+    differ, compared = {}, 0
+    for op in _inplace_ops():
+        cpu = _outcome(op, "cpu", "dtype")
+        if cpu is None or not cpu.startswith(("accepted", "RuntimeError: result type")):
+            continue  # other errors: the op needs other arguments than these
+        compared += 1
+        dev = _outcome(op, DEV, "dtype")
+        if dev != cpu:
+            differ[str(op)] = (cpu, dev)
+    assert compared >= 60
+    assert not differ, "\n".join(f"{op}: CPU {c!r}, neuron {d!r}" for op, (c, d) in differ.items())
+
+
+_C64 = torch.ones(2, dtype=torch.complex64)
+_F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch.heaviside(_C64.to(d), _C64.to(d)), id="heaviside_complex"),
+    pytest.param(lambda d: torch.heaviside(_F32.to(d), _I64.to(d)), id="heaviside_mixed_dtypes"),
+    pytest.param(lambda d: torch.heaviside(_F32.to(d), _I64.to(d), out=torch.empty(2, device=d)),
+                 id="heaviside_out"),
+    pytest.param(lambda d: _F32.to(d).heaviside_(_I64.to(d)), id="heaviside_inplace"),
+    pytest.param(lambda d: torch.heaviside(_F32.to(d), torch.tensor(0.5).to(d)), id="heaviside_ok"),
+    pytest.param(lambda d: torch.maximum(_C64.to(d), _C64.to(d)), id="maximum_complex"),
+    pytest.param(lambda d: torch.max(_F32.to(d), _C64.to(d)), id="max_mixed_complex"),
+    pytest.param(lambda d: torch.fmin(_C64.to(d), _C64.to(d), out=torch.empty(2, dtype=torch.complex64, device=d)),
+                 id="fmin_out_complex"),
+    pytest.param(lambda d: torch.minimum(_F32.to(d), _F32.to(d)), id="minimum_ok"),
+])
+def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
+    # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron
+    # traced the op and failed at a later sync. No sync here: the call raises.
+    outcomes = []
+    for device in ("cpu", DEV):
+        try:
+            call(device)
+            outcomes.append("accepted")
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]
