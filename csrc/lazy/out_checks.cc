@@ -1,6 +1,8 @@
 #include "lazy/out_checks.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/GradMode.h>
 #include <torch/library.h>
@@ -14,6 +16,21 @@
 
 namespace torch_neuron::lazy {
 namespace {
+
+// The length of the sequence linspace, logspace or arange makes (their out=
+// overloads), or nullopt for another op.
+std::optional<int64_t> SequenceLength(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
+  const std::string& name = op.schema().name();
+  if (name == "aten::linspace" || name == "aten::logspace") return stack[base + 2].toInt();
+  if (name != "aten::arange") return std::nullopt;
+  const bool from_zero = op.schema().arguments().size() == 2;  // arange.out(end, *, out)
+  const c10::Scalar start = from_zero ? c10::Scalar(0) : stack[base].toScalar();
+  const c10::Scalar end = stack[base + (from_zero ? 0 : 1)].toScalar();
+  const c10::Scalar step = from_zero ? c10::Scalar(1) : stack[base + 2].toScalar();
+  // The Meta kernel of the functional form counts as the CPU does (and checks
+  // the step).
+  return at::arange(start, end, step, at::TensorOptions().device(c10::kMeta).dtype(at::kDouble)).numel();
+}
 
 at::Tensor MetaCopy(const at::Tensor& t) {
   if (!t.defined() || !IsNeuron(t)) return t;  // CPU scalars stay as they are
@@ -95,7 +112,41 @@ std::string CpuCastMessage(const std::string& what) {
 void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const size_t num_args = op.schema().arguments().size();
   const size_t base = stack->size() - num_args;
-  {
+  // Autograd's kernel of an out= op refuses these first, on the CPU too.
+  if (c10::GradMode::is_enabled()) {
+    for (size_t i = base; i < stack->size(); ++i) {
+      TORCH_CHECK(!RequiresGrad((*stack)[i]), op.schema().name().substr(6),
+                  "(): functions with out=... arguments don't support automatic differentiation, "
+                  "but one of the arguments requires grad.");
+    }
+  }
+  const std::string& name = op.schema().name();
+  // linspace, logspace and arange resize out only where its element count
+  // differs from the sequence's: an out of the right count keeps its shape and
+  // takes the values in its logical order. (Their refs' Meta kernels resize by
+  // shape, and warn: they are not asked.)
+  const std::optional<int64_t> sequence = SequenceLength(op, *stack, base);
+  if (sequence) {
+    const at::Tensor out = stack->back().toTensor();
+    if (name == "aten::arange" && out.numel() != *sequence) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", *sequence,
+                 ". Note that this may occur as a result of rounding error. The out tensor will be resized "
+                 "to a tensor of shape (", *sequence, ",).");
+    }
+    if (out.numel() == *sequence && out.dim() != 1) {
+      // Functionalization would give out the sequence's 1-d shape (and fail
+      // writing through a view of another shape): the sequence goes to a
+      // fresh tensor, copied in.
+      stack->back() = at::empty({0}, out.options());
+      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+      const at::Tensor fresh = stack->back().toTensor();
+      out.copy_(fresh.view(out.sizes()));
+      stack->back() = out;
+      return;
+    }
+  }
+  if (!sequence) {
     torch::jit::Stack meta_stack;
     meta_stack.reserve(num_args);
     for (size_t i = base; i < stack->size(); ++i) meta_stack.push_back(MetaCopy((*stack)[i]));
@@ -107,21 +158,12 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       } else if (const std::string cpu = CpuCastMessage(e.what()); !cpu.empty()) {
         // The refs' out= wrapper refuses every unsafe cast; the CPU's
         // bernoulli writes its 0s and 1s into any dtype.
-        const std::string& name = op.schema().name();
         TORCH_CHECK_TYPE(name != "aten::cat", "torch.cat(): input types can't be cast to the desired output type ",
                          cpu.substr(cpu.rfind(' ') + 1));
         TORCH_CHECK(name == "aten::bernoulli", cpu);
       } else {
         throw;
       }
-    }
-  }
-  // As autograd's kernel of an out= op does before it passes the call on.
-  if (c10::GradMode::is_enabled()) {
-    for (size_t i = base; i < stack->size(); ++i) {
-      TORCH_CHECK(!RequiresGrad((*stack)[i]), op.schema().name().substr(6),
-                  "(): functions with out=... arguments don't support automatic differentiation, "
-                  "but one of the arguments requires grad.");
     }
   }
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);

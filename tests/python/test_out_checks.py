@@ -12,6 +12,8 @@ the same values) and with one the result cannot be cast to (both must refuse
 it, or neither).
 """
 
+import warnings
+
 import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
@@ -147,3 +149,32 @@ def test_a_good_out_is_resized_and_written():
     result = torch.add(torch.arange(4.0, device="neuron"), 1, out=out)
     assert result is out
     assert out.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda x: torch.linspace(0, 3, 4, out=x.narrow(1, 1, 2)), id="linspace_into_a_strided_view"),
+    pytest.param(lambda x: torch.logspace(0, 3, 4, base=2, out=x.narrow(1, 1, 2)), id="logspace_into_a_strided_view"),
+    pytest.param(lambda x: torch.arange(1, 4, 0.5, out=x), id="arange_into_2x3"),
+])
+def test_sequences_keep_an_out_of_their_length_in_its_shape(make):
+    # The CPU's linspace/logspace/arange resize out only when its element count
+    # differs; functionalization gave out the 1-d shape (and writing through a
+    # view of another shape failed when the graph ran).
+    def run(device):
+        x = torch.zeros(2, 3, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no resize, so no warning
+            result = make(x)
+        return x.cpu(), result.cpu()
+    (x_cpu, r_cpu), (x_dev, r_dev) = run("cpu"), run("neuron")
+    assert torch.equal(x_dev, x_cpu)
+    assert torch.equal(r_dev, r_cpu)
+
+
+def test_arange_into_an_out_of_another_length_warns_and_resizes_as_on_the_cpu():
+    for device in ("cpu", "neuron"):
+        out = torch.zeros(3, device=device)
+        with pytest.warns(UserWarning, match=r"out tensor of shape \[3\] is 3 which does not match the "
+                                             r"computed number of elements 4"):
+            torch.arange(4, out=out)
+        assert out.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
