@@ -122,16 +122,37 @@ def _no_complex(name):
     return check
 
 
-# Dtype checks the CPU kernels make and PyTorch's Python Meta kernels do not
-# (heaviside of mixed dtypes, maximum of complex tensors): without them neuron
-# traced the op and failed at the sync, in unrelated code. Keyed by the op's
-# name without a trailing "_"; they run for every overload (out= and in-place).
+_TYPE_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16"}
+
+
+def _embedding_bag_check(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                         per_sample_weights=None, *rest, **kwargs):
+    if indices.dim() not in (1, 2):
+        raise RuntimeError(f"input has to be a 1D or 2D Tensor, but got Tensor of dimension {indices.dim()}")
+    if offsets.dim() != 1:
+        raise RuntimeError(f"offsets has to be a 1D Tensor, but got Tensor of dimension {offsets.dim()}")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        w, p = (_TYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (weight, per_sample_weights))
+        raise RuntimeError(
+            f"Expected tensor for argument #1 'weight' to have the same type as tensor for argument #1 "
+            f"'per_sample_weights'; but type torch.{w}Tensor does not equal torch.{p}Tensor")
+
+
+# Checks the CPU kernels make and PyTorch's Python Meta kernels do not
+# (heaviside of mixed dtypes, maximum of complex tensors, embedding_bag's
+# dimensions and per-sample weights): without them neuron
+# traced the op and failed at the sync, in unrelated code. With them the Meta
+# kernel refuses the inputs, so the tracer hands the op to the CPU fallback,
+# whose CPU kernel raises its own error at the call. Keyed by the op's name
+# without a trailing "_"; they run for every overload (out= and in-place).
 KERNEL_CHECKS = {
     "heaviside": _heaviside_check,
     "maximum": _no_complex("maximum"),
     "minimum": _no_complex("minimum"),
     "fmax": _no_complex("fmax"),
     "fmin": _no_complex("fmin"),
+    "_embedding_bag": _embedding_bag_check,
+    "_embedding_bag_forward_only": _embedding_bag_check,
 }
 
 

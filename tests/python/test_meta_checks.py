@@ -192,3 +192,29 @@ def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
         except RuntimeError as e:
             outcomes.append(str(e))
     assert outcomes[0] == outcomes[1]
+
+
+_W64 = torch.zeros(5, 2, dtype=torch.float64)
+_BAD_INDICES = torch.zeros(2, 0, 0, 6, 6, dtype=torch.long)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch._embedding_bag(_W64.to(d), _BAD_INDICES.to(d), _BAD_INDICES.to(d)), id="indices_5d"),
+    pytest.param(lambda d: torch._embedding_bag_forward_only(_W64.to(d), _BAD_INDICES.to(d), _BAD_INDICES.to(d)),
+                 id="forward_only_indices_5d"),
+    pytest.param(lambda d: torch._embedding_bag(_W64.to(d), torch.tensor([1, 2], device=d), _BAD_INDICES.to(d)),
+                 id="offsets_5d"),
+    pytest.param(lambda d: torch._embedding_bag(_W64.to(d), torch.tensor([1, 2], device=d), torch.tensor([0], device=d),
+                                                False, 0, False, torch.ones(2, device=d)), id="per_sample_weights_dtype"),
+    pytest.param(lambda d: torch._embedding_bag(_W64.to(d), torch.tensor([1, 2], device=d), torch.tensor([0], device=d),
+                                                False, 0, False, torch.ones(2, dtype=torch.float64, device=d)), id="ok"),
+])
+def test_embedding_bag_refuses_bad_shapes_and_dtypes_at_the_call(call):
+    outcomes = []
+    for device in ("cpu", DEV):
+        try:
+            call(device)
+            outcomes.append("accepted")
+        except RuntimeError as e:
+            outcomes.append(str(e).split(" (while checking")[0])
+    assert outcomes[0] == outcomes[1]
