@@ -138,9 +138,25 @@ def _embedding_bag_check(weight, indices, offsets, scale_grad_by_freq=False, mod
             f"'per_sample_weights'; but type torch.{w}Tensor does not equal torch.{p}Tensor")
 
 
+def _index_put_check(self, indices, values, *rest, **kwargs):
+    tensors = [i for i in indices if i is not None]
+    if not tensors or any(i.dtype in (torch.bool, torch.uint8) for i in tensors):
+        return  # masks: the result's shape is their count of True, known when the graph runs
+    try:
+        torch.broadcast_shapes(*(i.shape for i in tensors))
+    except RuntimeError:
+        shapes = ", ".join(str(list(i.shape)) for i in tensors)
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}") from None
+    result = list(torch.ops.aten.index.Tensor(self, list(indices)).shape)
+    value = list(values.shape)
+    if len(value) > len(result) or any(v not in (1, r) for v, r in zip(reversed(value), reversed(result))):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {value} cannot be broadcast to indexing "
+                           f"result of shape {result}")
+
+
 # Checks the CPU kernels make and PyTorch's Python Meta kernels do not
-# (heaviside of mixed dtypes, maximum of complex tensors, embedding_bag's
-# dimensions and per-sample weights): without them neuron
+# (heaviside of mixed dtypes, maximum of complex tensors, index_put's shapes,
+# embedding_bag's dimensions and per-sample weights): without them neuron
 # traced the op and failed at the sync, in unrelated code. With them the Meta
 # kernel refuses the inputs, so the tracer hands the op to the CPU fallback,
 # whose CPU kernel raises its own error at the call. Keyed by the op's name
@@ -151,6 +167,8 @@ KERNEL_CHECKS = {
     "minimum": _no_complex("minimum"),
     "fmax": _no_complex("fmax"),
     "fmin": _no_complex("fmin"),
+    "index_put": _index_put_check,
+    "_index_put_impl": _index_put_check,
     "_embedding_bag": _embedding_bag_check,
     "_embedding_bag_forward_only": _embedding_bag_check,
 }
@@ -285,8 +303,11 @@ def install() -> None:
         tables = [torch._decomp.global_decomposition_table[t] for t in ("meta", "post_autograd", "pre_autograd")]
         for name in KERNEL_CHECKS:
             for overload in getattr(torch.ops.aten, name).overloads():
-                op = getattr(getattr(torch.ops.aten, name), overload)
-                original = torch.library.get_kernel(op, "Meta")
+                try:
+                    op = getattr(getattr(torch.ops.aten, name), overload)
+                    original = torch.library.get_kernel(op, "Meta")
+                except (AttributeError, RuntimeError):
+                    continue  # an overload the dispatcher does not hold (index_put.hacked_twin)
                 python_meta = next((t[op] for t in tables if op in t), None)
                 if python_meta is None or "_meta_registrations" not in repr(original):
                     continue

@@ -218,3 +218,29 @@ def test_embedding_bag_refuses_bad_shapes_and_dtypes_at_the_call(call):
         except RuntimeError as e:
             outcomes.append(str(e).split(" (while checking")[0])
     assert outcomes[0] == outcomes[1]
+
+
+_X34 = torch.zeros(3, 4)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: _X34.to(d).index_put_((torch.tensor([0, 1], device=d), torch.tensor([0, 1, 2], device=d)),
+                                                 torch.tensor(1.0, device=d)), id="indices_do_not_broadcast"),
+    pytest.param(lambda d: _X34.to(d).index_put_((torch.tensor([0, 1], device=d),), torch.ones(5, 1, 4, device=d)),
+                 id="values_do_not_broadcast"),
+    pytest.param(lambda d: _X34.to(d).__setitem__(torch.tensor([0, 1], device=d), torch.ones(3, 4, device=d)),
+                 id="setitem_values"),
+    pytest.param(lambda d: torch.index_put(_X34.to(d), (torch.tensor([0, 1], device=d),), torch.ones(3, 4, device=d)),
+                 id="functional"),
+    pytest.param(lambda d: _X34.to(d).__setitem__((slice(None), torch.tensor([0, 1], device=d)),
+                                                  torch.ones(1, 3, 2, device=d)), id="ok"),
+])
+def test_index_put_refuses_shapes_that_do_not_broadcast_at_the_call(call):
+    outcomes = []
+    for device in ("cpu", DEV):
+        try:
+            call(device)
+            outcomes.append("accepted")
+        except (RuntimeError, IndexError) as e:
+            outcomes.append(f"{type(e).__name__}: {e}")
+    assert outcomes[0] == outcomes[1]
