@@ -13,6 +13,7 @@
 #include <string>
 
 #include "lazy/bridge.h"
+#include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -109,6 +110,73 @@ std::string CpuCastMessage(const std::string& what) {
          c10::toString(*to);
 }
 
+c10::IValue ToCpu(const c10::IValue& v) {
+  auto cpu = [](const at::Tensor& t) { return t.defined() && IsNeuron(t) ? t.cpu() : t; };
+  if (v.isTensor()) return cpu(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> list = v.toTensorVector();
+    for (at::Tensor& t : list) t = cpu(t);
+    return list;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(cpu(e.toTensor())) : std::nullopt);
+    }
+    return list;
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kCPU);
+  return v;
+}
+
+// Runs an out= op whose Meta kernel cannot say what it does (a data-dependent
+// shape, no Meta kernel) as the CPU's kernel on CPU copies, and writes its
+// results into the neuron outs: the CPU's checks, resizes and warnings. Those
+// ops run on the CPU fallback anyway. False (nothing done) for ops that draw
+// random numbers (they draw from the neuron generator on the usual path).
+bool RunOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t base) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    if (v.isGenerator() || runtime::IsGeneratorType(schema.arguments()[i].type())) return false;
+    if (schema.arguments()[i].is_out()) {
+      if (!v.isTensor() || !IsNeuron(v.toTensor())) return false;
+      outs.push_back(v.toTensor());
+    }
+  }
+  if (outs.size() != schema.returns().size()) return false;
+  torch::jit::Stack cpu_stack;
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    if (schema.arguments()[i].is_out()) {
+      // The out's shape and dtype, which the CPU kernel checks and resizes.
+      cpu_stack.push_back(at::empty(v.toTensor().sizes(), v.toTensor().options().device(c10::kCPU)));
+    } else {
+      cpu_stack.push_back(ToCpu(v));
+    }
+  }
+  // The CPU kernel writes the CPU copies of the outs and of the other written
+  // arguments (a batch norm's running stats).
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // neuron, CPU copy
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
+    const c10::IValue& v = (*stack)[base + i];
+    if (alias != nullptr && alias->isWrite() && v.isTensor() && v.toTensor().defined() && IsNeuron(v.toTensor())) {
+      written.emplace_back(v.toTensor(), cpu_stack[i].toTensor());
+    }
+  }
+  op.callBoxed(&cpu_stack);
+  for (auto& [neuron, cpu] : written) {
+    if (neuron.sizes() != cpu.sizes()) neuron.resize_(cpu.sizes());
+    neuron.copy_(cpu);
+  }
+  torch::jit::drop(*stack, num_args);
+  for (const at::Tensor& out : outs) stack->push_back(out);
+  return true;
+}
+
 void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const size_t num_args = op.schema().arguments().size();
   const size_t base = stack->size() - num_args;
@@ -154,7 +222,8 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
     } catch (const std::exception& e) {
       if (!IsInputError(e)) {
-        // Meta tensors cannot answer: the op's own checks run later.
+        // Meta tensors cannot answer: the CPU's kernel does.
+        if (RunOnCpu(op, stack, base)) return;
       } else if (const std::string cpu = CpuCastMessage(e.what()); !cpu.empty()) {
         // The refs' out= wrapper refuses every unsafe cast; the CPU's
         // bernoulli writes its 0s and 1s into any dtype.
@@ -183,13 +252,9 @@ int RegisterOutChecks() {
       bool out_fn = false;
       for (const c10::Argument& arg : op->schema().arguments()) out_fn |= arg.is_out();
       if (!out_fn) continue;
-      // A composite decomposes into ops that are checked themselves; ops
-      // without a Meta kernel have nothing to check with.
+      // A composite decomposes into ops that are checked themselves. (An op
+      // without a Meta kernel runs as the CPU's kernel: RunOnCpu.)
       if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
-      if (!op->hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
-          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
-        continue;
-      }
       const std::string overload =
           name.overload_name.empty() ? name.name.substr(6) : name.name.substr(6) + "." + name.overload_name;
       lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&CheckedOut>());

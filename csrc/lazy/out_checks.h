@@ -6,8 +6,11 @@
 // the CPU runs, never runs, and PyTorch's functionalization checks in-place ops
 // with their Meta kernels but not out= ops. So on neuron the out= ops first run
 // their Meta kernel on meta copies of their arguments, and raise its error
-// where it finds one; then they go on as autograd's out= kernels do (refusing
-// arguments that require grad) to functionalization.
+// where it finds one, and go on to functionalization. Where the Meta kernel
+// cannot say (a data-dependent shape, no Meta kernel: nonzero, masked_select,
+// histogram) the op runs as the CPU's kernel on CPU copies and its results are
+// written into the outs, as the CPU fallback would run it anyway. Autograd's
+// out= rule (no argument may require grad) is checked first, as on the CPU.
 #pragma once
 
 namespace torch_neuron::lazy {

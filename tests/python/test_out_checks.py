@@ -9,7 +9,8 @@ csrc/lazy/out_checks.cc runs the out= op's Meta kernel first. Every out= op of
 the OpInfo database is tried here on its first sample, on the CPU and on
 neuron, with an out tensor of the result's dtype (both must accept it and give
 the same values) and with one the result cannot be cast to (both must refuse
-it, or neither).
+it, or neither). Ops whose Meta kernel cannot answer (nonzero, masked_select,
+histogram, no Meta kernel) run as the CPU's kernel, outs written back.
 """
 
 import warnings
@@ -26,23 +27,13 @@ UNSAFE_FOR = {torch.float32: torch.int64, torch.int64: torch.bool, torch.bool: N
 
 
 # What neuron still accepts that the CPU refuses, and why (docs/SUPPORT.md).
-_NO_META = "no Meta kernel (a data-dependent shape) to check the out dtype with before the result is converted into out"
-_META_GAP = "the Meta kernel lacks the CPU kernel's check of the out dtype"
 KNOWN_DIFFERENCES = {
-    "masked_select (unsafe)": ("RuntimeError", "accepted"),  # _NO_META
-    "nonzero (unsafe)": ("RuntimeError", "accepted"),  # _NO_META
-    "histogram (unsafe)": ("RuntimeError", "accepted"),  # _NO_META
-    "linalg.lstsq (unsafe)": ("RuntimeError", "accepted"),  # _NO_META
-    "_native_batch_norm_legit (unsafe)": ("RuntimeError", "accepted"),  # _NO_META
-    "angle (unsafe)": ("RuntimeError", "accepted"),  # _META_GAP
-    "geqrf (unsafe)": ("RuntimeError", "accepted"),  # _META_GAP
-    "linalg.solve_triangular (unsafe)": ("RuntimeError", "accepted"),  # _META_GAP
-    # The CPU has no normal kernel for int64; neuron draws float32 and converts.
+    # Their Meta kernels lack the CPU kernel's check of the out dtype.
+    "angle (unsafe)": ("RuntimeError", "accepted"),
+    "linalg.solve_triangular (unsafe)": ("RuntimeError", "accepted"),
+    # The CPU has no normal kernel for int64; neuron draws float32 (from the
+    # neuron generator, so not on the CPU's kernel) and converts.
     "normal (unsafe)": ("NotImplementedError", "accepted"),
-    # Upstream: PyTorch's functionalization of this out= op assigns the results
-    # to the wrong arguments (running_mean gets the output), on the CPU too
-    # (torch.func.functionalize); nothing calls it but by hand.
-    "_native_batch_norm_legit (same)": ("accepted", "accepted"),
 }
 
 
@@ -178,3 +169,28 @@ def test_arange_into_an_out_of_another_length_warns_and_resizes_as_on_the_cpu():
                                              r"computed number of elements 4"):
             torch.arange(4, out=out)
         assert out.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_out_ops_without_an_answering_meta_kernel_run_as_the_cpus_and_write_every_written_argument():
+    # nonzero's out must be int64 (its Meta kernel cannot run: a data-dependent
+    # shape); _native_batch_norm_legit.out has no Meta kernel, writes its running
+    # stats too, and functionalization of it put the output into running_mean.
+    mask = torch.tensor([True, False, True])
+    with pytest.raises(RuntimeError, match="Long"):
+        torch.nonzero(mask.neuron(), out=torch.empty(0, dtype=torch.int32, device="neuron"))
+    out = torch.empty(5, 5, dtype=torch.long, device="neuron")
+    assert torch.nonzero(mask.neuron(), out=out) is out
+    assert out.cpu().tolist() == [[0], [2]]
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 5, 5)
+    results = []
+    for device in ("cpu", "neuron"):
+        stats = [torch.zeros(5, device=device), torch.ones(5, device=device)]
+        outs = [torch.empty(0, device=device) for _ in range(3)]
+        torch.ops.aten._native_batch_norm_legit.out(x.to(device), None, None, *stats, True, 0.1, 1e-5,
+                                                    out=outs[0], save_mean=outs[1], save_invstd=outs[2])
+        results.append([t.cpu() for t in (*stats, *outs)])
+    for cpu, dev in zip(*results):
+        assert cpu.shape == dev.shape
+        torch.testing.assert_close(dev, cpu)
