@@ -24,6 +24,7 @@ treatment PyTorch gives storage-less backends:
 from __future__ import annotations
 
 import torch
+import torch.utils.dlpack
 import torch._tensor_str as _tensor_str
 
 _DEVICE = "neuron"
@@ -137,7 +138,39 @@ def _neuron_data_ptr(self):
     return _original_data_ptr(self)
 
 
+_original_dlpack = torch.Tensor.__dlpack__
+_original_dlpack_device = torch.Tensor.__dlpack_device__
+_NO_DLPACK = ("neuron tensors cannot be shared through DLPack: their values live in device memory with no "
+              "address another library can read; use tensor.cpu() (then torch.from_dlpack or numpy)")
+
+
+def _neuron_dlpack(self, *args, **kwargs):
+    # PyTorch's own __dlpack__ would hand out a capsule holding the virtual
+    # address above, which a consumer (numpy, cupy, jax) would read as memory.
+    if _is_neuron(self):
+        raise BufferError(_NO_DLPACK)
+    return _original_dlpack(self, *args, **kwargs)
+
+
+def _neuron_dlpack_device(self):
+    if _is_neuron(self):
+        raise BufferError(_NO_DLPACK)
+    return _original_dlpack_device(self)
+
+
+_original_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
+def _neuron_to_dlpack(tensor):
+    if _is_neuron(tensor):
+        raise BufferError(_NO_DLPACK)
+    return _original_to_dlpack(tensor)
+
+
 def install() -> None:
+    torch.utils.dlpack.to_dlpack = _neuron_to_dlpack
+    torch.Tensor.__dlpack__ = _neuron_dlpack
+    torch.Tensor.__dlpack_device__ = _neuron_dlpack_device
     torch.Tensor.data_ptr = _neuron_data_ptr
     torch.UntypedStorage.data_ptr = _neuron_storage_data_ptr
     torch.Tensor.numpy = _neuron_numpy
