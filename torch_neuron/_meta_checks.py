@@ -154,6 +154,12 @@ def _index_put_check(self, indices, values, *rest, **kwargs):
                            f"result of shape {result}")
 
 
+def _clamp_check(self, min=None, max=None, *rest, **kwargs):  # noqa: A002 - the schema's names
+    if min is None and max is None:
+        # The refs' Meta kernel raises a ValueError in other words.
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+
+
 # Checks the CPU kernels make and PyTorch's Python Meta kernels do not
 # (heaviside of mixed dtypes, maximum of complex tensors, index_put's shapes,
 # embedding_bag's dimensions and per-sample weights): without them neuron
@@ -167,6 +173,7 @@ KERNEL_CHECKS = {
     "minimum": _no_complex("minimum"),
     "fmax": _no_complex("fmax"),
     "fmin": _no_complex("fmin"),
+    "clamp": _clamp_check,
     "index_put": _index_put_check,
     "_index_put_impl": _index_put_check,
     "_embedding_bag": _embedding_bag_check,

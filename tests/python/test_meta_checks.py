@@ -180,6 +180,8 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
     pytest.param(lambda d: torch.fmin(_C64.to(d), _C64.to(d), out=torch.empty(2, dtype=torch.complex64, device=d)),
                  id="fmin_out_complex"),
     pytest.param(lambda d: torch.minimum(_F32.to(d), _F32.to(d)), id="minimum_ok"),
+    pytest.param(lambda d: _F32.to(d).clamp_(), id="clamp_inplace_without_bounds"),
+    pytest.param(lambda d: _F32.to(d).clamp(), id="clamp_without_bounds"),
 ])
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron
