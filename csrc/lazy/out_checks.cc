@@ -12,6 +12,7 @@
 #include <utility>
 #include <string>
 
+#include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
 #include "runtime/schema_types.h"
 
@@ -245,21 +246,15 @@ int RegisterOutChecks() {
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1,
                                    __FILE__, __LINE__);
     int count = 0;
-    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0) continue;
-      std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
-      if (!op || !op->hasSchema()) continue;
+    ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
       bool out_fn = false;
-      for (const c10::Argument& arg : op->schema().arguments()) out_fn |= arg.is_out();
-      if (!out_fn) continue;
+      for (const c10::Argument& arg : op.schema().arguments()) out_fn |= arg.is_out();
       // A composite decomposes into ops that are checked themselves. (An op
       // without a Meta kernel runs as the CPU's kernel: RunOnCpu.)
-      if (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
-      const std::string overload =
-          name.overload_name.empty() ? name.name.substr(6) : name.name.substr(6) + "." + name.overload_name;
+      if (!out_fn || op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return;
       lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&CheckedOut>());
       ++count;
-    }
+    });
     return count;
   }();
   return registered;

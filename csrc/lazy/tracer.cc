@@ -20,6 +20,7 @@
 #include "base/metrics.h"
 #include "ir/interner.h"
 #include "ir/node.h"
+#include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/execution_mode.h"
@@ -648,30 +649,25 @@ int RegisterTracerForCompositeOps() {
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                    __FILE__, __LINE__);
     int count = 0;
-    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0) continue;
-      std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
-      if (!op || !op->hasSchema()) continue;
+    ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
       const bool composite =
-          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
-      if (!composite || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+          op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+      if (!composite || op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return;
       // In-place and out= ops too: functionalization keeps them from user code,
       // but composite kernels and Python custom ops running below it mutate
       // fresh neuron tensors, and the device-generic composite kernels of those
       // ops would reach a storage-less tensor's (missing) memory.
-      if (IsDataDependent(OpName(*op))) continue;
-      if (UsesDefaultGeneratorImplicitly(*op)) continue;
+      if (IsDataDependent(OpName(op))) return;
+      if (UsesDefaultGeneratorImplicitly(op)) return;
       bool tensor_returns = true;
-      for (const c10::Argument& ret : op->schema().returns()) {
+      for (const c10::Argument& ret : op.schema().returns()) {
         tensor_returns &= IsTensorType(ret.type()) || IsListOf(ret.type(), c10::TypeKind::TensorType);
       }
-      if (!tensor_returns) continue;
-      const std::string overload =
-          name.overload_name.empty() ? name.name.substr(6) : name.name.substr(6) + "." + name.overload_name;
+      if (!tensor_returns) return;
       lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&TraceOp>());
       ++count;
-    }
+    });
     return count;
   }();
   return registered;

@@ -164,6 +164,18 @@ def test_every_inplace_op_refuses_a_result_its_dtype_cannot_hold_as_the_cpu_does
     assert not differ, "\n".join(f"{op}: CPU {c!r}, neuron {d!r}" for op, (c, d) in differ.items())
 
 
+def _outcomes(call, errors=(RuntimeError,), words=lambda e: str(e)):
+    """What `call(device)` does on the CPU and on neuron: "accepted" or the error."""
+    outcomes = []
+    for device in ("cpu", DEV):
+        try:
+            call(device)
+            outcomes.append("accepted")
+        except errors as e:
+            outcomes.append(f"{type(e).__name__}: {words(e)}")
+    return outcomes
+
+
 _C64 = torch.ones(2, dtype=torch.complex64)
 _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
 
@@ -186,14 +198,8 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron
     # traced the op and failed at a later sync. No sync here: the call raises.
-    outcomes = []
-    for device in ("cpu", DEV):
-        try:
-            call(device)
-            outcomes.append("accepted")
-        except RuntimeError as e:
-            outcomes.append(str(e))
-    assert outcomes[0] == outcomes[1]
+    cpu, neuron = _outcomes(call)
+    assert neuron == cpu
 
 
 _W64 = torch.zeros(5, 2, dtype=torch.float64)
@@ -212,14 +218,8 @@ _BAD_INDICES = torch.zeros(2, 0, 0, 6, 6, dtype=torch.long)
                                                 False, 0, False, torch.ones(2, dtype=torch.float64, device=d)), id="ok"),
 ])
 def test_embedding_bag_refuses_bad_shapes_and_dtypes_at_the_call(call):
-    outcomes = []
-    for device in ("cpu", DEV):
-        try:
-            call(device)
-            outcomes.append("accepted")
-        except RuntimeError as e:
-            outcomes.append(str(e).split(" (while checking")[0])
-    assert outcomes[0] == outcomes[1]
+    cpu, neuron = _outcomes(call, words=lambda e: str(e).split(" (while checking")[0])
+    assert neuron == cpu
 
 
 _X34 = torch.zeros(3, 4)
@@ -238,11 +238,5 @@ _X34 = torch.zeros(3, 4)
                                                   torch.ones(1, 3, 2, device=d)), id="ok"),
 ])
 def test_index_put_refuses_shapes_that_do_not_broadcast_at_the_call(call):
-    outcomes = []
-    for device in ("cpu", DEV):
-        try:
-            call(device)
-            outcomes.append("accepted")
-        except (RuntimeError, IndexError) as e:
-            outcomes.append(f"{type(e).__name__}: {e}")
-    assert outcomes[0] == outcomes[1]
+    cpu, neuron = _outcomes(call, errors=(RuntimeError, IndexError))
+    assert neuron == cpu
