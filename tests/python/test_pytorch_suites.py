@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -110,13 +111,29 @@ def test_runner_records_every_outcome_resumes_and_checks_cpu_twins(tmp_path):
         "test_hangs_cpu": "passed", "test_crashes_cpu": "passed"}
     text = report.read_text()
     # 6 ran, the drifted one fails on the CPU too: 2 passed of 5 judged.
-    assert "| test_view_ops.py | 6 | 2 | 2 | 1 | 0 | 1 | 1 | 40.0% |" in text
+    assert "| test_view_ops.py | 6 | 6 | 2 | 2 | 1 | 0 | 1 | 1 | 40.0% |" in text
     assert "test_drifted_neuron (test_view_ops.py): CPU failed" in text
     # A rerun resumes: nothing is run again.
     again = _run(["--suite", "test_view_ops.py", "--test-timeout", "2"], source, state, report)
     assert again.returncode == 0
     assert "to run" not in again.stdout
     assert _records(state / "test_view_ops.py.neuron.jsonl") == neuron
+
+
+def test_runner_samples_a_fixed_subset_and_says_so(tmp_path):
+    source = tmp_path / "tests"
+    source.mkdir()
+    (source / "conftest.py").write_text(FAKE_CONFTEST)
+    (source / "test_view_ops.py").write_text(FAKE_SUITE)
+    state, report = tmp_path / "state", tmp_path / "REPORT.md"
+    done = _run(["--suite", "test_view_ops.py", "--test-timeout", "2", "--jobs", "1", "--sample", "2",
+                 "-k", "passes or fails or drifted"], source, state, report)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = set(_records(state / "test_view_ops.py.neuron.jsonl"))
+    # The hash picks the same tests whatever else the suite holds.
+    assert ran == {n for n in ("test_passes_neuron", "test_fails_neuron", "test_drifted_neuron")
+                   if zlib.crc32(f"test_view_ops.py::TestFakeNEURON::{n}".encode()) % 2 == 0}
+    assert f"| test_view_ops.py | 3 | {len(ran)} (1 in 2) |" in report.read_text()
 
 
 def test_runner_says_so_and_skips_without_the_test_files(tmp_path):
