@@ -26,6 +26,7 @@ def _autoload() -> None:
 
 import atexit  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 
 import torch
 
@@ -72,6 +73,27 @@ def _run_backward_on_the_caller() -> None:
         torch.autograd.set_multithreading_enabled(False)
 
 
+def _finish_work_before_default_dtype_changes() -> None:
+    # Ops traced with torch's default dtype in effect (torch.empty(3), an
+    # int tensor times 0.5) take it again when their graph runs, on the
+    # device's queue thread. A change of the default (set_default_dtype, the
+    # decorators of PyTorch's tests, transformers' from_config(torch_dtype=))
+    # while such a graph is traced but not run would make its kernels compute
+    # in the new dtype and its outputs be cast back: float64 results with
+    # float32 precision. So a change first queues what is traced and waits.
+    def wrap(set_default, current):
+        @functools.wraps(set_default)
+        def set_default_after_pending_work(value):
+            if value is not current() and not device._is_in_bad_fork():
+                _C._finish_pending_work()
+            set_default(value)
+
+        return set_default_after_pending_work
+
+    torch._C._set_default_dtype = wrap(torch._C._set_default_dtype, torch.get_default_dtype)
+    torch._C._set_default_tensor_type = wrap(torch._C._set_default_tensor_type, lambda: None)
+
+
 _register_backend()
 config._warn_unknown_variables()
 _run_backward_on_the_caller()
@@ -84,6 +106,7 @@ _serialization.install()
 service._install_launcher()
 _module_support.install()
 debug._install_source_locations()
+_finish_work_before_default_dtype_changes()
 
 if config.current()["shape_registry"]:
     # TORCH_NEURON_SHAPE_REGISTRY: record from here on. Imported only then (and

@@ -247,6 +247,23 @@ void GraphExecutor::MarkStep(int device) {
   }
 }
 
+std::vector<int> GraphExecutor::QueuePendingWork() {
+  std::vector<int> queued;
+  const int count = runtime::DeviceRegistry::Global().device_count();
+  for (int d = 0; d < count; ++d) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (capturing_.count(d) != 0) continue;
+    }
+    if (runtime::ExecutionQueue::ForDevice(d).HasError()) continue;
+    BeforeSync(d, false);  // not a step's end
+    std::vector<LazyTensorPtr> pending = PendingTensors(d);
+    if (!pending.empty() || HasPendingDraws(d)) SyncDevice(d, pending);
+    queued.push_back(d);
+  }
+  return queued;
+}
+
 void GraphExecutor::WaitDevice(int device) {
   BeforeSync(device, false);
   DrainDevice(device);

@@ -59,6 +59,13 @@ class GraphExecutor {
   // Waits until everything queued on `device` ran; raises its first error.
   void WaitDevice(int device);
 
+  // Queues everything traced on every device, as mark_step does, for a change
+  // of process state that queued kernels read when they run (torch's default
+  // dtype): returns the devices whose queues the caller then drains. A device
+  // capturing a step, or with an error kept for its next sync, is left as it
+  // is (that sync raises the error); a compile error is raised here.
+  std::vector<int> QueuePendingWork();
+
   // For schedulers (lazy/scheduler.h), which must not be asked again:
   // Sync and WaitDevice without consulting the scheduler.
   void RunNow(const std::vector<LazyTensorPtr>& tensors);

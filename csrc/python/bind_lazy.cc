@@ -20,6 +20,7 @@
 #include "lazy/tracer.h"
 #include "python/bindings.h"
 #include "runtime/device_registry.h"
+#include "runtime/execution_queue.h"
 #include "runtime/torch_status.h"
 
 namespace py = pybind11;
@@ -113,6 +114,12 @@ void BindLazy(py::module_& m) {
   m.def("_register_out_checks", [] { return lazy::RegisterOutChecks(); });
   m.def("_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); },
         py::arg("device") = -1);
+  m.def("_finish_pending_work", [] {
+    const std::vector<int> devices = lazy::GraphExecutor::Get().QueuePendingWork();
+    py::gil_scoped_release release;
+    // Drained without taking an error: the next sync raises it.
+    for (int d : devices) runtime::ExecutionQueue::ForDevice(d).Drain();
+  });
   m.def("_sync", [](const py::list& tensors) { lazy::GraphExecutor::Get().Sync(LazyTensors(tensors)); });
   m.def("_wait_device", [](int device) {
     py::gil_scoped_release release;

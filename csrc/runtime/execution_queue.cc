@@ -71,6 +71,11 @@ void ExecutionQueue::ForgetError(const absl::Status& raised) {
   if (error_ == raised) error_ = absl::OkStatus();
 }
 
+bool ExecutionQueue::HasError() {
+  absl::MutexLock lock(&mu_);
+  return !error_.ok();
+}
+
 absl::Status ExecutionQueue::TakeError() {
   absl::MutexLock lock(&mu_);
   absl::Status error = std::move(error_);

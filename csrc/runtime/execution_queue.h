@@ -44,6 +44,9 @@ class ExecutionQueue {
   // The first error since the last call, and clears it.
   absl::Status TakeError();
 
+  // True when an error is kept for the next sync (which TakeError would return).
+  bool HasError();
+
   // A reader met `raised` in a buffer it read and raises it itself: once the
   // items queued so far have run (the one that failed may still be reporting
   // it), the kept error is cleared if it is that one, so the next sync does

@@ -304,3 +304,57 @@ def test_results_follow_the_default_dtype_set_between_calls(make):
             assert make("neuron").dtype == make("cpu").dtype == dtype
     finally:
         torch.set_default_dtype(before)
+
+
+# An op traced with the default dtype in effect takes it again when its graph
+# runs: a change of the default between trace and sync made the kernels compute
+# in the new dtype and the outputs be cast back (float64 results with float32
+# precision), and the constant folder raised an internal error on torch.empty.
+# A change of the default now first runs what was traced.
+DEFAULT_DTYPE_OPS = {
+    "int_div": lambda d: torch.arange(1000, device=d) / 3,
+    "sin_of_int": lambda d: torch.sin(torch.arange(1000, device=d)),
+    "int_times_float": lambda d: torch.arange(1000, device=d) * 0.1,
+    "empty_filled": lambda d: torch.empty(3, device=d).fill_(1 / 3),
+    "zeros_plus": lambda d: torch.zeros(2, device=d) + 1 / 3,
+    "full": lambda d: torch.full((4,), 0.1, device=d).cumsum(0),
+}
+
+
+@pytest.mark.parametrize("mode", ["lazy", "eager"])
+def test_ops_traced_before_a_change_of_default_dtype_keep_its_values(mode, metrics):
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        expected = {name: make("cpu") for name, make in DEFAULT_DTYPE_OPS.items()}
+        with torch_neuron.mode(mode):
+            actual = {name: make("neuron") for name, make in DEFAULT_DTYPE_OPS.items()}
+            syncs = metrics.counter("graph.sync.count")
+            torch.set_default_dtype(torch.float32)
+            if mode == "lazy":  # what was pending ran as one graph, at the change
+                assert metrics.counter("graph.sync.count") == syncs + 1
+            torch.set_default_dtype(torch.float32)  # no change: nothing runs
+            if mode == "lazy":
+                assert metrics.counter("graph.sync.count") == syncs + 1
+            for name, value in actual.items():
+                assert value.dtype == torch.float64, name
+                assert torch.equal(value.cpu(), expected[name]), name
+    finally:
+        torch.set_default_dtype(before)
+
+
+def test_a_compile_under_another_default_dtype_leaves_default_dtype_nodes_to_run_time():
+    # A compile service's process keeps its own default dtype: folding
+    # torch.empty(3) there gave float32 where float64 was traced.
+    before = torch.get_default_dtype()
+    set_without_sync = torch._C._set_default_dtype.__wrapped__
+    try:
+        torch.set_default_dtype(torch.float64)
+        x = torch.empty(3, device="neuron").fill_(1 / 3) + torch.arange(3, device="neuron") / 7
+        set_without_sync(torch.float32)
+        text, _ = torch_neuron._C._compiled_text([x])  # compiles under float32
+        assert "aten::empty.memory_format" in text
+        set_without_sync(torch.float64)
+        assert torch.equal(x.cpu(), torch.full((3,), 1 / 3) + torch.arange(3) / 7)
+    finally:
+        torch.set_default_dtype(before)
