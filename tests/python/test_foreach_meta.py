@@ -211,3 +211,45 @@ def test_foreach_adamw_step_runs_no_python_meta_function():
     grad = params[0].grad
     assert python_meta_calls(lambda: grad.addcmul_(grad, grad)) > 0
     torch_neuron.mark_step()
+
+
+# addcdiv and addcmul take their per-tensor scalars as a CPU tensor too
+# (_tensor_support.py runs them as the ScalarList forms): functionalization
+# handed that tensor to the Meta kernel as a meta tensor, which refused it.
+SCALAR_TENSOR_FORMS = {
+    "_foreach_addcdiv_.Tensor": lambda s, a, b, scalars: torch._foreach_addcdiv_(s, a, b, scalars),
+    "_foreach_addcmul_.Tensor": lambda s, a, b, scalars: torch._foreach_addcmul_(s, a, b, scalars),
+    "_foreach_addcdiv.Tensor": lambda s, a, b, scalars: torch._foreach_addcdiv(s, a, b, scalars),
+    "_foreach_addcmul.Tensor": lambda s, a, b, scalars: torch._foreach_addcmul(s, a, b, scalars),
+}
+
+
+@pytest.mark.parametrize("op", SCALAR_TENSOR_FORMS)
+def test_scalars_as_a_cpu_tensor_give_the_cpus_results(op):
+    call = SCALAR_TENSOR_FORMS[op]
+    scalars = torch.tensor([0.5, -2.0])
+    expected = lists("cpu", positive=True)
+    expected_out = call(*expected, scalars)
+    got = lists("neuron", positive=True)
+    got_out = call(*got, scalars)
+    results = (got[0], expected[0]) if expected_out is None else (got_out, expected_out)
+    for g, e in zip(*results):
+        assert g.device.type == "neuron"
+        torch.testing.assert_close(g.cpu(), e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scalars", [
+    pytest.param(lambda: torch.tensor([0.5]), id="another_length"),
+    pytest.param(lambda: torch.tensor([[0.5, 2.0]]), id="two_dims"),
+    pytest.param(lambda: torch.tensor([0.5, 2.0]).to("neuron"), id="on_neuron"),
+])
+def test_bad_scalar_tensors_raise_the_cpu_error_and_change_nothing(scalars):
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch._foreach_addcdiv_(*lists("cpu"), scalars())
+    neuron = lists("neuron")
+    before = [t.cpu() for t in neuron[0]]
+    with pytest.raises(RuntimeError) as neuron_error:
+        torch._foreach_addcdiv_(*neuron, scalars())
+    assert str(neuron_error.value) == str(cpu_error.value)
+    for b, t in zip(before, neuron[0]):
+        torch.testing.assert_close(t.cpu(), b, rtol=0, atol=0)
