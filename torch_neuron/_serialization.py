@@ -27,7 +27,6 @@ rebuilt; the rebuilt CPU tensor then moves to that device once per storage.
 
 from __future__ import annotations
 
-import ctypes
 
 import torch
 import torch._utils as _utils

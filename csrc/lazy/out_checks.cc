@@ -39,22 +39,29 @@ at::Tensor MetaCopy(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-c10::IValue MetaCopy(const c10::IValue& v) {
-  if (v.isTensor()) return MetaCopy(v.toTensor());
+// `v` with `f` applied to each tensor it holds (a tensor, a list, a list of
+// optional tensors); another value as it is.
+template <typename F>
+c10::IValue MapTensors(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) return f(v.toTensor());
   if (v.isTensorList()) {
     std::vector<at::Tensor> list = v.toTensorVector();
-    for (at::Tensor& t : list) t = MetaCopy(t);
+    for (at::Tensor& t : list) t = f(t);
     return list;
   }
   if (v.isOptionalTensorList()) {
     c10::List<std::optional<at::Tensor>> list;
     for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(MetaCopy(e.toTensor())) : std::nullopt);
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
     }
     return list;
   }
-  if (v.isGenerator()) return c10::IValue();  // Meta kernels draw nothing
   return v;
+}
+
+c10::IValue MetaCopy(const c10::IValue& v) {
+  if (v.isGenerator()) return c10::IValue();  // Meta kernels draw nothing
+  return MapTensors(v, [](const at::Tensor& t) { return MetaCopy(t); });
 }
 
 bool RequiresGrad(const c10::IValue& v) {
@@ -112,22 +119,8 @@ std::string CpuCastMessage(const std::string& what) {
 }
 
 c10::IValue ToCpu(const c10::IValue& v) {
-  auto cpu = [](const at::Tensor& t) { return t.defined() && IsNeuron(t) ? t.cpu() : t; };
-  if (v.isTensor()) return cpu(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> list = v.toTensorVector();
-    for (at::Tensor& t : list) t = cpu(t);
-    return list;
-  }
-  if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(cpu(e.toTensor())) : std::nullopt);
-    }
-    return list;
-  }
   if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kCPU);
-  return v;
+  return MapTensors(v, [](const at::Tensor& t) { return t.defined() && IsNeuron(t) ? t.cpu() : t; });
 }
 
 // Runs an out= op whose Meta kernel cannot say what it does (a data-dependent

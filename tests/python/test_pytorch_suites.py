@@ -85,12 +85,17 @@ def _records(path):
     return {nodeid.split("::")[-1]: r for nodeid, r in done.items()}
 
 
-def test_runner_records_every_outcome_resumes_and_checks_cpu_twins(tmp_path):
+def _fake_suite(tmp_path):
+    """A test folder holding FAKE_SUITE as test_view_ops.py; the state folder and report paths."""
     source = tmp_path / "tests"
     source.mkdir()
     (source / "conftest.py").write_text(FAKE_CONFTEST)
     (source / "test_view_ops.py").write_text(FAKE_SUITE)
-    state, report = tmp_path / "state", tmp_path / "REPORT.md"
+    return source, tmp_path / "state", tmp_path / "REPORT.md"
+
+
+def test_runner_records_every_outcome_resumes_and_checks_cpu_twins(tmp_path):
+    source, state, report = _fake_suite(tmp_path)
     done = _run(["--suite", "test_view_ops.py", "--test-timeout", "2", "--jobs", "1"],
                 source, state, report)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -121,11 +126,7 @@ def test_runner_records_every_outcome_resumes_and_checks_cpu_twins(tmp_path):
 
 
 def test_runner_samples_a_fixed_subset_and_says_so(tmp_path):
-    source = tmp_path / "tests"
-    source.mkdir()
-    (source / "conftest.py").write_text(FAKE_CONFTEST)
-    (source / "test_view_ops.py").write_text(FAKE_SUITE)
-    state, report = tmp_path / "state", tmp_path / "REPORT.md"
+    source, state, report = _fake_suite(tmp_path)
     done = _run(["--suite", "test_view_ops.py", "--test-timeout", "2", "--jobs", "1", "--sample", "2",
                  "-k", "passes or fails or drifted"], source, state, report)
     assert done.returncode == 0, done.stdout + done.stderr
