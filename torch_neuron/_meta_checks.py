@@ -154,6 +154,23 @@ def _index_put_check(self, indices, values, *rest, **kwargs):
                            f"result of shape {result}")
 
 
+# randperm's CPU kernel refuses an n its result dtype cannot count to
+# (check_supported_max_int_with_precision in TensorFactories.cpp).
+_RANDPERM_LIMITS = {torch.float16: (2**11 + 1, "2049"), torch.float32: (2**24 + 1, "2^24+1"),
+                    torch.float64: (2**53 + 1, "2^53+1")}
+
+
+def _randperm_check(n, *args, dtype=None, out=None, **kwargs):
+    dtype = out.dtype if out is not None else (torch.int64 if dtype is None else dtype)
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    torch.scalar_tensor(n - 1 if n > 0 else n, dtype=dtype, device="cpu")  # raises on overflow
+    limit = _RANDPERM_LIMITS.get(dtype)
+    if limit is not None and n > limit[0]:
+        name = {torch.float16: "Half", torch.float32: "Float", torch.float64: "Double"}[dtype]
+        raise RuntimeError(f"n cannot be greater than {limit[1]} for {name} type.")
+
+
 def _clamp_check(self, min=None, max=None, *rest, **kwargs):  # noqa: A002 - the schema's names
     if min is None and max is None:
         # The refs' Meta kernel raises a ValueError in other words.
@@ -174,6 +191,7 @@ KERNEL_CHECKS = {
     "fmax": _no_complex("fmax"),
     "fmin": _no_complex("fmin"),
     "clamp": _clamp_check,
+    "randperm": _randperm_check,
     "index_put": _index_put_check,
     "_index_put_impl": _index_put_check,
     "_embedding_bag": _embedding_bag_check,

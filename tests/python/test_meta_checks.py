@@ -194,6 +194,12 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
     pytest.param(lambda d: torch.minimum(_F32.to(d), _F32.to(d)), id="minimum_ok"),
     pytest.param(lambda d: _F32.to(d).clamp_(), id="clamp_inplace_without_bounds"),
     pytest.param(lambda d: _F32.to(d).clamp(), id="clamp_without_bounds"),
+    pytest.param(lambda d: torch.randperm(257, dtype=torch.uint8, device=d), id="randperm_past_uint8"),
+    pytest.param(lambda d: torch.randperm(2050, dtype=torch.half, device=d), id="randperm_past_half"),
+    pytest.param(lambda d: torch.randperm(2**24 + 2, out=torch.empty(0, device=d)), id="randperm_out_past_float"),
+    pytest.param(lambda d: torch.randperm(-1, out=torch.empty(0, dtype=torch.long, device=d)),
+                 id="randperm_negative"),
+    pytest.param(lambda d: torch.randperm(2049, dtype=torch.half, device=d), id="randperm_half_ok"),
 ])
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron
