@@ -23,6 +23,7 @@ global, so meta tensors of the CPU get the same (CPU-like) strictness.
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 
 import torch
@@ -154,6 +155,11 @@ def _index_put_check(self, indices, values, *rest, **kwargs):
                            f"result of shape {result}")
 
 
+def _bernoulli_check(self, p=None, *args, **kwargs):
+    if isinstance(p, (int, float)):  # torch.bernoulli(x, p): the CPU checks p as bernoulli_ does
+        _cpu_probe("bernoulli_")(self, p)
+
+
 # randperm's CPU kernel refuses an n its result dtype cannot count to
 # (check_supported_max_int_with_precision in TensorFactories.cpp).
 _RANDPERM_LIMITS = {torch.float16: (2**11 + 1, "2049"), torch.float32: (2**24 + 1, "2^24+1"),
@@ -192,6 +198,7 @@ KERNEL_CHECKS = {
     "fmin": _no_complex("fmin"),
     "clamp": _clamp_check,
     "randperm": _randperm_check,
+    "bernoulli": _bernoulli_check,
     "index_put": _index_put_check,
     "_index_put_impl": _index_put_check,
     "_embedding_bag": _embedding_bag_check,
@@ -199,19 +206,80 @@ KERNEL_CHECKS = {
 }
 
 
+# The in-place random ops: their CPU kernels check the parameters (from < to
+# and the dtype's range for random_, std >= 0, p in [0, 1], a floating self
+# for uniform_) where the Meta kernels do not, or word the error otherwise. The
+# same call on an empty CPU tensor of self's dtype raises the CPU's error; it
+# draws with a generator of its own, so the user's streams stay untouched.
+# Parameters that passed are remembered (a dropout's bernoulli_ every step).
+# The probe has one element (none for an empty self), so the CPU kernel's
+# dtype errors come too ("normal_kernel_cpu" not implemented for 'Int'). Only
+# the user's call is probed: a Meta kernel that calls another random op
+# (geometric_'s draws uniform_ into its int self) runs that one unprobed.
+CPU_PROBED = ("random_", "uniform_", "normal_", "exponential_", "geometric_", "cauchy_",
+              "log_normal_", "bernoulli_")
+_probed = set()
+_probing_now = threading.local()
+
+
+class _ProbedMeta:
+    """Marks the thread as running a probed op's Meta kernel."""
+
+    def __enter__(self):
+        _probing_now.depth = getattr(_probing_now, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _probing_now.depth -= 1
+
+
+def _cpu_probe(name):
+    def check(self, *args, generator=None, **kwargs):
+        if getattr(_probing_now, "depth", 0) > 0:
+            return
+        if any(isinstance(a, torch.Tensor) for a in (*args, *kwargs.values())):
+            return  # bernoulli_ with a tensor of probabilities: its Meta kernel checks
+        numel = self.numel()
+        if not isinstance(numel, int):
+            return  # symbolic sizes (torch.compile's fake tensors)
+        key = (name, self.dtype, numel > 0, args, tuple(sorted(kwargs.items())))
+        if key in _probed:
+            return
+        getattr(torch.empty(min(numel, 1), dtype=self.dtype, device="cpu"), name)(
+            *args, generator=torch.Generator(), **kwargs)
+        if len(_probed) < 4096:
+            _probed.add(key)
+    return check
+
+
 def _kernel_check(op):
-    return KERNEL_CHECKS.get(op._schema.name.split("::")[1].rstrip("_"))
+    name = op._schema.name.split("::")[1]
+    if name in CPU_PROBED:
+        return _cpu_probe(name)
+    return KERNEL_CHECKS.get(name.rstrip("_"))
+
+
+def _probing(probe, cpp_meta):
+    meta_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+
+    def meta(*args, **kwargs):
+        probe(*args, **kwargs)
+        with _ProbedMeta():
+            return cpp_meta.call_boxed(meta_keys, *args, **kwargs)
+    return meta
 
 
 def _with_kernel_check(check, python_meta):
     def meta(*args, **kwargs):
         check(*args, **kwargs)
-        return python_meta(*args, **kwargs)
+        with _ProbedMeta():
+            return python_meta(*args, **kwargs)
     return meta
 
 
 def _checking(op, python_meta, broadcast, overlap, functional=None):
     kernel_check = _kernel_check(op)
+    if op._schema.name.split("::")[1] in CPU_PROBED:
+        python_meta = _with_kernel_check(lambda *args, **kwargs: None, python_meta)
 
     def meta(self, *args, **kwargs):
         if kernel_check is not None:
@@ -337,6 +405,15 @@ def install() -> None:
                 if python_meta is None or "_meta_registrations" not in repr(original):
                     continue
                 library.impl(op, _with_kernel_check(KERNEL_CHECKS[name], python_meta), "Meta")
+                _originals[op] = original
+        # The random ops whose Meta kernel is C++ (random_): the probe, then it.
+        for name in CPU_PROBED:
+            for overload in getattr(torch.ops.aten, name).overloads():
+                op = getattr(getattr(torch.ops.aten, name), overload)
+                if op in _originals:
+                    continue  # a Python Meta kernel: _checking probes first
+                original = torch.library.get_kernel(op, "Meta")
+                library.impl(op, _probing(_cpu_probe(name), original), "Meta")
                 _originals[op] = original
     _library = library
 

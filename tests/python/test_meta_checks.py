@@ -200,12 +200,39 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
     pytest.param(lambda d: torch.randperm(-1, out=torch.empty(0, dtype=torch.long, device=d)),
                  id="randperm_negative"),
     pytest.param(lambda d: torch.randperm(2049, dtype=torch.half, device=d), id="randperm_half_ok"),
+    pytest.param(lambda d: torch.empty(3, device=d).random_(5, 2), id="random_from_past_to"),
+    pytest.param(lambda d: torch.empty(3, dtype=torch.uint8, device=d).random_(-1, 5), id="random_below_uint8"),
+    pytest.param(lambda d: torch.empty(3, dtype=torch.half, device=d).random_(2**20), id="random_past_half"),
+    pytest.param(lambda d: torch.empty(3, dtype=torch.bool, device=d).random_(0, 3), id="random_past_bool"),
+    pytest.param(lambda d: torch.empty(3, device=d).random_(0, 7), id="random_ok"),
+    pytest.param(lambda d: torch.empty(3, device=d).uniform_(2, 1), id="uniform_reversed"),
+    pytest.param(lambda d: torch.empty(3, dtype=torch.int64, device=d).uniform_(), id="uniform_of_int"),
+    pytest.param(lambda d: torch.empty(3, device=d).normal_(0, -1), id="normal_negative_std"),
+    pytest.param(lambda d: torch.normal(0.0, -1.0, (3,), device=d), id="normal_functional_negative_std"),
+    pytest.param(lambda d: torch.empty(3, device=d).exponential_(-1), id="exponential_negative"),
+    pytest.param(lambda d: torch.empty(3, device=d).geometric_(2), id="geometric_past_one"),
+    pytest.param(lambda d: torch.empty(3, device=d).cauchy_(0, -1), id="cauchy_negative_sigma"),
+    pytest.param(lambda d: torch.empty(3, device=d).log_normal_(0, -1), id="log_normal_negative_std"),
+    pytest.param(lambda d: torch.empty(3, device=d).bernoulli_(2.0), id="bernoulli_inplace_past_one"),
+    pytest.param(lambda d: torch.bernoulli(torch.zeros(3, device=d), 2.0), id="bernoulli_past_one"),
+    pytest.param(lambda d: torch.bernoulli(torch.zeros(3, device=d), 0.5), id="bernoulli_ok"),
+    pytest.param(lambda d: torch.empty(3, dtype=torch.int32, device=d).normal_(), id="normal_of_int"),
+    pytest.param(lambda d: torch.empty(3, dtype=torch.int32, device=d).geometric_(0.5), id="geometric_of_int"),
 ])
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron
     # traced the op and failed at a later sync. No sync here: the call raises.
     cpu, neuron = _outcomes(call)
     assert neuron == cpu
+
+
+def test_checks_of_random_ops_leave_the_users_generators_alone():
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    torch.empty(3, device=DEV).uniform_(0, 1)  # checked on an empty CPU tensor first
+    torch.empty(3, device=DEV).bernoulli_(0.5)
+    assert torch.equal(torch.rand(4), expected)
 
 
 _W64 = torch.zeros(5, 2, dtype=torch.float64)
