@@ -132,6 +132,8 @@ def _embedding_bag_check(weight, indices, offsets, scale_grad_by_freq=False, mod
         raise RuntimeError(f"input has to be a 1D or 2D Tensor, but got Tensor of dimension {indices.dim()}")
     if offsets.dim() != 1:
         raise RuntimeError(f"offsets has to be a 1D Tensor, but got Tensor of dimension {offsets.dim()}")
+    if weight.dim() != 2:
+        raise RuntimeError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
     if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
         w, p = (_TYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (weight, per_sample_weights))
         raise RuntimeError(

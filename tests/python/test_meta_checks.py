@@ -245,6 +245,8 @@ _BAD_INDICES = torch.zeros(2, 0, 0, 6, 6, dtype=torch.long)
                  id="forward_only_indices_5d"),
     pytest.param(lambda d: torch._embedding_bag(_W64.to(d), torch.tensor([1, 2], device=d), _BAD_INDICES.to(d)),
                  id="offsets_5d"),
+    pytest.param(lambda d: torch.embedding_bag(torch.zeros(2, 2, 2, device=d), torch.tensor([1, 0], device=d),
+                                               torch.tensor([0], device=d)), id="weight_3d"),
     pytest.param(lambda d: torch._embedding_bag(_W64.to(d), torch.tensor([1, 2], device=d), torch.tensor([0], device=d),
                                                 False, 0, False, torch.ones(2, device=d)), id="per_sample_weights_dtype"),
     pytest.param(lambda d: torch._embedding_bag(_W64.to(d), torch.tensor([1, 2], device=d), torch.tensor([0], device=d),
