@@ -9,6 +9,9 @@
 #include <c10/core/MemoryFormat.h>
 #include <torch/library.h>
 
+#include <optional>
+#include <utility>
+
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/graph_executor.h"
@@ -186,8 +189,66 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   return CopyFrom(self, dst, false);
 }
 
+// The element a 0-dim tensor is of a 1-d device buffer, when it is one (an
+// element of a materialized vector, as iterating over it or v[i].item()
+// reads it): the buffer and the element's index. Reading it directly skips a
+// graph per element (each index would be a graph of its own).
+std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const LazyTensor& t) {
+  if (!t.is_pending() || t.shape().dim() != 0) return std::nullopt;
+  const ir::Value& value = t.pending();
+  const ir::Node& node = *value.node;
+  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1 || node.args().size() < 2) {
+    return std::nullopt;
+  }
+  const ir::Value source = ir::Resolve(node.operands()[0]);
+  if (source.node->kind() != ir::NodeKind::kDeviceData) return std::nullopt;
+  const runtime::DeviceDataPtr* buffer = LeafBuffer(*source.node);
+  if (buffer == nullptr || (*buffer)->sizes().size() != 1) return std::nullopt;
+  const int64_t length = (*buffer)->sizes()[0];
+  const c10::IValue& dim = node.args()[1].attr;
+  if (!dim.isInt() || (dim.toInt() != 0 && dim.toInt() != -1)) return std::nullopt;
+  int64_t index = 0;
+  if (node.op() == "aten::unbind_copy.int") {
+    index = value.index;
+  } else if (node.op() == "aten::select_copy.int" && node.args().size() == 3 && node.args()[2].attr.isInt()) {
+    index = node.args()[2].attr.toInt();
+    if (index < 0) index += length;
+  } else {
+    return std::nullopt;
+  }
+  if (index < 0 || index >= length) return std::nullopt;
+  return std::make_pair(*buffer, index);
+}
+
+// A 0-dim element (unbind or select) of a pending 1-d value: runs that value
+// as a graph of its own and marks its node as run (ir::Resolve), so that this
+// element and the vector's others read it from its buffer. Iterating over a
+// pending vector ran its whole graph once per element.
+void MaterializeVectorOf(const LazyTensor& t) {
+  if (!t.is_pending() || t.shape().dim() != 0) return;
+  const ir::Node& node = *t.pending().node;
+  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1) return;
+  if (node.op() != "aten::unbind_copy.int" && node.op() != "aten::select_copy.int") return;
+  const ir::Value& vector = node.operands()[0];
+  if (vector.node->kind() != ir::NodeKind::kOp || vector.node->num_outputs() != 1 ||
+      !vector.node->materialized().empty() || vector.shape().dim() != 1) {
+    return;
+  }
+  LazyTensorPtr base = LazyTensor::FromValue(vector, t.device());
+  GraphExecutor::Get().Sync({base});
+  vector.node->set_materialized({base->GetValue().node});
+}
+
 at::Scalar LocalScalarDense(const at::Tensor& self) {
-  return Materialize(GetLazy(self)).item();
+  const LazyTensorPtr& t = GetLazy(self);
+  MaterializeVectorOf(*t);
+  if (auto element = ElementOfBuffer(*t)) {
+    t->CheckNoLostWrite();
+    absl::StatusOr<c10::Scalar> value = element->first->ReadElement(element->second);
+    if (value.ok()) return *value;
+    // A failed buffer: the graph below reports its error as a read of it does.
+  }
+  return Materialize(t).item();
 }
 
 const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "runtime/device_registry.h"
 #include "runtime/fork_guard.h"
@@ -174,6 +175,23 @@ absl::StatusOr<at::Tensor> DeviceData::ToHost() const {
   if (nbytes() > 0) std::memcpy(host.data_ptr(), buffer_.get(), nbytes());
   Count(/*to_device=*/false, nbytes(), start);
   return host;
+}
+
+absl::StatusOr<c10::Scalar> DeviceData::ReadElement(int64_t index) const {
+  absl::Status status = Wait();
+  if (!status.ok()) return status;
+  if (index < 0 || index >= numel()) {
+    return absl::OutOfRangeError(absl::StrCat("element ", index, " of a buffer of ", numel()));
+  }
+  auto start = std::chrono::steady_clock::now();
+  const size_t itemsize = c10::elementSize(dtype_);
+  at::Tensor host = at::empty({}, at::TensorOptions().dtype(dtype_).device(at::kCPU));
+  {
+    absl::MutexLock lock(&mu_);
+    std::memcpy(host.data_ptr(), static_cast<const char*>(buffer_.get()) + index * itemsize, itemsize);
+  }
+  Count(/*to_device=*/false, itemsize, start);
+  return host.item();
 }
 
 }  // namespace torch_neuron::runtime

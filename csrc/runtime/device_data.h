@@ -65,6 +65,10 @@ class DeviceData {
   // Downloads to a new CPU tensor (counted as a device-to-host transfer).
   absl::StatusOr<at::Tensor> ToHost() const;
 
+  // Downloads the element at `index` of the buffer in its logical order (a
+  // transfer of one element), after Wait().
+  absl::StatusOr<c10::Scalar> ReadElement(int64_t index) const;
+
   // A weak slot for the IR layer to keep the one leaf node that stands for this
   // buffer, so every tensor sharing the buffer reads one graph parameter. Weak:
   // the leaf owns the buffer, not the other way round. Tracing thread only.

@@ -102,6 +102,33 @@ def test_reading_a_value_syncs_its_graph_once(quiet, name):
     assert quiet.counter("graph.execute.count") == 1
 
 
+def test_iterating_over_a_pending_vector_runs_its_graph_once(quiet):
+    # Each element's .item() ran the vector's whole graph again (a graph per
+    # element: PyTorch's linspace test timed out in all(y[:-1] < y[1:])).
+    x = torch.linspace(-3, 5, 2001)
+    expected = [bool(c) for c in x[:-1] < x[1:] * 0.999]
+    y = materialized(x)
+    quiet.reset()
+    cond = y[:-1] < y[1:] * 0.999
+    assert [bool(c) for c in cond] == expected
+    assert cond[-1].item() == expected[-1] and cond[7].item() == expected[7]
+    torch_neuron.wait_device_ops()
+    assert quiet.counter("graph.sync.count") == 1
+    assert quiet.counter("transfer.device_to_host.count") == 2000 + 2  # one element each
+
+
+def test_elements_read_from_a_buffer_see_later_writes_as_on_the_cpu(quiet):
+    results = {}
+    for device in ("cpu", "neuron"):
+        v = torch.tensor([3.0, -1.0, 7.0], device=device)
+        first = [x.item() for x in v]
+        parts = list(v)
+        e = v[-1]
+        v.add_(1)
+        results[device] = (first, [p.item() for p in parts], e.item(), v[0].item())
+    assert results["neuron"] == results["cpu"]
+
+
 def test_printing_a_pending_tensor_materializes_it(quiet):
     x = materialized(torch.tensor([3.0]))
     quiet.reset()
