@@ -260,6 +260,40 @@ def _kernel_check(op):
     return KERNEL_CHECKS.get(name.rstrip("_"))
 
 
+# Pointwise out= ops: the CPU kernels refuse out dtypes that PyTorch's Python
+# Meta kernels cast to (neg(float32, out=float64) "Found dtype Double but
+# expected Float"; floor of a complex tensor). The same call with one-element
+# CPU tensors of the arguments' dtypes and dimensionality (the promotion rules
+# tell 0-dim tensors from others) raises the CPU's error; each signature is
+# probed once.
+_out_probed = set()
+
+
+def _small(a):
+    return torch.ones([1] * a.dim(), dtype=a.dtype, device="cpu")
+
+
+def _pointwise_out_probe(op):
+    def check(*args, **kwargs):
+        out = kwargs.get("out")
+        if not isinstance(out, torch.Tensor):
+            return
+        values = list(args) + [v for k, v in kwargs.items() if k != "out"]
+        if any(isinstance(v, (list, tuple)) for v in values):
+            return
+        key = (op, tuple((v.dtype, v.dim() == 0) if isinstance(v, torch.Tensor) else (type(v), v)
+                         for v in values), tuple(k for k in kwargs if k != "out"), out.dtype)
+        if key in _out_probed:
+            return
+        small_args = [_small(a) if isinstance(a, torch.Tensor) else a for a in args]
+        small_kwargs = {k: _small(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
+                        if k != "out"}
+        op(*small_args, **small_kwargs, out=torch.empty(0, dtype=out.dtype, device="cpu"))
+        if len(_out_probed) < 4096:
+            _out_probed.add(key)
+    return check
+
+
 def _probing(probe, cpp_meta):
     meta_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 
@@ -368,6 +402,27 @@ def _inplace_ops():
     return dict(sorted(ops.items(), key=lambda kv: str(kv[0])))
 
 
+def _pointwise_out_ops():
+    ops = []
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if torch.Tag.pointwise not in op.tags or not any(a.is_out for a in op._schema.arguments):
+                continue
+            if len([a for a in op._schema.arguments if a.is_out]) != 1:
+                continue
+            try:
+                kernel = torch.library.get_kernel(op, "Meta")
+            except RuntimeError:
+                continue
+            if "_meta_registrations" in repr(kernel):
+                ops.append(op)
+    return ops
+
+
 def _key(op):
     return f"{op._schema.name.split('::')[1]}.{op._overloadname}"
 
@@ -408,6 +463,16 @@ def install() -> None:
                     continue
                 library.impl(op, _with_kernel_check(KERNEL_CHECKS[name], python_meta), "Meta")
                 _originals[op] = original
+        # Pointwise out= overloads with a Python Meta kernel: the CPU's dtype checks first.
+        for op in _pointwise_out_ops():
+            if op in _originals:
+                continue
+            python_meta = next((t[op] for t in tables if op in t), None)
+            if python_meta is None:
+                continue
+            original = torch.library.get_kernel(op, "Meta")
+            library.impl(op, _with_kernel_check(_pointwise_out_probe(op), python_meta), "Meta")
+            _originals[op] = original
         # The random ops whose Meta kernel is C++ (random_): the probe, then it.
         for name in CPU_PROBED:
             for overload in getattr(torch.ops.aten, name).overloads():

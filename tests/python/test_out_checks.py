@@ -28,8 +28,8 @@ UNSAFE_FOR = {torch.float32: torch.int64, torch.int64: torch.bool, torch.bool: N
 
 # What neuron still accepts that the CPU refuses, and why (docs/SUPPORT.md).
 KNOWN_DIFFERENCES = {
-    # Their Meta kernels lack the CPU kernel's check of the out dtype.
-    "angle (unsafe)": ("RuntimeError", "accepted"),
+    # Its Meta kernel lacks the CPU kernel's check of the out dtype (pointwise
+    # ops take the CPU's checks from a probe, _meta_checks.py).
     "linalg.solve_triangular (unsafe)": ("RuntimeError", "accepted"),
     # The CPU has no normal kernel for int64; neuron draws float32 (from the
     # neuron generator, so not on the CPU's kernel) and converts.
@@ -125,6 +125,14 @@ def test_every_out_op_accepts_an_out_of_its_dtype_and_refuses_an_unsafe_one():
                          out=torch.empty(2, device=d)), None),
     (lambda d: torch.mul(torch.ones(3, device=d, requires_grad=True), 2, out=torch.empty(3, device=d)),
      r"mul\(\): functions with out=... arguments don't support automatic differentiation"),
+    (lambda d: torch.neg(torch.ones((), device=d), out=torch.empty(0, dtype=torch.float64, device=d)),
+     "Found dtype Double but expected Float"),
+    (lambda d: torch.floor(torch.ones(2, dtype=torch.complex64, device=d),
+                           out=torch.empty(0, dtype=torch.complex64, device=d)),
+     "floor is not supported for complex inputs"),
+    (lambda d: torch.pow(torch.ones(2, dtype=torch.int64, device=d), -1,
+                         out=torch.empty(0, dtype=torch.int64, device=d)),
+     "Integers to negative integer powers are not allowed"),
 ])
 def test_bad_out_raises_at_the_call_as_on_the_cpu(make, message):
     with pytest.raises(RuntimeError, match=message) as cpu:
