@@ -157,6 +157,15 @@ def _index_put_check(self, indices, values, *rest, **kwargs):
                            f"result of shape {result}")
 
 
+def _elementwise_probe(fn):
+    # torch.complex and torch.polar refuse mixed or integral dtypes (and an out
+    # of another complex dtype) in the CPU kernel: the same call on one-element
+    # CPU tensors raises its error.
+    def check(a, b, *args, out=None, **kwargs):
+        fn(_small(a), _small(b), out=None if out is None else torch.empty(0, dtype=out.dtype, device="cpu"))
+    return check
+
+
 def _bernoulli_check(self, p=None, *args, **kwargs):
     if isinstance(p, (int, float)):  # torch.bernoulli(x, p): the CPU checks p as bernoulli_ does
         _cpu_probe("bernoulli_")(self, p)
@@ -201,6 +210,8 @@ KERNEL_CHECKS = {
     "clamp": _clamp_check,
     "randperm": _randperm_check,
     "bernoulli": _bernoulli_check,
+    "complex": _elementwise_probe(torch.complex),
+    "polar": _elementwise_probe(torch.polar),
     "index_put": _index_put_check,
     "_index_put_impl": _index_put_check,
     "_embedding_bag": _embedding_bag_check,

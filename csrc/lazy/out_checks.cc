@@ -1,5 +1,6 @@
 #include "lazy/out_checks.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
@@ -181,6 +182,15 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
                   "(): functions with out=... arguments don't support automatic differentiation, "
                   "but one of the arguments requires grad.");
     }
+  }
+  // An out whose elements share memory (an expanded tensor): the CPU refuses
+  // it; functionalization's write-back through expand would sum the copies.
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    if (!op.schema().arguments()[i].is_out() || !v.isTensor() || !v.toTensor().defined()) continue;
+    TORCH_CHECK(at::has_internal_overlap(v.toTensor()) != at::MemOverlap::Yes,
+                "unsupported operation: more than one element of the written-to tensor refers to a single "
+                "memory location. Please clone() the tensor before performing the operation.");
   }
   const std::string& name = op.schema().name();
   // linspace, logspace and arange resize out only where its element count

@@ -218,6 +218,12 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
     pytest.param(lambda d: torch.bernoulli(torch.zeros(3, device=d), 0.5), id="bernoulli_ok"),
     pytest.param(lambda d: torch.empty(3, dtype=torch.int32, device=d).normal_(), id="normal_of_int"),
     pytest.param(lambda d: torch.empty(3, dtype=torch.int32, device=d).geometric_(0.5), id="geometric_of_int"),
+    pytest.param(lambda d: torch.complex(_F32.to(d), _F32.double().to(d)), id="complex_mixed_dtypes"),
+    pytest.param(lambda d: torch.complex(_I64.to(d), _I64.to(d)), id="complex_of_ints"),
+    pytest.param(lambda d: torch.complex(_F32.to(d), _F32.to(d), out=torch.empty(0, dtype=torch.complex128, device=d)),
+                 id="complex_out_of_another_dtype"),
+    pytest.param(lambda d: torch.polar(_F32.double().to(d), _F32.to(d)), id="polar_mixed_dtypes"),
+    pytest.param(lambda d: torch.complex(_F32.to(d), _F32.to(d)), id="complex_ok"),
 ])
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron

@@ -133,6 +133,10 @@ def test_every_out_op_accepts_an_out_of_its_dtype_and_refuses_an_unsafe_one():
     (lambda d: torch.pow(torch.ones(2, dtype=torch.int64, device=d), -1,
                          out=torch.empty(0, dtype=torch.int64, device=d)),
      "Integers to negative integer powers are not allowed"),
+    (lambda d: torch.pow(torch.ones(3, device=d), 2, out=torch.ones(1, device=d).expand(3)),
+     "more than one element of the written-to tensor refers to a single memory location"),
+    (lambda d: torch.linspace(1, 10, 10, out=torch.ones(1, device=d).expand(10)),
+     "more than one element of the written-to tensor refers to a single memory location"),
 ])
 def test_bad_out_raises_at_the_call_as_on_the_cpu(make, message):
     with pytest.raises(RuntimeError, match=message) as cpu:
