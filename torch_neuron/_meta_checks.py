@@ -271,35 +271,41 @@ def _kernel_check(op):
     return KERNEL_CHECKS.get(name.rstrip("_"))
 
 
-# Pointwise out= ops: the CPU kernels refuse out dtypes that PyTorch's Python
-# Meta kernels cast to (neg(float32, out=float64) "Found dtype Double but
-# expected Float"; floor of a complex tensor). The same call with one-element
-# CPU tensors of the arguments' dtypes and dimensionality (the promotion rules
-# tell 0-dim tensors from others) raises the CPU's error; each signature is
-# probed once.
+# Pointwise and reduction out= ops: the CPU kernels refuse out dtypes that
+# PyTorch's Python Meta kernels cast to (neg(float32, out=float64) "Found
+# dtype Double but expected Float", all(x, 1, out=float) "all only supports
+# bool tensor for result", mode's values of another dtype; floor of a complex
+# tensor). The same call with CPU tensors of the arguments' dtypes and ranks,
+# each dim cut to at most one element (so promotion, broadcasting and empty
+# dims stay what they are), raises the CPU's error; each signature is probed once.
 _out_probed = set()
 
 
 def _small(a):
-    return torch.ones([1] * a.dim(), dtype=a.dtype, device="cpu")
+    return torch.ones([min(s, 1) for s in a.shape], dtype=a.dtype, device="cpu")
 
 
-def _pointwise_out_probe(op):
+def _out_probe(op):
+    out_names = [a.name for a in op._schema.arguments if a.is_out]
+
     def check(*args, **kwargs):
-        out = kwargs.get("out")
-        if not isinstance(out, torch.Tensor):
+        outs = [kwargs.get(name) for name in out_names]
+        if not all(isinstance(o, torch.Tensor) for o in outs):
             return
-        values = list(args) + [v for k, v in kwargs.items() if k != "out"]
-        if any(isinstance(v, (list, tuple)) for v in values):
+        values = list(args) + [v for k, v in kwargs.items() if k not in out_names]
+        if any(isinstance(v, (list, tuple)) and any(isinstance(e, torch.Tensor) for e in v) for v in values):
             return
-        key = (op, tuple((v.dtype, v.dim() == 0) if isinstance(v, torch.Tensor) else (type(v), v)
-                         for v in values), tuple(k for k in kwargs if k != "out"), out.dtype)
+        key = (op, tuple((v.dtype, tuple(min(s, 1) for s in v.shape)) if isinstance(v, torch.Tensor)
+                         else (type(v), v if not isinstance(v, list) else tuple(v)) for v in values),
+               tuple(k for k in kwargs if k not in out_names), tuple(o.dtype for o in outs))
         if key in _out_probed:
             return
         small_args = [_small(a) if isinstance(a, torch.Tensor) else a for a in args]
         small_kwargs = {k: _small(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
-                        if k != "out"}
-        op(*small_args, **small_kwargs, out=torch.empty(0, dtype=out.dtype, device="cpu"))
+                        if k not in out_names}
+        for name, o in zip(out_names, outs):
+            small_kwargs[name] = torch.empty(0, dtype=o.dtype, device="cpu")
+        op(*small_args, **small_kwargs)
         if len(_out_probed) < 4096:
             _out_probed.add(key)
     return check
@@ -413,7 +419,11 @@ def _inplace_ops():
     return dict(sorted(ops.items(), key=lambda kv: str(kv[0])))
 
 
-def _pointwise_out_ops():
+# Reductions to values and indices, which lack the reduction tag.
+_PROBED_OUT_NAMES = ("aten::mode", "aten::median", "aten::nanmedian")
+
+
+def _probed_out_ops():
     ops = []
     for name in dir(torch.ops.aten):
         packet = getattr(torch.ops.aten, name, None)
@@ -421,9 +431,10 @@ def _pointwise_out_ops():
             continue
         for overload in packet.overloads():
             op = getattr(packet, overload)
-            if torch.Tag.pointwise not in op.tags or not any(a.is_out for a in op._schema.arguments):
+            if not any(a.is_out for a in op._schema.arguments):
                 continue
-            if len([a for a in op._schema.arguments if a.is_out]) != 1:
+            if (torch.Tag.pointwise not in op.tags and torch.Tag.reduction not in op.tags
+                    and op._schema.name not in _PROBED_OUT_NAMES):
                 continue
             try:
                 kernel = torch.library.get_kernel(op, "Meta")
@@ -474,15 +485,15 @@ def install() -> None:
                     continue
                 library.impl(op, _with_kernel_check(KERNEL_CHECKS[name], python_meta), "Meta")
                 _originals[op] = original
-        # Pointwise out= overloads with a Python Meta kernel: the CPU's dtype checks first.
-        for op in _pointwise_out_ops():
+        # Pointwise and reduction out= overloads with a Python Meta kernel: the CPU's dtype checks first.
+        for op in _probed_out_ops():
             if op in _originals:
                 continue
             python_meta = next((t[op] for t in tables if op in t), None)
             if python_meta is None:
                 continue
             original = torch.library.get_kernel(op, "Meta")
-            library.impl(op, _with_kernel_check(_pointwise_out_probe(op), python_meta), "Meta")
+            library.impl(op, _with_kernel_check(_out_probe(op), python_meta), "Meta")
             _originals[op] = original
         # The random ops whose Meta kernel is C++ (random_): the probe, then it.
         for name in CPU_PROBED:
