@@ -142,6 +142,11 @@ def _embedding_bag_check(weight, indices, offsets, scale_grad_by_freq=False, mod
 
 
 def _index_put_check(self, indices, values, *rest, **kwargs):
+    if isinstance(values, torch.Tensor) and values.dtype != self.dtype and self.dtype in _C_NAMES \
+            and values.dtype in _C_NAMES:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_dtype_name(self.dtype)} for the destination and {_dtype_name(values.dtype)} "
+                           f"for the source.")
     tensors = [i for i in indices if i is not None]
     if not tensors or any(i.dtype in (torch.bool, torch.uint8) for i in tensors):
         return  # masks: the result's shape is their count of True, known when the graph runs

@@ -275,6 +275,11 @@ _X34 = torch.zeros(3, 4)
                  id="setitem_values"),
     pytest.param(lambda d: torch.index_put(_X34.to(d), (torch.tensor([0, 1], device=d),), torch.ones(3, 4, device=d)),
                  id="functional"),
+    pytest.param(lambda d: _X34.double().to(d).__setitem__((slice(None), [1]), torch.zeros(3, 1, dtype=torch.int, device=d)),
+                 id="values_of_another_dtype"),
+    pytest.param(lambda d: _X34.to(d).__setitem__(torch.tensor([True, False, True], device=d),
+                                                  torch.zeros(2, 4, dtype=torch.float64, device=d)),
+                 id="mask_values_of_another_dtype"),
     pytest.param(lambda d: _X34.to(d).__setitem__((slice(None), torch.tensor([0, 1], device=d)),
                                                   torch.ones(1, 3, 2, device=d)), id="ok"),
 ])
