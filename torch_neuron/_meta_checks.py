@@ -262,9 +262,13 @@ def _cpu_probe(name):
         key = (name, self.dtype, numel > 0, args, tuple(sorted(kwargs.items())))
         if key in _probed:
             return
-        getattr(torch.empty(min(numel, 1), dtype=self.dtype, device="cpu"), name)(
-            *args, generator=torch.Generator(), **kwargs)
-        if len(_probed) < 4096:
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            getattr(torch.empty(min(numel, 1), dtype=self.dtype, device="cpu"), name)(
+                *args, generator=torch.Generator(), **kwargs)
+        for w in warned:  # the CPU warns at every call (random_ past a float's exact integers)
+            warnings.warn(w.message, w.category, stacklevel=2)
+        if not warned and len(_probed) < 4096:
             _probed.add(key)
     return check
 

@@ -9,6 +9,8 @@ PyTorch's decomposition tables is tried here with both kinds of bad input on
 the CPU and on neuron: both must raise the same error, or neither.
 """
 
+import warnings
+
 import pytest
 import torch
 
@@ -230,6 +232,18 @@ def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # traced the op and failed at a later sync. No sync here: the call raises.
     cpu, neuron = _outcomes(call)
     assert neuron == cpu
+
+
+def test_random_past_a_floats_exact_integers_warns_at_every_call_as_on_the_cpu():
+    messages = {}
+    for device in ("cpu", DEV):
+        for call in range(3):
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                torch.empty(3, device=device).random_(0, 2**25)
+            # (neuron may warn twice where the Meta kernel runs twice: a first call)
+            messages[device, call] = {str(w.message) for w in warned}
+    assert all(messages[DEV, call] == messages["cpu", call] != set() for call in range(3))
 
 
 def test_checks_of_random_ops_leave_the_users_generators_alone():
