@@ -162,12 +162,37 @@ def _index_put_check(self, indices, values, *rest, **kwargs):
                            f"result of shape {result}")
 
 
+# Probes: where PyTorch's Meta kernels are more lenient than the CPU kernels,
+# the same call on small CPU tensors raises the CPU's error (and warns its
+# warnings). Each signature is probed once, unless the call warned (the CPU
+# warns at every call).
+_probed = set()
+
+
+def _probe_once(key, call):
+    if key in _probed:
+        return
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        call()
+    for w in warned:
+        warnings.warn(w.message, w.category, stacklevel=3)
+    if not warned and len(_probed) < 8192:
+        _probed.add(key)
+
+
+def _small(a):
+    """A CPU tensor of `a`'s dtype and rank, each dim cut to at most one element."""
+    return torch.ones([min(s, 1) for s in a.shape], dtype=a.dtype, device="cpu")
+
+
 def _elementwise_probe(fn):
     # torch.complex and torch.polar refuse mixed or integral dtypes (and an out
-    # of another complex dtype) in the CPU kernel: the same call on one-element
-    # CPU tensors raises its error.
+    # of another complex dtype) in the CPU kernel.
     def check(a, b, *args, out=None, **kwargs):
-        fn(_small(a), _small(b), out=None if out is None else torch.empty(0, dtype=out.dtype, device="cpu"))
+        key = (fn, a.dtype, b.dtype, None if out is None else out.dtype)
+        _probe_once(key, lambda: fn(_small(a), _small(b), out=None if out is None else
+                                     torch.empty(0, dtype=out.dtype, device="cpu")))
     return check
 
 
@@ -189,8 +214,7 @@ def _randperm_check(n, *args, dtype=None, out=None, **kwargs):
     torch.scalar_tensor(n - 1 if n > 0 else n, dtype=dtype, device="cpu")  # raises on overflow
     limit = _RANDPERM_LIMITS.get(dtype)
     if limit is not None and n > limit[0]:
-        name = {torch.float16: "Half", torch.float32: "Float", torch.float64: "Double"}[dtype]
-        raise RuntimeError(f"n cannot be greater than {limit[1]} for {name} type.")
+        raise RuntimeError(f"n cannot be greater than {limit[1]} for {_dtype_name(dtype)} type.")
 
 
 def _clamp_check(self, min=None, max=None, *rest, **kwargs):  # noqa: A002 - the schema's names
@@ -236,7 +260,6 @@ KERNEL_CHECKS = {
 # (geometric_'s draws uniform_ into its int self) runs that one unprobed.
 CPU_PROBED = ("random_", "uniform_", "normal_", "exponential_", "geometric_", "cauchy_",
               "log_normal_", "bernoulli_")
-_probed = set()
 _probing_now = threading.local()
 
 
@@ -260,16 +283,8 @@ def _cpu_probe(name):
         if not isinstance(numel, int):
             return  # symbolic sizes (torch.compile's fake tensors)
         key = (name, self.dtype, numel > 0, args, tuple(sorted(kwargs.items())))
-        if key in _probed:
-            return
-        with warnings.catch_warnings(record=True) as warned:
-            warnings.simplefilter("always")
-            getattr(torch.empty(min(numel, 1), dtype=self.dtype, device="cpu"), name)(
-                *args, generator=torch.Generator(), **kwargs)
-        for w in warned:  # the CPU warns at every call (random_ past a float's exact integers)
-            warnings.warn(w.message, w.category, stacklevel=2)
-        if not warned and len(_probed) < 4096:
-            _probed.add(key)
+        _probe_once(key, lambda: getattr(torch.empty(min(numel, 1), dtype=self.dtype, device="cpu"), name)(
+            *args, generator=torch.Generator(), **kwargs))
     return check
 
 
@@ -287,13 +302,6 @@ def _kernel_check(op):
 # tensor). The same call with CPU tensors of the arguments' dtypes and ranks,
 # each dim cut to at most one element (so promotion, broadcasting and empty
 # dims stay what they are), raises the CPU's error; each signature is probed once.
-_out_probed = set()
-
-
-def _small(a):
-    return torch.ones([min(s, 1) for s in a.shape], dtype=a.dtype, device="cpu")
-
-
 def _out_probe(op):
     out_names = [a.name for a in op._schema.arguments if a.is_out]
 
@@ -307,16 +315,15 @@ def _out_probe(op):
         key = (op, tuple((v.dtype, tuple(min(s, 1) for s in v.shape)) if isinstance(v, torch.Tensor)
                          else (type(v), v if not isinstance(v, list) else tuple(v)) for v in values),
                tuple(k for k in kwargs if k not in out_names), tuple(o.dtype for o in outs))
-        if key in _out_probed:
-            return
-        small_args = [_small(a) if isinstance(a, torch.Tensor) else a for a in args]
-        small_kwargs = {k: _small(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
-                        if k not in out_names}
-        for name, o in zip(out_names, outs):
-            small_kwargs[name] = torch.empty(0, dtype=o.dtype, device="cpu")
-        op(*small_args, **small_kwargs)
-        if len(_out_probed) < 4096:
-            _out_probed.add(key)
+        def run():
+            small_args = [_small(a) if isinstance(a, torch.Tensor) else a for a in args]
+            small_kwargs = {k: _small(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()
+                            if k not in out_names}
+            for name, o in zip(out_names, outs):
+                small_kwargs[name] = torch.empty(0, dtype=o.dtype, device="cpu")
+            op(*small_args, **small_kwargs)
+
+        _probe_once(key, run)
     return check
 
 
@@ -330,18 +337,27 @@ def _probing(probe, cpp_meta):
     return meta
 
 
-def _with_kernel_check(check, python_meta):
+def _unprobed_inside(python_meta):
+    """`python_meta`, with the random ops it calls itself left unprobed."""
     def meta(*args, **kwargs):
-        check(*args, **kwargs)
         with _ProbedMeta():
             return python_meta(*args, **kwargs)
+    return meta
+
+
+def _with_kernel_check(check, python_meta):
+    inner = _unprobed_inside(python_meta)
+
+    def meta(*args, **kwargs):
+        check(*args, **kwargs)
+        return inner(*args, **kwargs)
     return meta
 
 
 def _checking(op, python_meta, broadcast, overlap, functional=None):
     kernel_check = _kernel_check(op)
     if op._schema.name.split("::")[1] in CPU_PROBED:
-        python_meta = _with_kernel_check(lambda *args, **kwargs: None, python_meta)
+        python_meta = _unprobed_inside(python_meta)
 
     def meta(self, *args, **kwargs):
         if kernel_check is not None:
