@@ -193,13 +193,20 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 // element of a materialized vector, as iterating over it or v[i].item()
 // reads it): the buffer and the element's index. Reading it directly skips a
 // graph per element (each index would be a graph of its own).
+// The unbind or select node whose output `t` (0-dim) is, or nullptr.
+const ir::Node* ElementNode(const LazyTensor& t) {
+  if (!t.is_pending() || t.shape().dim() != 0) return nullptr;
+  const ir::Node& node = *t.pending().node;
+  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1 || node.args().size() < 2) return nullptr;
+  if (node.op() != "aten::unbind_copy.int" && node.op() != "aten::select_copy.int") return nullptr;
+  return &node;
+}
+
 std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const LazyTensor& t) {
-  if (!t.is_pending() || t.shape().dim() != 0) return std::nullopt;
+  const ir::Node* element = ElementNode(t);
+  if (element == nullptr) return std::nullopt;
   const ir::Value& value = t.pending();
-  const ir::Node& node = *value.node;
-  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1 || node.args().size() < 2) {
-    return std::nullopt;
-  }
+  const ir::Node& node = *element;
   const ir::Value source = ir::Resolve(node.operands()[0]);
   if (source.node->kind() != ir::NodeKind::kDeviceData) return std::nullopt;
   const runtime::DeviceDataPtr* buffer = LeafBuffer(*source.node);
@@ -210,7 +217,7 @@ std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const 
   int64_t index = 0;
   if (node.op() == "aten::unbind_copy.int") {
     index = value.index;
-  } else if (node.op() == "aten::select_copy.int" && node.args().size() == 3 && node.args()[2].attr.isInt()) {
+  } else if (node.args().size() == 3 && node.args()[2].attr.isInt()) {  // select_copy
     index = node.args()[2].attr.toInt();
     if (index < 0) index += length;
   } else {
@@ -225,11 +232,9 @@ std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const 
 // element and the vector's others read it from its buffer. Iterating over a
 // pending vector ran its whole graph once per element.
 void MaterializeVectorOf(const LazyTensor& t) {
-  if (!t.is_pending() || t.shape().dim() != 0) return;
-  const ir::Node& node = *t.pending().node;
-  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1) return;
-  if (node.op() != "aten::unbind_copy.int" && node.op() != "aten::select_copy.int") return;
-  const ir::Value& vector = node.operands()[0];
+  const ir::Node* element = ElementNode(t);
+  if (element == nullptr) return;
+  const ir::Value& vector = element->operands()[0];
   if (vector.node->kind() != ir::NodeKind::kOp || vector.node->num_outputs() != 1 ||
       !vector.node->materialized().empty() || vector.shape().dim() != 1) {
     return;
