@@ -42,7 +42,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, metrics, profiler, service  # noqa: E402
+from . import _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -107,6 +107,7 @@ service._install_launcher()
 _module_support.install()
 debug._install_source_locations()
 _finish_work_before_default_dtype_changes()
+distributed.install()
 
 if config.current()["shape_registry"]:
     # TORCH_NEURON_SHAPE_REGISTRY: record from here on. Imported only then (and

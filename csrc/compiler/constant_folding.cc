@@ -4,6 +4,7 @@
 #include <ATen/ops/scalar_tensor.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/collectives.h"
 #include "runtime/op_lookup.h"
 
 namespace torch_neuron::compiler {
@@ -34,6 +35,8 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
       continue;
     }
     if (n.ir->shape().numel() > max_elements_) continue;
+    // A collective waits for its peers: it runs with the graph, never here.
+    if (runtime::IsCollectiveOp(n.ir->op())) continue;
     bool all_constant = true;
     for (ValueRef v : n.operands) all_constant &= g.nodes[v.node].is_constant();
     if (!all_constant) continue;

@@ -1,9 +1,11 @@
 #include "lazy/bridge.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/ops/copy.h>
 #include <ATen/ops/lift_fresh.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
 #include "lazy/tensor_impl.h"
@@ -68,6 +70,41 @@ at::Tensor LiftFresh(const at::Tensor& self) {
   return at::functionalization::impl::to_functional_tensor(out);
 }
 
+// copy_ at ADInplaceOrView: what PyTorch's kernel there does (run the copy
+// below this key, then bump the version of `self`), and one more case.
+// Functionalization refuses to write a plain tensor from a functional one, and
+// C++ code does just that with neuron tensors: DDP's start-up checks read a
+// broadcast back into a CPU tensor, C++ extensions copy results to the host.
+// Python callers are covered by _tensor_support.py; here the functional source
+// is unwrapped to its current value first, which any device's copy_ can read.
+at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& src,
+                              bool non_blocking) {
+  const bool plain_from_functional = IsNeuron(src) &&
+                                     at::functionalization::impl::isFunctionalTensor(src) &&
+                                     !at::functionalization::impl::isFunctionalTensor(self);
+  if (plain_from_functional) {
+    // The value as a plain tensor: a host copy for a host `self`, the lazy
+    // tensor inside for a plain neuron one. The copy is dispatched afresh, so
+    // its kernel is chosen by the devices the two tensors are on now.
+    at::Tensor source = src;
+    if (IsNeuron(self)) {
+      at::functionalization::impl::sync(src);
+      source = at::functionalization::impl::from_functional_tensor(src);
+    } else {
+      source = src.to(self.device());
+    }
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      self.copy_(source, non_blocking);
+    }
+  } else {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    at::_ops::copy_::redispatch(ks & c10::after_ADInplaceOrView_keyset, self, src, non_blocking);
+  }
+  torch::autograd::impl::bump_version(self);
+  return self;
+}
+
 // Swallows the dispatcher's "overriding a previously registered kernel"
 // warning for the one registration that means to.
 class SilentWarnings : public c10::WarningHandler {
@@ -84,6 +121,9 @@ void RegisterFunctionalizeOverrides() {
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize,
                                    __FILE__, __LINE__);
     lib->impl("lift_fresh", LiftFresh);
+    auto* in_place_or_view = new torch::Library(torch::Library::IMPL, "aten",
+                                                c10::DispatchKey::ADInplaceOrView, __FILE__, __LINE__);
+    in_place_or_view->impl("copy_", TORCH_FN(CopyInPlaceOrView));
     return true;
   }();
   (void)done;

@@ -31,6 +31,7 @@
 #include "lazy/scheduler.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_observer.h"
+#include "runtime/collectives.h"
 #include "runtime/device_registry.h"
 #include "runtime/device_data.h"
 #include "runtime/dtypes.h"
@@ -185,6 +186,8 @@ struct TraceInfo {
   bool addresses_storage = false;
   // Its kernel writes an argument its schema says it reads (hidden_mutations.h).
   bool hidden_mutation = false;
+  // A collective (runtime/collectives.h): it runs exactly once, in trace order.
+  bool collective = false;
   // Per argument: it may be a stale tensor (see LazyTensor) without error,
   // being a view's base (the view inherits it) or an out= argument (overwritten).
   std::vector<bool> stale_allowed;
@@ -214,6 +217,9 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     for (const char* prefix : {"aten::arange", "aten::range", "aten::linspace", "aten::logspace"}) {
       slot->shape_from_scalar_values |= absl::StartsWith(slot->name, prefix);
     }
+    // A collective's world size and split sizes shape its result.
+    slot->collective = runtime::IsCollectiveOp(slot->name);
+    slot->shape_from_scalar_values |= slot->collective;
     slot->meta_fixup = MetaFixupFor(slot->name);
     slot->fill = FillFactoryFor(schema, slot->name);
     for (const c10::Argument& ret : schema.returns()) {
@@ -618,7 +624,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   // Every draw runs exactly once, in trace order, even if its result is never
   // read: the next sync of the device takes it along (graph_executor.cc).
-  if (!generators.empty()) AddPendingDraw(device, node);
+  // Collectives too: every rank must run each one, in the order it traced them.
+  if (!generators.empty() || info.collective) AddPendingDraw(device, node);
   TraceCounters().ops->Add(1);
   TraceCounters().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (CurrentMode() == ExecutionMode::kEager) EagerScheduler().OnOpTraced(device, op_key, created);
