@@ -48,6 +48,20 @@ Reduction ParseReduction(c10::string_view name) {
   TORCH_CHECK(false, "unknown reduce op '", n, "' (sum, avg, product, min, max, band, bor, bxor)");
 }
 
+// Waits for a collective. Gloo reports a dead or hung peer with its own
+// exception types; they become c10::Errors, which the executor reports with
+// the op and the graph that ran it (a std::exception would lose both).
+void Wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  try {
+    work->wait();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "the collective failed (a peer process died, or did not take part before "
+                "the process group's timeout): ", e.what());
+  }
+}
+
 // A fresh contiguous copy: the ops are functional, and gloo writes in place.
 at::Tensor Buffer(const at::Tensor& self) { return self.clone(at::MemoryFormat::Contiguous); }
 
@@ -55,7 +69,7 @@ void Reduce(const at::Tensor& buffer, const Reduction& r, const c10::intrusive_p
   std::vector<at::Tensor> tensors{buffer};
   c10d::AllreduceOptions opts;
   opts.reduceOp = r.op;
-  backend->allreduce(tensors, opts)->wait();
+  Wait(backend->allreduce(tensors, opts));
   if (r.average) {
     TORCH_CHECK(at::isFloatingType(buffer.scalar_type()) || at::isComplexType(buffer.scalar_type()),
                 "ReduceOp.AVG needs a floating-point tensor, got ", buffer.scalar_type());
@@ -73,7 +87,7 @@ at::Tensor Broadcast(const at::Tensor& self, int64_t src, c10::string_view group
   std::vector<at::Tensor> tensors{Buffer(self)};
   c10d::BroadcastOptions opts;
   opts.rootRank = src;
-  HostBackend(group)->broadcast(tensors, opts)->wait();
+  Wait(HostBackend(group)->broadcast(tensors, opts));
   return tensors[0];
 }
 
@@ -91,7 +105,7 @@ at::Tensor AllGatherIntoTensor(const at::Tensor& self, int64_t world_size, c10::
   at::Tensor out = at::empty(GatheredSizes(self, world_size), self.options());
   std::vector<std::vector<at::Tensor>> outputs{out.chunk(world_size)};
   std::vector<at::Tensor> inputs{self.contiguous()};
-  backend->allgather(outputs, inputs)->wait();
+  Wait(backend->allgather(outputs, inputs));
   return out;
 }
 
@@ -131,19 +145,19 @@ at::Tensor AllToAllSingle(const at::Tensor& self, c10::IntArrayRef output_split_
   at::Tensor in = self.contiguous();
   std::vector<int64_t> out_splits = output_split_sizes.vec();
   std::vector<int64_t> in_splits = input_split_sizes.vec();
-  HostBackend(group)->alltoall_base(out, in, out_splits, in_splits)->wait();
+  Wait(HostBackend(group)->alltoall_base(out, in, out_splits, in_splits));
   return out;
 }
 
 at::Tensor Send(const at::Tensor& self, int64_t dst, int64_t tag, c10::string_view group) {
   std::vector<at::Tensor> tensors{self.contiguous()};
-  HostBackend(group)->send(tensors, static_cast<int>(dst), static_cast<int>(tag))->wait();
+  Wait(HostBackend(group)->send(tensors, static_cast<int>(dst), static_cast<int>(tag)));
   return at::empty({0}, self.options());
 }
 
 at::Tensor Recv(const at::Tensor& self, int64_t src, int64_t tag, c10::string_view group) {
   std::vector<at::Tensor> tensors{at::empty(self.sizes(), self.options())};
-  HostBackend(group)->recv(tensors, static_cast<int>(src), static_cast<int>(tag))->wait();
+  Wait(HostBackend(group)->recv(tensors, static_cast<int>(src), static_cast<int>(tag)));
   return tensors[0];
 }
 

@@ -232,15 +232,21 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     if (!donated_param_of.empty() && IsFusedKernel(inst.op)) {
       stack[kKernelReuseArg] = KernelReuse(inst, regs, storages, donated_param_of, written);
     }
+    // Kernels throw c10::Errors; libraries under them (gloo, below the
+    // collectives) may throw anything else. Either is reported with its op.
+    auto failed = [&](const char* what) {
+      const std::string& where = source == nullptr ? inst.source : *source;
+      return absl::InternalError(absl::StrCat("neuron execution failed in ", inst.op_name,
+                                              where.empty() ? "" : " (" + where + ")", ": ", what));
+    };
     try {
       profiler::Scope scope("instruction", inst.op_name,
                             source == nullptr ? inst.source : *source);
       inst.op.callBoxed(stack);
     } catch (const c10::Error& e) {
-      const std::string& where = source == nullptr ? inst.source : *source;
-      return absl::InternalError(absl::StrCat("neuron execution failed in ", inst.op_name,
-                                              where.empty() ? "" : " (" + where + ")", ": ",
-                                              e.what_without_backtrace()));
+      return failed(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return failed(e.what());
     }
     if (absl::Status s = SpreadReturns(inst, stack, regs); !s.ok()) return s;
     for (int32_t r : inst.outputs) {

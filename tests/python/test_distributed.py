@@ -1,0 +1,175 @@
+"""The neuron c10d backend, with real processes on loopback: every collective
+against the same collective on CPU tensors over gloo, DDP training against
+single-process training on the full batch (with exact graph counts), a dead
+peer, and torchrun."""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from child_process import REPO_ROOT, child_env
+import distributed_worker
+from models import seeded_mlp  # noqa: F401  (the worker's models, built alike here)
+
+WORKER = Path(__file__).resolve().parent / "distributed_worker.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(scenario, world, *args, timeout=240, env=None):
+    """Starts one process per rank and waits for all; returns their outputs
+    (rank -> what the worker saved) and the processes' results."""
+    port = free_port()
+    out_dir = tempfile.mkdtemp(prefix="neuron_dist_")
+    procs = [
+        subprocess.Popen([sys.executable, str(WORKER), scenario, str(r), str(world), str(port), out_dir,
+                          *map(str, args)],
+                         env=child_env(env), cwd=str(REPO_ROOT), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+        for r in range(world)
+    ]
+    results = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    outputs = {}
+    for r in range(world):
+        path = os.path.join(out_dir, f"rank{r}.pt")
+        if os.path.exists(path):
+            outputs[r] = torch.load(path, weights_only=False)
+    return outputs, results
+
+
+def check_ok(results):
+    for r, res in enumerate(results):
+        assert res.returncode == 0, f"rank {r} failed:\n{res.stderr[-4000:]}"
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_collective_equals_gloo_on_cpu_tensors(world):
+    outputs, results = run_ranks("collectives", world)
+    check_ok(results)
+    for rank, out in outputs.items():
+        assert out["backend"] == "cpu:gloo,neuron:neuron"
+        names = set(out["pairs"])
+        expected = {"all_reduce RedOpType.SUM", "all_reduce RedOpType.PRODUCT", "all_reduce RedOpType.MIN",
+                    "all_reduce RedOpType.MAX", "all_reduce RedOpType.BAND", "all_reduce RedOpType.BOR",
+                    "all_reduce RedOpType.BXOR", "all_reduce avg", "all_reduce transposed view",
+                    "all_reduce slice writes its base", "async wait", "all_reduce async", "broadcast",
+                    "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+                    "all_to_all_single", "all_to_all_single uneven", "all_to_all", "scatter",
+                    "send/recv", "cpu tensors on the neuron group"}
+        if rank == 0:
+            expected |= {"reduce", "gather"}
+        assert names == expected
+        for name, (neuron, cpu) in out["pairs"].items():
+            assert len(neuron) == len(cpu), name
+            for n, c in zip(neuron, cpu):
+                assert n.dtype == c.dtype and n.shape == c.shape, name
+                torch.testing.assert_close(n, c, rtol=0, atol=0, msg=lambda m: f"{name}: {m}")
+        # Nothing ran before mark_step: every collective was traced into its graph.
+        assert out["executions_before_mark_step"] == 0
+        assert out["compiles_at_mark_step"] >= 1
+        errors = out["errors"]
+        assert errors["mixed devices"].startswith("ValueError: all_gather: the neuron backend takes "
+                                                  "neuron or CPU tensors, not a mix")
+        assert errors["avg of ints"] == "ValueError: ReduceOp.AVG needs a floating-point tensor, got torch.int64"
+        assert errors["band of floats"] == ("ValueError: ReduceOp.BAND needs an integer or bool tensor, "
+                                            "got torch.float32")
+        assert errors["wrong output size"] == ("ValueError: all_gather_into_tensor: the output holds 5 "
+                                               "elements, expected " + f"{world} x 2")
+
+
+def reference_training(kind, steps, world, no_sync=False):
+    """The same training in one process, on the CPU, on the full batch."""
+    model = distributed_worker.make_model(kind)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for step in range(steps):
+        opt.zero_grad()
+        loss = distributed_worker.loss_of(kind, model, step, 8 * world, "cpu")
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return model.state_dict(), losses
+
+
+# Graphs per step, (compiles, executions), the same on every rank. Step 1
+# compiles the step; step 2 is DDP's bucket rebuild (its broadcast of the
+# bucket order is read back, a graph of its own) and SGD's momentum buffers,
+# created in step 1 and read from step 2; from then on one cached graph a step.
+DDP_GRAPHS = {
+    ("mlp", False): [(1, 1), (3, 3), (1, 1)] + [(0, 1)] * 7,
+    ("transformer", False): [(1, 1), (3, 3), (1, 1)] + [(0, 1)] * 7,
+}
+
+
+@pytest.mark.parametrize("kind", ["mlp", "transformer"])
+def test_ddp_training_equals_single_process_on_the_full_batch(kind):
+    steps, world = 10, 2
+    outputs, results = run_ranks("ddp", world, kind, steps, 0)
+    check_ok(results)
+    ref_params, ref_losses = reference_training(kind, steps, world)
+    for rank, out in outputs.items():
+        for name, value in ref_params.items():
+            torch.testing.assert_close(out["params"][name], value, rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"rank {rank}, {name}: {m}")
+        assert out["per_step"] == DDP_GRAPHS[(kind, False)], f"rank {rank}"
+    # Each rank's loss is its half of the batch; their mean is the full batch's.
+    mean_loss = (outputs[0]["losses"] + outputs[1]["losses"]) / 2
+    torch.testing.assert_close(mean_loss, torch.stack(ref_losses), rtol=1e-5, atol=1e-6)
+
+
+def test_ddp_no_sync_accumulates_then_averages():
+    steps, world = 4, 2
+    outputs, results = run_ranks("ddp", world, "mlp", steps, 1)
+    check_ok(results)
+    ref_params, _ = reference_training("mlp", steps, world)
+    for rank, out in outputs.items():
+        for name, value in ref_params.items():
+            torch.testing.assert_close(out["params"][name], value, rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"rank {rank}, {name}: {m}")
+        # One graph a step once warm: the no_sync micro-batch runs no collective.
+        assert out["per_step"][-1] == (0, 1)
+
+
+def test_a_killed_rank_makes_the_others_fail_within_the_timeout():
+    start = time.monotonic()
+    outputs, results = run_ranks("killed_peer", 2, timeout=120)
+    elapsed = time.monotonic() - start
+    assert results[1].returncode == 3
+    assert results[0].returncode == 0, results[0].stderr[-4000:]
+    error = outputs[0]["error"]
+    assert error is not None and "neuron::all_reduce" in error, error
+    assert elapsed < 60  # the group's timeout is 10 s; a hang would run to the test's limit
+
+
+def test_torchrun_gives_each_process_its_local_rank_device():
+    out_dir = tempfile.mkdtemp(prefix="neuron_torchrun_")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(WORKER), "torchrun", out_dir]
+    res = subprocess.run(torchrun, env=child_env({"TORCH_NEURON_NUM_DEVICES": "2"}), cwd=str(REPO_ROOT),
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-4000:]
+    for rank in range(2):
+        out = torch.load(os.path.join(out_dir, f"rank{rank}.pt"), weights_only=False)
+        assert out["local_rank"] == rank
+        assert out["device"] == rank and out["x_device"] == rank
+        torch.testing.assert_close(out["sum"], torch.full((2,), 3.0))
