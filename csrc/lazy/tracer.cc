@@ -321,7 +321,19 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       runtime::ThrowIfError(runtime::DeviceRegistry::Global().CheckIndex(device));
     }
   }
-  if (device < 0) return CpuFallback(op, stack, "it has no neuron tensor or device argument");
+  if (device < 0) {
+    // Meta tensors that dispatch as neuron ones: the fake tensors of a neuron
+    // device (torch.distributed.tensor's sharding propagation, torch.compile)
+    // wrap meta data. Their ops compute shapes only, on the Meta kernels.
+    for (size_t i = base; i < stack->size(); ++i) {
+      const c10::IValue& v = (*stack)[i];
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_meta()) {
+        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+        return;
+      }
+    }
+    return CpuFallback(op, stack, "it has no neuron tensor or device argument");
+  }
 
   std::vector<ir::Value> operands;
   std::vector<ir::Arg> args;

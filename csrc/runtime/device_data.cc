@@ -64,6 +64,10 @@ absl::Status DeviceData::AllocateLocked() {
 
 absl::StatusOr<std::shared_ptr<DeviceData>> DeviceData::FromHost(int device,
                                                                  const at::Tensor& host) {
+  if (!host.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot copy a tensor on ", host.device().str(),
+                                                   " to neuron:", device, " as host memory"));
+  }
   auto start = std::chrono::steady_clock::now();
   auto data = std::make_shared<DeviceData>(device, host.scalar_type(), host.sizes().vec());
   // Bytes are copied: a conjugated or negated view's must be resolved first.

@@ -173,3 +173,30 @@ def test_torchrun_gives_each_process_its_local_rank_device():
         assert out["local_rank"] == rank
         assert out["device"] == rank and out["x_device"] == rank
         torch.testing.assert_close(out["sum"], torch.full((2,), 3.0))
+
+
+def test_fake_tensors_and_dtensors_of_the_neuron_device():
+    # FakeTensors of the neuron device wrap meta data; DTensor's sharding
+    # propagation makes them for every op. Their ops used to reach the CPU
+    # fallback, which copied meta "data" to the device: a segfault in
+    # nn.Parameter(DTensor), i.e. in FSDP2's fully_shard.
+    code = f"""
+import torch, torch_neuron, torch.distributed as dist
+from torch._subclasses.fake_tensor import FakeTensorMode
+with FakeTensorMode():
+    f = torch.empty(4, 3, device="neuron")
+    g = (f.detach() * 2).sum(0)
+    h = torch.nn.functional.linear(f, torch.empty(5, 3, device="neuron"))
+print(type(g).__name__, g.device, tuple(g.shape), tuple(h.shape))
+dist.init_process_group("neuron", init_method="tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+from torch.distributed.tensor import distribute_tensor, init_device_mesh, Shard
+mesh = init_device_mesh("neuron", (1,))
+p = torch.nn.Parameter(distribute_tensor(torch.arange(6.).reshape(3, 2).to("neuron"), mesh, [Shard(0)]))
+print(type(p.data).__name__, (p * 2).full_tensor().cpu().flatten().tolist())
+dist.destroy_process_group()
+"""
+    from child_process import run_python
+    res = run_python(code, timeout=120)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.stdout.splitlines() == ["FakeTensor neuron:0 (3,) (4, 5)",
+                                       "DTensor [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]"]
