@@ -334,6 +334,12 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+def get_amp_supported_dtype() -> List[torch.dtype]:
+    """The dtypes ``torch.autocast("neuron", dtype=...)`` takes: float16 and
+    bfloat16 (the autocast op lists are CUDA's, csrc/lazy/autocast.cc)."""
+    return [torch.float16, torch.bfloat16]
+
+
 # ----------------------------------------------------------------------- streams
 
 class Stream(torch.Stream):
