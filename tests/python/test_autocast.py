@@ -117,11 +117,11 @@ def train(device, steps, dtype=None, scaled=False):
     return torch.tensor(losses), compiles, scaler
 
 
-@pytest.mark.parametrize("dtype,rtol", [(torch.bfloat16, 3e-2), (torch.float16, 5e-3)])
+@pytest.mark.parametrize("dtype,rtol", [(torch.bfloat16, 1e-2), (torch.float16, 1e-3)])
 def test_autocast_training_tracks_float32(dtype, rtol):
     reference, _, _ = train("cpu", 12)
     losses, compiles, scaler = train("neuron", 12, dtype, scaled=dtype == torch.float16)
-    assert losses[-1] < losses[0] * 0.8  # it trains
+    assert losses[-1] < losses[0] * 0.85  # it trains
     torch.testing.assert_close(losses, reference, rtol=rtol, atol=0)
     # The casts are traced ops: one graph a step, compiled once (step 2 adds the
     # momentum buffers' graph, as without autocast).
