@@ -200,3 +200,22 @@ dist.destroy_process_group()
     assert res.returncode == 0, res.stderr[-4000:]
     assert res.stdout.splitlines() == ["FakeTensor neuron:0 (3,) (4, 5)",
                                        "DTensor [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]"]
+
+
+def test_the_readme_torchrun_example_runs_as_written():
+    import re
+    readme = (REPO_ROOT / "README.md").read_text()
+    script = re.search(r'```python title="train_ddp.py"\n(.*?)```', readme, re.S).group(1)
+    command = re.search(r"```sh\n(TORCH_NEURON_NUM_DEVICES=2 torchrun --nproc_per_node=2 train_ddp.py)\n```",
+                        readme).group(1)
+    assert command  # the command the README gives is the one run here
+    work = Path(tempfile.mkdtemp(prefix="neuron_readme_ddp_"))
+    (work / "train_ddp.py").write_text(script)
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                          "--master_addr=127.0.0.1", f"--master_port={free_port()}", "train_ddp.py"],
+                         env=child_env({"TORCH_NEURON_NUM_DEVICES": "2"}), cwd=str(work),
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-4000:]
+    lines = [line.split() for line in res.stdout.splitlines() if line.strip()]
+    assert [int(step) for step, _ in lines] == [0, 5, 10, 15]
+    assert all(0 < float(loss) < 2 for _, loss in lines)
