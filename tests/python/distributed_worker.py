@@ -288,15 +288,19 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
     }
 
 
-def killed_peer(rank, world, port):
-    """Rank 1 dies before the step's collective; rank 0 must get
-    torch.distributed's error within the group's timeout, not hang."""
-    init(rank, world, port, timeout_s=10)
+def killed_peer(rank, world, port, how="killed"):
+    """Rank 1 dies (how=killed) or stops taking part (how=hung) before the
+    step's collective; rank 0 must get torch.distributed's error within the
+    group's timeout, not hang."""
+    init(rank, world, port, timeout_s=10 if how == "killed" else 4)
     x = torch.ones(4, device=NEURON)
     dist.all_reduce(x)
     torch_neuron.mark_step()
     x.cpu()
     if rank == 1:
+        if how == "hung":
+            import time
+            time.sleep(30)
         os._exit(3)
     y = torch.ones(4, device=NEURON)
     dist.all_reduce(y)
