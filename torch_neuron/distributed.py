@@ -112,13 +112,15 @@ class NeuronProcessGroup(ProcessGroup):
         ident = next(_group_ids)
         gloo = dist.ProcessGroupGloo
         # The queue threads' channel, found by name from C++ when a graph runs.
+        # The name is part of the traced graphs (an op argument), so it is the
+        # same in every process: ranks and reruns share their compiled graphs.
         queue_store = dist.PrefixStore(f"neuron/queue/{ident}/", store)
         self._queue_gloo = gloo(queue_store, rank, size, timeout)
         self._queue_group = ProcessGroup(queue_store, rank, size)
         self._queue_group._register_backend(torch.device("cpu"), ProcessGroup.BackendType.GLOO,
                                             self._queue_gloo)
         self._queue_group._set_default_backend(ProcessGroup.BackendType.GLOO)
-        self._queue_name = f"neuron-queue-{os.getpid()}-{ident}"
+        self._queue_name = f"neuron-queue-{ident}"
         torch._C._distributed_c10d._register_process_group(self._queue_name, self._queue_group)
         # CPU tensors' channel, driven by the calling thread.
         self._host_gloo = gloo(dist.PrefixStore(f"neuron/host/{ident}/", store), rank, size, timeout)

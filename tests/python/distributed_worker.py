@@ -276,6 +276,7 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
             loss = loss_of(kind, model, step, batch, NEURON, (rank, world))
         loss.backward()
         opt.step()
+        step_hash = torch_neuron.debug.graph_hash(list(model.parameters()))
         torch_neuron.mark_step()
         torch_neuron.wait_device_ops()
         after = counters()
@@ -285,6 +286,7 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
         "params": {k: v.detach().cpu() for k, v in model.module.state_dict().items()},
         "per_step": per_step,
         "losses": torch.stack([l.cpu() for l in losses]),
+        "last_step_hash": step_hash,
     }
 
 

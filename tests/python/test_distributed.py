@@ -132,6 +132,9 @@ def test_ddp_training_equals_single_process_on_the_full_batch(kind):
             torch.testing.assert_close(out["params"][name], value, rtol=1e-5, atol=1e-6,
                                        msg=lambda m: f"rank {rank}, {name}: {m}")
         assert out["per_step"] == DDP_GRAPHS[(kind, False)], f"rank {rank}"
+    # Every rank traces the same step graph (collectives name their group the
+    # same way in every process), so ranks and reruns share compiled graphs.
+    assert outputs[0]["last_step_hash"] == outputs[1]["last_step_hash"]
     # Each rank's loss is its half of the batch; their mean is the full batch's.
     mean_loss = (outputs[0]["losses"] + outputs[1]["losses"]) / 2
     torch.testing.assert_close(mean_loss, torch.stack(ref_losses), rtol=1e-5, atol=1e-6)
