@@ -61,6 +61,32 @@ def per_op_trace_source_lines(ops: int) -> float:
         return per_op_trace(ops)
 
 
+def per_op_trace_inplace(ops: int) -> float:
+    """per_op_trace with in-place ops (z.mul_(y).add_(x)): functionalization
+    runs each in-place op's Meta kernel (a Python torch._refs function) to
+    check its arguments before tracing the functional form."""
+    x = torch.randn(16, device="neuron")
+    y = torch.randn(16, device="neuron")
+    z = torch.randn(16, device="neuron")
+    torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()
+    start = time.perf_counter()
+    for _ in range(ops):
+        z.mul_(y).add_(x)
+    elapsed = time.perf_counter() - start
+    torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()
+    return elapsed / (2 * ops) * 1e6
+
+
+def per_op_cpu_inplace(ops: int) -> float:
+    x, y, z = torch.randn(16), torch.randn(16), torch.randn(16)
+    start = time.perf_counter()
+    for _ in range(ops):
+        z.mul_(y).add_(x)
+    return (time.perf_counter() - start) / (2 * ops) * 1e6
+
+
 def per_op_cpu(ops: int) -> float:
     x, y = torch.randn(16), torch.randn(16)
     start = time.perf_counter()
@@ -101,9 +127,13 @@ def main(argv=None) -> int:
     samples = interleaved({"neuron_trace_us": lambda: per_op_trace(ops),
                            "neuron_trace_recording_us": lambda: per_op_trace_recording(ops),
                            "neuron_trace_source_lines_us": lambda: per_op_trace_source_lines(ops),
-                           "cpu_eager_us": lambda: per_op_cpu(ops)}, repeats=repeats)
+                           "cpu_eager_us": lambda: per_op_cpu(ops),
+                           "neuron_trace_inplace_us": lambda: per_op_trace_inplace(ops),
+                           "cpu_eager_inplace_us": lambda: per_op_cpu_inplace(ops)}, repeats=repeats)
     per_op = {k: summary(v) for k, v in samples.items()}
     per_op["trace_over_cpu_ratio"] = ratios(samples["neuron_trace_us"], samples["cpu_eager_us"])
+    per_op["inplace_trace_over_cpu_ratio"] = ratios(samples["neuron_trace_inplace_us"],
+                                                    samples["cpu_eager_inplace_us"])
     # The shape registry's recording cost (TORCH_NEURON_SHAPE_REGISTRY), pair by pair.
     per_op["recording_over_trace_ratio"] = ratios(samples["neuron_trace_recording_us"], samples["neuron_trace_us"])
     # Recording the user's source line of every op (always on in eager mode).
@@ -128,7 +158,8 @@ def main(argv=None) -> int:
             "Per-op cost of tracing a small elementwise op (16 floats, so compute is "
             "negligible) beside PyTorch CPU eager running the same op, interleaved, "
             "ratio taken pair by pair, also while the shape registry records and while "
-            "each op's source line is recorded (as eager mode always does); and the host "
+            "each op's source line is recorded (as eager mode always does), and for in-place "
+            "ops (`z.mul_(y).add_(x)`, whose Meta checks functionalization runs first); and the host "
             "cost of `mark_step` on a graph "
             "already in the cache (canonicalize, hash, look up, queue) for 10 to "
             "10,000 nodes, with the graph's execution on the device queue beside it."),
@@ -152,6 +183,9 @@ def main(argv=None) -> int:
                 f"(ratio to not recording {fmt(per_op['recording_over_trace_ratio']['median'])}, "
                 f"{fmt(per_op['recording_over_trace_ratio']['min'])}-"
                 f"{fmt(per_op['recording_over_trace_ratio']['max'])})"),
+            "in-place ops": (f"{fmt(per_op['neuron_trace_inplace_us']['median'])} us per traced in-place op vs "
+                             f"{fmt(per_op['cpu_eager_inplace_us']['median'])} us on the CPU (ratio "
+                             f"{fmt(per_op['inplace_trace_over_cpu_ratio']['median'])})"),
             "source lines": (
                 f"{fmt(per_op['neuron_trace_source_lines_us']['median'])} us per traced op recording its "
                 f"source line (ratio to not recording {fmt(per_op['source_lines_over_trace_ratio']['median'])})"),

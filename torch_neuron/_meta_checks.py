@@ -354,12 +354,68 @@ def _with_kernel_check(check, python_meta):
     return meta
 
 
+# At most this many passed signatures are remembered per op.
+_PASSED_LIMIT = 4096
+# Per checked in-place op: the signatures that passed (pointwise ops only), and
+# the Python Meta kernel that runs after the checks.
+_passed = {}
+_python_metas = {}
+
+
+def _signature(self, args, kwargs):
+    """What an in-place pointwise op's checks depend on, as a hashable key: per
+    tensor its dtype, shape, strides and conj/neg bits; per number its type (and
+    an integer's or bool's value: pow_ of an integer by a negative one is an
+    error); torch's default dtype (Python floats promote to it) and whether the
+    call runs below functionalization. None for anything else, symbolic sizes
+    included (not cached)."""
+    parts = [torch.get_default_dtype(),
+             torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize)]
+    for value in (self, *args, *kwargs.items()):
+        name = None
+        if isinstance(value, tuple):  # a keyword argument
+            name, value = value
+        if isinstance(value, torch.Tensor):
+            shape, stride = tuple(value.shape), value.stride()
+            if not all(type(d) is int for d in shape + stride):
+                return None  # symbolic sizes (torch.compile's dynamic shapes)
+            part = (value.dtype, shape, stride, value.is_conj(), value.is_neg())
+        elif isinstance(value, (bool, int)):
+            part = (type(value), value)
+        elif isinstance(value, (float, complex)):
+            part = type(value)
+        elif value is None or isinstance(value, (torch.dtype, str)):
+            part = value
+        else:
+            return None
+        parts.append((name, part))
+    return tuple(parts)
+
+
 def _checking(op, python_meta, broadcast, overlap, functional=None):
     kernel_check = _kernel_check(op)
     if op._schema.name.split("::")[1] in CPU_PROBED:
         python_meta = _unprobed_inside(python_meta)
+    # A pointwise in-place op leaves self's metadata as it is, and its checks
+    # depend on its arguments' signature alone: a signature that passed once
+    # passes again, and the Python Meta kernel (a torch._refs function, about
+    # 100 us a call) need not run again. Ops with a kernel check (CPU probes of
+    # parameter values) always run it.
+    passed = set() if torch.Tag.pointwise in op.tags and kernel_check is None else None
+    if passed is not None:
+        _passed[op] = passed
+    _python_metas[op] = python_meta
 
     def meta(self, *args, **kwargs):
+        key = _signature(self, args, kwargs) if passed is not None else None
+        if key is not None and key in passed:
+            return self
+        result = checked(self, *args, **kwargs)
+        if key is not None and result is self and len(passed) < _PASSED_LIMIT:
+            passed.add(key)
+        return result
+
+    def checked(self, *args, **kwargs):
         if kernel_check is not None:
             kernel_check(self, *args, **kwargs)
         if isinstance(self, torch.Tensor) and torch._debug_has_internal_overlap(self) == 1:
@@ -399,7 +455,7 @@ def _checking(op, python_meta, broadcast, overlap, functional=None):
                 raise RuntimeError(f"result type {_dtype_name(dtype)} can't be cast to the "
                                    f"desired output type {_dtype_name(self.dtype)}")
         try:
-            return python_meta(self, *args, **kwargs)
+            return _python_metas[op](self, *args, **kwargs)
         except RuntimeError as e:
             cpu = _cpu_cast_message(str(e))
             if cpu is None:

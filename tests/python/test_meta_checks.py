@@ -300,3 +300,37 @@ _X34 = torch.zeros(3, 4)
 def test_index_put_refuses_shapes_that_do_not_broadcast_at_the_call(call):
     cpu, neuron = _outcomes(call, errors=(RuntimeError, IndexError))
     assert neuron == cpu
+
+
+def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(monkeypatch):
+    # Pointwise in-place ops remember the signatures that passed their checks
+    # (a torch._refs Meta kernel cost about 100 us a call, every call); a new
+    # signature, a bad one included, is checked as before.
+    op = torch.ops.aten.add_.Tensor
+    calls = []
+    original = _meta_checks._python_metas[op]
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setitem(_meta_checks._python_metas, op, counted)
+    x, y = torch.ones(5, 7, device="neuron"), torch.ones(5, 7, device="neuron")
+    x.add_(y)
+    assert len(calls) == 1
+    x.add_(y)
+    assert len(calls) == 1
+    x.add_(y, alpha=0.5)
+    x.add_(y, alpha=0.25)  # float values are not part of the signature
+    assert len(calls) == 2
+    x.add_(y, alpha=2)  # an integer's value is
+    assert len(calls) == 3
+    with pytest.raises(RuntimeError, match=r"output with shape \[5, 7\] doesn't match the broadcast shape"):
+        x.add_(torch.ones(2, 5, 7, device="neuron"))
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single"):
+        torch.ones(1, 7, device="neuron").expand(5, 7).add_(y)
+    i = torch.ones(3, dtype=torch.int64, device="neuron")
+    i.add_(2)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        i.add_(0.5)
+    torch.testing.assert_close(x.cpu(), torch.full((5, 7), 5.75))
