@@ -345,12 +345,31 @@ def _unprobed_inside(python_meta):
     return meta
 
 
-def _with_kernel_check(check, python_meta):
+def _with_kernel_check(check, python_meta, op=None):
     inner = _unprobed_inside(python_meta)
+    # An out= op whose Python Meta kernel returned its one `out` unresized: the
+    # same signature passes its checks again and leaves `out` as it is, so the
+    # Python kernel need not run again (DDP scales each gradient into its
+    # bucket with mul(out=) every step).
+    outs = [a.name for a in op._schema.arguments if a.is_out] if op is not None else []
+    passed = set() if len(outs) == 1 else None
+    if passed is not None:
+        _passed[op] = passed
+        _python_metas[op] = inner
 
     def meta(*args, **kwargs):
+        out = kwargs.get(outs[0]) if passed is not None else None
+        key = _signature(args, kwargs) if isinstance(out, torch.Tensor) else None
+        if key is not None and key in passed:
+            return out
         check(*args, **kwargs)
-        return inner(*args, **kwargs)
+        if key is None:
+            return inner(*args, **kwargs)
+        before = (tuple(out.shape), out.stride())
+        result = _python_metas[op](*args, **kwargs)
+        if result is out and (tuple(out.shape), out.stride()) == before and len(passed) < _PASSED_LIMIT:
+            passed.add(key)
+        return result
     return meta
 
 
@@ -362,8 +381,8 @@ _passed = {}
 _python_metas = {}
 
 
-def _signature(self, args, kwargs):
-    """What an in-place pointwise op's checks depend on, as a hashable key: per
+def _signature(args, kwargs):
+    """What an in-place or out= op's checks depend on, as a hashable key: per
     tensor its dtype, shape, strides and conj/neg bits; per number its type (and
     an integer's or bool's value: pow_ of an integer by a negative one is an
     error); torch's default dtype (Python floats promote to it) and whether the
@@ -371,7 +390,7 @@ def _signature(self, args, kwargs):
     included (not cached)."""
     parts = [torch.get_default_dtype(),
              torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize)]
-    for value in (self, *args, *kwargs.items()):
+    for value in (*args, *kwargs.items()):
         name = None
         if isinstance(value, tuple):  # a keyword argument
             name, value = value
@@ -407,7 +426,7 @@ def _checking(op, python_meta, broadcast, overlap, functional=None):
     _python_metas[op] = python_meta
 
     def meta(self, *args, **kwargs):
-        key = _signature(self, args, kwargs) if passed is not None else None
+        key = _signature((self, *args), kwargs) if passed is not None else None
         if key is not None and key in passed:
             return self
         result = checked(self, *args, **kwargs)
@@ -574,7 +593,7 @@ def install() -> None:
             if python_meta is None:
                 continue
             original = torch.library.get_kernel(op, "Meta")
-            library.impl(op, _with_kernel_check(_out_probe(op), python_meta), "Meta")
+            library.impl(op, _with_kernel_check(_out_probe(op), python_meta, op), "Meta")
             _originals[op] = original
         # The random ops whose Meta kernel is C++ (random_): the probe, then it.
         for name in CPU_PROBED:

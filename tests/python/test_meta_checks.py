@@ -334,3 +334,30 @@ def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(
     with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
         i.add_(0.5)
     torch.testing.assert_close(x.cpu(), torch.full((5, 7), 5.75))
+
+
+def test_out_ops_remember_passed_signatures_and_still_resize_a_new_out(monkeypatch):
+    op = torch.ops.aten.mul.out
+    calls = []
+    original = _meta_checks._python_metas[op]
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setitem(_meta_checks._python_metas, op, counted)
+    x = torch.arange(6.0, device="neuron").reshape(2, 3)
+    out = torch.empty(2, 3, device="neuron")
+    torch.mul(x, 2.0, out=out)
+    torch.mul(x, 3.0, out=out)  # float values are not part of the signature
+    assert len(calls) == 1
+    small = torch.empty(0, device="neuron")
+    torch.mul(x, 2.0, out=small)  # resized: its signature is not remembered
+    assert small.shape == (2, 3) and len(calls) == 2
+    again = torch.empty(0, device="neuron")
+    torch.mul(x, 2.0, out=again)
+    assert again.shape == (2, 3) and len(calls) == 3
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        torch.mul(x, 2.0, out=torch.empty(2, 3, dtype=torch.int64, device="neuron"))
+    torch.testing.assert_close(out.cpu(), torch.arange(6.0).reshape(2, 3) * 3)
+    torch.testing.assert_close(again.cpu(), torch.arange(6.0).reshape(2, 3) * 2)
