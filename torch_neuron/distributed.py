@@ -143,6 +143,13 @@ class NeuronProcessGroup(ProcessGroup):
         self._group_desc = desc
 
     def shutdown(self) -> None:
+        """``destroy_process_group``: first runs what is traced and waits for
+        it (this group's last collectives may be among it, and peers wait for
+        them), then retires the group's channel."""
+        from . import device
+
+        if not device._is_in_bad_fork():
+            _C._finish_pending_work()
         try:
             torch._C._distributed_c10d._unregister_process_group(self._queue_name)
         except Exception:  # already gone (interpreter shutdown)

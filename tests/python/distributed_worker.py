@@ -313,6 +313,24 @@ def killed_peer(rank, world, port, how="killed"):
     return {"error": None}
 
 
+def early_exit(rank, world, port):
+    """Rank 1 queues a step with a collective and destroys its group at once;
+    rank 0 joins the collective a second later. The destroy must wait for the
+    queued collective, or rank 0 finds its peer gone."""
+    import time
+
+    init(rank, world, port, timeout_s=30)
+    if rank == 0:
+        time.sleep(1.5)
+    x = torch.full((3,), float(rank + 1), device=NEURON)
+    dist.all_reduce(x)
+    torch_neuron.mark_step()
+    if rank == 1:
+        dist.destroy_process_group()
+        return {"sum": None}
+    return {"sum": x.cpu()}
+
+
 def torchrun_device():
     """Run under torchrun: the device each rank took, and an all-reduce on it."""
     dist.init_process_group("neuron")
@@ -330,7 +348,8 @@ def main():
         out_dir = sys.argv[2]
     else:
         rank, world, port, out_dir = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-        out = {"collectives": collectives, "ddp": ddp, "killed_peer": killed_peer}[scenario](
+        out = {"collectives": collectives, "ddp": ddp, "killed_peer": killed_peer,
+               "early_exit": early_exit}[scenario](
             rank, world, port, *sys.argv[6:])
     torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
     if dist.is_initialized():

@@ -167,6 +167,12 @@ def test_a_failed_rank_makes_the_others_fail_within_the_timeout(how):
                             "timeout)"), error
 
 
+def test_destroying_the_group_waits_for_its_queued_collectives():
+    outputs, results = run_ranks("early_exit", 2, timeout=120)
+    check_ok(results)
+    torch.testing.assert_close(outputs[0]["sum"], torch.full((3,), 3.0))
+
+
 def test_torchrun_gives_each_process_its_local_rank_device():
     out_dir = tempfile.mkdtemp(prefix="neuron_torchrun_")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
