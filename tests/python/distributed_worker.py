@@ -302,7 +302,7 @@ def killed_peer(rank, world, port, how="killed"):
     if rank == 1:
         if how == "hung":
             import time
-            time.sleep(30)
+            time.sleep(10)
         os._exit(3)
     y = torch.ones(4, device=NEURON)
     dist.all_reduce(y)

@@ -155,7 +155,7 @@ def test_ddp_no_sync_accumulates_then_averages():
 
 @pytest.mark.parametrize("how", ["killed", "hung"])
 def test_a_failed_rank_makes_the_others_fail_within_the_timeout(how):
-    # killed: the peer's connection closes; hung: the peer lives on (30 s) but
+    # killed: the peer's connection closes; hung: the peer lives on (10 s) but
     # never takes part, and gloo's timeout (4 s) ends the wait.
     outputs, results = run_ranks("killed_peer", 2, how, timeout=120)
     assert results[1].returncode == 3
