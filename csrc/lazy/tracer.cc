@@ -1,6 +1,8 @@
 #include "lazy/tracer.h"
 
+#include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/DefaultDtype.h>
 #include <torch/library.h>
 
@@ -258,6 +260,39 @@ const TraceMetrics& TraceCounters() {
 
 namespace {
 
+// Whether a neuron argument is still a functional wrapper. Functionalization
+// unwraps every argument before it calls below itself, so here one is only
+// when the call skipped it: an op of a tensor subclass's __torch_dispatch__
+// (DTensor's local ops), which PyTorch runs with every key above Python
+// excluded, Functionalize with them.
+bool HasFunctionalNeuronArgument(const torch::jit::Stack& stack, size_t base) {
+  auto functional = [](const c10::IValue& v) {
+    return v.isTensor() && IsNeuron(v.toTensor()) &&
+           at::functionalization::impl::isFunctionalTensor(v.toTensor());
+  };
+  for (size_t i = base; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (functional(v)) return true;
+    if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (functional(e)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Such an op goes through functionalization after all: traced here, it would
+// read its wrappers' values and return plain lazy tensors, outside
+// functionalization's view bookkeeping (a subclass's views would be copies,
+// its tensors storage-less).
+void TraceThroughFunctionalization(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+  c10::impl::ForceDispatchKeyGuard guard(local.included_,
+                                         local.excluded_.remove(c10::DispatchKey::Functionalize));
+  op.callBoxed(stack);
+}
+
 void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // At the op, not at a later sync: a forked child's device state is unusable.
   if (runtime::InBadFork()) runtime::ThrowIfError(runtime::BadForkError());
@@ -267,6 +302,9 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = info.name;
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
+  if (ABSL_PREDICT_FALSE(HasFunctionalNeuronArgument(*stack, base))) {
+    return TraceThroughFunctionalization(op, stack);
+  }
 
   if (info.never_traced != nullptr) return CpuFallback(op, stack, info.never_traced);
 

@@ -208,6 +208,7 @@ from torch.distributed.tensor import distribute_tensor, init_device_mesh, Shard
 mesh = init_device_mesh("neuron", (1,))
 p = torch.nn.Parameter(distribute_tensor(torch.arange(6.).reshape(3, 2).to("neuron"), mesh, [Shard(0)]))
 print(type(p.data).__name__, (p * 2).full_tensor().cpu().flatten().tolist())
+print(torch._is_functional_tensor(p._local_tensor), p._local_tensor.untyped_storage().data_ptr() != 0)
 dist.destroy_process_group()
 """
     from child_process import run_python
@@ -215,7 +216,8 @@ dist.destroy_process_group()
     assert res.returncode == 0, res.stderr[-4000:]
     assert res.stdout.splitlines() == ["FakeTensor neuron:0 (3,) (4, 5)",
                                        "NeuronProcessGroup [1.0, 1.0]",
-                                       "DTensor [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]"]
+                                       "DTensor [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]",
+                                       "True True"]  # the local tensor is a functional one, as user tensors
 
 
 def test_the_readme_torchrun_example_runs_as_written():
