@@ -260,12 +260,17 @@ const TraceMetrics& TraceCounters() {
 
 namespace {
 
-// Whether a neuron argument is still a functional wrapper. Functionalization
-// unwraps every argument before it calls below itself, so here one is only
-// when the call skipped it: an op of a tensor subclass's __torch_dispatch__
-// (DTensor's local ops), which PyTorch runs with every key above Python
-// excluded, Functionalize with them.
-bool HasFunctionalNeuronArgument(const torch::jit::Stack& stack, size_t base) {
+// Whether this is an op of a tensor subclass's __torch_dispatch__ (DTensor's
+// local ops) on functional neuron tensors. PyTorch runs those with every key
+// above Python excluded (PythonTLSSnapshot among them, which nothing else
+// excludes), Functionalize with them, so functionalization never saw the op.
+// Functional arguments alone do not tell: below functionalization, the
+// _to_copy kernel hands its callers a wrapped result (aten_copy.cc).
+bool InsideSubclassOnFunctionalTensors(const torch::jit::Stack& stack, size_t base) {
+  const c10::DispatchKeySet excluded = c10::impl::tls_local_dispatch_key_set().excluded_;
+  if (!excluded.has(c10::DispatchKey::PythonTLSSnapshot) || !excluded.has(c10::DispatchKey::Functionalize)) {
+    return false;
+  }
   auto functional = [](const c10::IValue& v) {
     return v.isTensor() && IsNeuron(v.toTensor()) &&
            at::functionalization::impl::isFunctionalTensor(v.toTensor());
@@ -302,7 +307,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = info.name;
   const size_t num_args = schema.arguments().size();
   const size_t base = stack->size() - num_args;
-  if (ABSL_PREDICT_FALSE(HasFunctionalNeuronArgument(*stack, base))) {
+  if (ABSL_PREDICT_FALSE(InsideSubclassOnFunctionalTensors(*stack, base))) {
     return TraceThroughFunctionalization(op, stack);
   }
 
