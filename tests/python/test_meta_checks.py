@@ -302,11 +302,8 @@ def test_index_put_refuses_shapes_that_do_not_broadcast_at_the_call(call):
     assert neuron == cpu
 
 
-def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(monkeypatch):
-    # Pointwise in-place ops remember the signatures that passed their checks
-    # (a torch._refs Meta kernel cost about 100 us a call, every call); a new
-    # signature, a bad one included, is checked as before.
-    op = torch.ops.aten.add_.Tensor
+def _count_python_meta_calls(monkeypatch, op):
+    """A list that grows by one at each call of `op`'s Python Meta kernel."""
     calls = []
     original = _meta_checks._python_metas[op]
 
@@ -315,6 +312,14 @@ def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(
         return original(*args, **kwargs)
 
     monkeypatch.setitem(_meta_checks._python_metas, op, counted)
+    return calls
+
+
+def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(monkeypatch):
+    # Pointwise in-place ops remember the signatures that passed their checks
+    # (a torch._refs Meta kernel cost about 100 us a call, every call); a new
+    # signature, a bad one included, is checked as before.
+    calls = _count_python_meta_calls(monkeypatch, torch.ops.aten.add_.Tensor)
     x, y = torch.ones(5, 7, device="neuron"), torch.ones(5, 7, device="neuron")
     x.add_(y)
     assert len(calls) == 1
@@ -337,15 +342,7 @@ def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(
 
 
 def test_out_ops_remember_passed_signatures_and_still_resize_a_new_out(monkeypatch):
-    op = torch.ops.aten.mul.out
-    calls = []
-    original = _meta_checks._python_metas[op]
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setitem(_meta_checks._python_metas, op, counted)
+    calls = _count_python_meta_calls(monkeypatch, torch.ops.aten.mul.out)
     x = torch.arange(6.0, device="neuron").reshape(2, 3)
     out = torch.empty(2, 3, device="neuron")
     torch.mul(x, 2.0, out=out)
