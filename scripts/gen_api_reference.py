@@ -28,6 +28,8 @@ MODULES = [
     ("torch_neuron.debug", "torch_neuron.debug", "Looking at graphs."),
     ("torch_neuron.config", "torch_neuron.config", "Settings."),
     ("torch_neuron.cache", "torch_neuron.cache", "The disk compile cache (also `python -m torch_neuron.cache`)."),
+    ("torch_neuron.distributed", "torch_neuron.distributed",
+     "The `neuron` backend of torch.distributed (`dist.init_process_group(\"neuron\")`)."),
 ]
 
 

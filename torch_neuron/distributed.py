@@ -40,6 +40,8 @@ from torch._C._distributed_c10d import ProcessGroup, ReduceOp
 
 from . import _C
 
+__all__ = ["NeuronProcessGroup"]
+
 BACKEND = "neuron"
 
 _RED = ReduceOp.RedOpType
