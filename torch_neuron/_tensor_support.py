@@ -12,7 +12,9 @@ treatment PyTorch gives storage-less backends:
 - checkpoints (``torch.save``/``torch.load``) are ``_serialization.py``'s;
 - ``copy.deepcopy`` clones on the device;
 - ``cpu_tensor.copy_(neuron_tensor)`` reads the source back first
-  (functionalization refuses to write a plain tensor from a functional one);
+  (functionalization refuses to write a plain tensor from a functional one;
+  the copy_ kernel of lazy/bridge.cc does the same for C++ callers, except
+  into inference tensors, which skip its dispatch key: this covers those);
 - ``data_ptr()`` and ``untyped_storage().data_ptr()`` give virtual device
   addresses: views share their storage's, copies get their own (the values
   are read with ``.cpu()``; the storage's own reads and copies raise);

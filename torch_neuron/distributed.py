@@ -32,7 +32,7 @@ import contextlib
 import datetime
 import itertools
 import os
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 import torch
 import torch.distributed as dist

@@ -73,10 +73,11 @@ at::Tensor LiftFresh(const at::Tensor& self) {
 // copy_ at ADInplaceOrView: what PyTorch's kernel there does (run the copy
 // below this key, then bump the version of `self`), and one more case.
 // Functionalization refuses to write a plain tensor from a functional one, and
-// C++ code does just that with neuron tensors: DDP's start-up checks read a
-// broadcast back into a CPU tensor, C++ extensions copy results to the host.
-// Python callers are covered by _tensor_support.py; here the functional source
-// is unwrapped to its current value first, which any device's copy_ can read.
+// that is what `cpu_tensor.copy_(neuron_tensor)` is, from Python or from C++
+// (DDP's start-up checks read a broadcast back into a CPU tensor). Here the
+// functional source is unwrapped to its current value first, which any
+// device's copy_ can read. Inference tensors skip this key: for them, Python
+// callers still have _tensor_support.py's copy_, which reads the value first.
 at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& src,
                               bool non_blocking) {
   const bool plain_from_functional = IsNeuron(src) &&

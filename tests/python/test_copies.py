@@ -150,6 +150,23 @@ def test_copy_from_neuron_into_non_contiguous_cpu_view():
     assert torch.equal(dst, torch.tensor([[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]))
 
 
+def test_copy_from_neuron_into_a_cpu_tensor_from_cpp_and_in_inference_mode():
+    # Functionalization refuses a plain tensor written from a functional one;
+    # the copy_ kernel at ADInplaceOrView reads the value first, for Python
+    # and C++ callers alike (TensorBase.copy_ is the C++ method, unpatched).
+    src = torch.arange(6.0).reshape(2, 3).neuron() * 2
+    dst = torch.zeros(2, 3)
+    torch._C.TensorBase.copy_(dst, src)
+    torch.testing.assert_close(dst, torch.arange(6.0).reshape(2, 3) * 2)
+    with torch.inference_mode():
+        dst2 = torch.zeros(2, 3)
+        dst2.copy_(src + 1)
+    torch.testing.assert_close(dst2, torch.arange(6.0).reshape(2, 3) * 2 + 1)
+    version = dst._version
+    dst.copy_(src)
+    assert dst._version == version + 1
+
+
 def test_copy_broadcasts_like_cpu():
     row, col = torch.arange(4.0), torch.arange(3.0).reshape(3, 1)
     expected_row, expected_col = torch.zeros(3, 4), torch.zeros(3, 4)

@@ -16,7 +16,6 @@ import torch
 
 from child_process import REPO_ROOT, child_env
 import distributed_worker
-from models import seeded_mlp  # noqa: F401  (the worker's models, built alike here)
 
 WORKER = Path(__file__).resolve().parent / "distributed_worker.py"
 
