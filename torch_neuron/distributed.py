@@ -99,6 +99,12 @@ def _reduce_name(op, tensors: Sequence[torch.Tensor]) -> str:
     return name
 
 
+def _copy_rows(outputs: Sequence[torch.Tensor], rows: torch.Tensor) -> None:
+    """Row r of ``rows`` into ``outputs[r]``, in its shape."""
+    for r, out in enumerate(outputs):
+        out.copy_(rows[r].view(out.shape))
+
+
 class NeuronProcessGroup(ProcessGroup):
     """A process group whose collectives on neuron tensors are graph ops.
 
@@ -183,6 +189,10 @@ class NeuronProcessGroup(ProcessGroup):
         """(size, numel): row r is rank r's ``t``, flattened."""
         return torch.ops.neuron.all_gather_into_tensor(t.reshape(1, -1), self._size, self._queue_name)
 
+    def _reduce_scatter_rows(self, rows: torch.Tensor, op: str) -> torch.Tensor:
+        """(1, numel): this rank's row of ``rows`` (size, numel), reduced over the ranks."""
+        return torch.ops.neuron.reduce_scatter_tensor(rows, op, self._size, self._queue_name)
+
     # --- collectives ------------------------------------------------------------
 
     def allreduce(self, tensors: List[torch.Tensor], opts=None):
@@ -235,9 +245,7 @@ class NeuronProcessGroup(ProcessGroup):
         if len(outputs) != self._size:
             raise ValueError(f"all_gather needs {self._size} output tensors, got {len(outputs)}")
         with _writing(outputs):
-            rows = self._all_gather_rows(t)
-            for r, out in enumerate(outputs):
-                out.copy_(rows[r].view(out.shape))
+            _copy_rows(outputs, self._all_gather_rows(t))
         return _done(output_lists)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts=None):
@@ -269,9 +277,7 @@ class NeuronProcessGroup(ProcessGroup):
         with _writing([o for out in output_lists for o in out]):
             rows = self._all_gather_rows(t)  # every rank takes part; the root keeps it
             if self._rank == opts.rootRank:
-                outputs = self._one("gather", output_lists)
-                for r, out in enumerate(outputs):
-                    out.copy_(rows[r].view(out.shape))
+                _copy_rows(self._one("gather", output_lists), rows)
         return _done(output_lists)
 
     def scatter(self, outputs, input_lists, opts=None):
@@ -299,8 +305,7 @@ class NeuronProcessGroup(ProcessGroup):
             raise ValueError(f"reduce_scatter needs {self._size} input tensors, got {len(inputs)}")
         op = _reduce_name(opts.reduceOp, outputs)
         with _writing(outputs):
-            rows = torch.stack([x.reshape(-1) for x in inputs])
-            mine = torch.ops.neuron.reduce_scatter_tensor(rows, op, self._size, self._queue_name)
+            mine = self._reduce_scatter_rows(torch.stack([x.reshape(-1) for x in inputs]), op)
             out.copy_(mine.view(out.shape))
         return _done(outputs)
 
@@ -313,9 +318,7 @@ class NeuronProcessGroup(ProcessGroup):
                              f"expected {self._size} x {output.numel()}")
         op = _reduce_name(opts.reduceOp, [output])
         with _writing([output]):
-            rows = input.reshape(self._size, -1)
-            mine = torch.ops.neuron.reduce_scatter_tensor(rows, op, self._size, self._queue_name)
-            output.copy_(mine.view(output.shape))
+            output.copy_(self._reduce_scatter_rows(input.reshape(self._size, -1), op).view(output.shape))
         return _done([output])
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
