@@ -26,6 +26,7 @@
 #include "lazy/graph_executor.h"
 #include "lazy/lazy_tensor.h"
 #include "lazy/scheduler.h"
+#include "runtime/fork_guard.h"
 #include "runtime/profiler.h"
 
 namespace torch_neuron::eager {
@@ -154,6 +155,8 @@ class CompilePool {
   }
 
   void Submit(std::function<void()> job) {
+    // Idle workers hold nothing a forked child could trip on; working ones do.
+    runtime::NoteRuntimeThreadStarted();
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(std::move(job));
@@ -186,7 +189,10 @@ class CompilePool {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      job();  // never throws (CompileGroup catches everything)
+      {
+        runtime::ForkQuietScope quiet;  // a fork waits for the compile to end
+        job();  // never throws (CompileGroup catches everything)
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (--unfinished_ == 0) idle_.notify_all();

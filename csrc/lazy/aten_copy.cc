@@ -21,6 +21,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/dtypes.h"
 #include "runtime/execution_queue.h"
+#include "runtime/fork_guard.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -36,6 +37,12 @@ at::Tensor Materialize(const LazyTensorPtr& t) {
   return runtime::ValueOrThrow(std::move(host));
 }
 
+// A forked child refuses device work before it calls any ATen op: a parent
+// thread may have held an op's one-time guard at the fork.
+void CheckNotInBadFork() {
+  if (runtime::InBadFork()) runtime::ThrowIfError(runtime::BadForkError());
+}
+
 // Uploads `host`, converted to `dtype` and broadcast to `sizes`, to `device`.
 LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArrayRef sizes,
                      int device) {
@@ -46,6 +53,7 @@ LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArra
 
 // aten::copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
 void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  CheckNotInBadFork();
   const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
   LazyTensorPtr dst = GetLazy(self);
@@ -73,6 +81,7 @@ void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // aten::_to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
 //                bool? pin_memory, bool non_blocking, MemoryFormat? memory_format)
 void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  CheckNotInBadFork();
   const size_t base = stack->size() - 7;
   const at::Tensor source = (*stack)[base].toTensor();
   const std::optional<c10::ScalarType> dtype = (*stack)[base + 1].toOptional<c10::ScalarType>();

@@ -53,6 +53,10 @@ void BindDevice(py::module_& m) {
   m.def("_memory_stats", [](int device) { return StatsToDict(ArenaOf(device).Stats()); });
   m.def("_reset_peak_memory_stats", [](int device) { ArenaOf(device).ResetPeakStats(); });
   m.def("_in_bad_fork", [] { return runtime::InBadFork(); });
+  // Fork quiescence, for tests: units still running at this child's fork, and
+  // forks (in this process) that went ahead before runtime units finished.
+  m.def("_units_busy_at_fork", [] { return runtime::UnitsBusyAtFork(); });
+  m.def("_forks_without_quiet", [] { return runtime::ForksWithoutQuiet(); });
   m.def("_empty_cache", [] {
     if (runtime::InBadFork()) RaiseIfError(runtime::BadForkError());
     runtime::DeviceRegistry& registry = runtime::DeviceRegistry::Global();

@@ -137,8 +137,12 @@ void ExecutionQueue::Loop() {
       work_.pop_front();
       running_ = true;
     }
-    absl::Status status = RunGuarded(work);
-    work = nullptr;  // release what the item held (buffers) before anyone sees the queue idle
+    absl::Status status;
+    {
+      ForkQuietScope quiet;  // a fork waits for the item (ATen's one-time guards it may hold)
+      status = RunGuarded(work);
+      work = nullptr;  // release what the item held (buffers) before anyone sees the queue idle
+    }
     absl::MutexLock lock(&mu_);
     running_ = false;
     if (!status.ok() && error_.ok()) error_ = std::move(status);
