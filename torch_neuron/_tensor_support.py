@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 import torch.utils.dlpack
 import torch._tensor_str as _tensor_str
+from . import _C
 
 _DEVICE = "neuron"
 
@@ -137,6 +138,19 @@ def _neuron_storage_data_ptr(self):
     return _original_storage_data_ptr(self)
 
 
+_original_storage_resize = torch.UntypedStorage.resize_
+
+
+def _neuron_storage_resize(self, size):
+    # PyTorch's own refuses a storage without host bytes ("invalid python
+    # storage"); a neuron tensor's storage resizes to or from 0 bytes (FSDP2
+    # frees and re-allocates unsharded parameters so), see bind_lazy.cc.
+    if self.device.type == _DEVICE:
+        _C._resize_neuron_storage(self, int(size))
+        return self
+    return _original_storage_resize(self, size)
+
+
 def _neuron_data_ptr(self):
     if self.device.type == _DEVICE:
         base = _virtual_address(self.untyped_storage())
@@ -210,6 +224,7 @@ def install() -> None:
     torch.Tensor.__dlpack_device__ = _neuron_dlpack_device
     torch.Tensor.data_ptr = _neuron_data_ptr
     torch.UntypedStorage.data_ptr = _neuron_storage_data_ptr
+    torch.UntypedStorage.resize_ = _neuron_storage_resize
     torch.Tensor.numpy = _neuron_numpy
     torch.Tensor.copy_ = _neuron_copy_
     _tensor_str._str_intern = _neuron_str_intern

@@ -1,4 +1,6 @@
 // Bindings of the lazy core: sync points, execution mode, IR dumps.
+#include <ATen/FunctionalStorageImpl.h>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <pybind11/functional.h>
@@ -107,7 +109,35 @@ void BindStepGraph(py::module_& m) {
 
 }  // namespace
 
+// UntypedStorage.resize_ of a neuron tensor's storage (a functionalization
+// storage, which holds no bytes of its own). FSDP2 frees an unsharded
+// parameter's storage with resize_(0) and brings it back with resize_(n)
+// before copying the all-gathered values in. As in PyTorch's functionalization
+// of such resizes (for torch.compile): only to or from zero bytes, and no op
+// is traced: the size the storage reports changes, the values are the ones
+// the next write (FSDP's copy-in) gives it.
+void ResizeNeuronStorage(const py::object& storage, int64_t nbytes) {
+  if (!THPStorage_Check(storage.ptr())) throw py::type_error("expected a torch.UntypedStorage");
+  if (nbytes < 0) throw py::value_error("storage size must be >= 0 bytes");
+  c10::StorageImpl* impl = THPStorage_Unpack(storage.ptr()).unsafeGetStorageImpl();
+  auto* functional = dynamic_cast<at::functionalization::FunctionalStorageImpl*>(impl);
+  if (functional == nullptr) {
+    throw std::runtime_error("resize_() of this neuron storage is not supported: it is not the "
+                             "storage of a neuron tensor");
+  }
+  const int64_t current = static_cast<int64_t>(impl->nbytes());
+  if (nbytes == current) return;
+  if (nbytes != 0 && current != 0) {
+    throw std::runtime_error("a neuron tensor's storage can be resized only to 0 bytes or from 0 "
+                             "bytes (the pattern FSDP2 uses), not from " + std::to_string(current) +
+                             " to " + std::to_string(nbytes) + " bytes; resize the tensor instead");
+  }
+  impl->set_nbytes(static_cast<size_t>(nbytes));
+  functional->mark_inductor_storage_resize(c10::SymInt(nbytes));
+}
+
 void BindLazy(py::module_& m) {
+  m.def("_resize_neuron_storage", &ResizeNeuronStorage);
   BindStepGraph(m);
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
   m.def("_register_functionalize_overrides", [] { lazy::RegisterFunctionalizeOverrides(); });
