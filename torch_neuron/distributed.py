@@ -399,9 +399,126 @@ def _take_local_rank_device() -> None:
         torch.neuron.set_device(int(local_rank))
 
 
+# Functional collectives (torch.distributed._functional_collectives, which
+# DTensor's redistribute and full_tensor(), tensor parallelism and FSDP2's
+# state dicts use): ``_c10d_functional::all_reduce`` and its kin return a new
+# tensor and are completed by ``wait_tensor``. Their C++ kernels find a
+# collective's work by the result's storage, which a neuron tensor does not
+# expose. On neuron tensors they are the backend's own traced collectives,
+# which complete in trace order at the next sync, so wait_tensor returns its
+# argument. The functional forms are registered for PrivateUse1: functionalization
+# hands them the traced values below it (which the process group takes, see
+# _writing), from any caller, a __torch_dispatch__ (AsyncCollectiveTensor's
+# wait) included. The in-place and out= forms, which functionalization refuses
+# for custom ops, are registered above it, for AutogradPrivateUse1 (the ops
+# have no autograd formula).
+
+def _functional_group(group_name):
+    if isinstance(group_name, dist.ProcessGroup):
+        return group_name
+    return dist.distributed_c10d._resolve_process_group(group_name)
+
+
+def _functional_op(reduce_op: str):
+    try:
+        return getattr(ReduceOp, reduce_op.upper())
+    except AttributeError:
+        raise ValueError(f"unknown reduce op {reduce_op!r} for a functional collective") from None
+
+
+def _gathered_shape(t: torch.Tensor, group_size: int):
+    return (t.shape[0] * group_size,) + tuple(t.shape[1:])
+
+
+def _scattered_shape(t: torch.Tensor, group_size: int):
+    if t.shape[0] % group_size:
+        raise ValueError(f"reduce_scatter_tensor: dim 0 of the input ({t.shape[0]}) is not "
+                         f"divisible by the group size ({group_size})")
+    return (t.shape[0] // group_size,) + tuple(t.shape[1:])
+
+
+def _fc_all_reduce_(t, reduce_op, group_name):
+    dist.all_reduce(t, op=_functional_op(reduce_op), group=_functional_group(group_name))
+    return t
+
+
+def _fc_all_reduce(t, reduce_op, group_name):
+    return _fc_all_reduce_(t.clone(), reduce_op, group_name)
+
+
+def _fc_all_gather_out(t, group_size, group_name, *, out):
+    dist.all_gather_into_tensor(out, t.contiguous(), group=_functional_group(group_name))
+    return out
+
+
+def _fc_all_gather(t, group_size, group_name):
+    out = t.new_empty(_gathered_shape(t, group_size))
+    return _fc_all_gather_out(t, group_size, group_name, out=out)
+
+
+def _fc_reduce_scatter_out(t, reduce_op, group_size, group_name, *, out):
+    dist.reduce_scatter_tensor(out, t.contiguous(), op=_functional_op(reduce_op),
+                               group=_functional_group(group_name))
+    return out
+
+
+def _fc_reduce_scatter(t, reduce_op, group_size, group_name):
+    out = t.new_empty(_scattered_shape(t, group_size))
+    return _fc_reduce_scatter_out(t, reduce_op, group_size, group_name, out=out)
+
+
+def _fc_all_to_all_single(t, output_split_sizes, input_split_sizes, group_name):
+    rows = sum(output_split_sizes) if output_split_sizes else t.shape[0]
+    out = t.new_empty((rows,) + tuple(t.shape[1:]))
+    dist.all_to_all_single(out, t.contiguous(), list(output_split_sizes) or None,
+                           list(input_split_sizes) or None, group=_functional_group(group_name))
+    return out
+
+
+def _fc_broadcast_(t, src, group_name):
+    dist.broadcast(t, group_src=src, group=_functional_group(group_name))
+    return t
+
+
+def _fc_broadcast(t, src, group_name):
+    return _fc_broadcast_(t.clone(), src, group_name)
+
+
+_FUNCTIONAL_KERNELS = {
+    "all_reduce": _fc_all_reduce,
+    "all_reduce_": _fc_all_reduce_,
+    "all_reduce_coalesced": lambda ts, op, g: [_fc_all_reduce(t, op, g) for t in ts],
+    "all_reduce_coalesced_": lambda ts, op, g: [_fc_all_reduce_(t, op, g) for t in ts],
+    "all_gather_into_tensor": _fc_all_gather,
+    "all_gather_into_tensor_out": _fc_all_gather_out,
+    "all_gather_into_tensor_coalesced": lambda ts, n, g: [_fc_all_gather(t, n, g) for t in ts],
+    "reduce_scatter_tensor": _fc_reduce_scatter,
+    "reduce_scatter_tensor_out": _fc_reduce_scatter_out,
+    "reduce_scatter_tensor_coalesced": lambda ts, op, n, g: [_fc_reduce_scatter(t, op, n, g) for t in ts],
+    "all_to_all_single": _fc_all_to_all_single,
+    "broadcast": _fc_broadcast,
+    "broadcast_": _fc_broadcast_,
+    "wait_tensor": lambda t: t,
+}
+
+_functional_lib = None
+
+
+def _install_functional_collectives() -> None:
+    global _functional_lib
+    if _functional_lib is not None or not hasattr(torch.ops, "_c10d_functional"):
+        return
+    _functional_lib = torch.library.Library("_c10d_functional", "IMPL")
+    for name, kernel in _FUNCTIONAL_KERNELS.items():
+        if hasattr(torch.ops._c10d_functional, name):
+            writes = name.endswith(("_", "_out"))
+            _functional_lib.impl(name, kernel, "AutogradPrivateUse1" if writes else "PrivateUse1")
+
+
 def install() -> None:
     """Registers the ``neuron`` backend with torch.distributed (at import)."""
     if not dist.is_available() or BACKEND.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND, _create, devices=["neuron"])
+    _install_functional_collectives()
     _take_local_rank_device()

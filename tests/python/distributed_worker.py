@@ -290,6 +290,91 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
     }
 
 
+def fsdp2(rank, world, port, steps="10"):
+    """FSDP2 (fully_shard, DTensor parameters) on the transformer: each
+    attention and MLP input projection is its own unit, the whole model the
+    root; each rank trains on its share of every step's batch."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    init(rank, world, port)
+    steps = int(steps)
+    model = make_model("transformer").to(NEURON)
+    mesh = init_device_mesh(NEURON, (world,))
+    for block in model.blocks:
+        fully_shard(block["qkv"], mesh=mesh)
+        fully_shard(block["fc1"], mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    batch = 8 * world
+    per_step, losses = [], []
+    for step in range(steps):
+        before = counters()
+        opt.zero_grad()
+        loss = loss_of("transformer", model, step, batch, NEURON, (rank, world))
+        loss.backward()
+        opt.step()
+        torch_neuron.mark_step()
+        torch_neuron.wait_device_ops()
+        after = counters()
+        per_step.append((after[0] - before[0], after[1] - before[1]))
+        losses.append(loss.detach())
+    shards = {k: v.to_local().cpu() for k, v in model.state_dict().items()}
+    full = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
+    return {
+        "params": full,
+        "shards": shards,
+        "per_step": per_step,
+        "losses": torch.stack([l.cpu() for l in losses]),
+        "sharded": sorted(k for k, v in model.state_dict().items()
+                          if type(v).__name__ == "DTensor" and v.device.type == NEURON),
+    }
+
+
+def functional_collectives(rank, world, port):
+    """torch.distributed._functional_collectives (what DTensor and tensor
+    parallelism use) on neuron tensors, against the same on CPU tensors over
+    gloo; and a DTensor sharded then replicated."""
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    init(rank, world, port, "cpu:gloo,neuron:neuron")
+    gloo = dist.new_group(backend="gloo")
+    x = torch.arange(8, dtype=torch.float32).reshape(4, 2) * (rank + 1)
+
+    def both(fn):
+        return fn(x.to(NEURON), dist.group.WORLD), fn(x.clone(), gloo)
+
+    pairs = {
+        "all_reduce": both(lambda t, g: funcol.all_reduce(t, "sum", g)),
+        "all_reduce max": both(lambda t, g: funcol.all_reduce(t, "max", g)),
+        "all_gather_tensor": both(lambda t, g: funcol.all_gather_tensor(t, 0, g)),
+        "all_gather_tensor dim 1": both(lambda t, g: funcol.all_gather_tensor(t, 1, g)),
+        "reduce_scatter_tensor": both(lambda t, g: funcol.reduce_scatter_tensor(t, "sum", 0, g)),
+        "all_to_all_single": both(lambda t, g: funcol.all_to_all_single(t, None, None, g)),
+        "broadcast": both(lambda t, g: funcol.broadcast(t, 1, g)),
+        "all_reduce_coalesced": both(lambda t, g: funcol.all_reduce_coalesced([t, t * 2], "sum", g)[1]),
+    }
+
+    def in_place(t, g):
+        torch.ops._c10d_functional.all_reduce_(t, "sum", g.group_name)
+        return torch.ops._c10d_functional.wait_tensor(t)
+
+    pairs["all_reduce_ (in place)"] = both(in_place)
+    mesh = init_device_mesh(NEURON, (world,))
+    sharded = distribute_tensor(torch.arange(12.0).reshape(6, 2), mesh, [Shard(0)])
+    pairs["DTensor Shard(0) -> Replicate"] = (sharded.redistribute(mesh, [Replicate()]).to_local(),
+                                              torch.arange(12.0).reshape(6, 2))
+    pairs["DTensor full_tensor"] = (sharded.full_tensor(), torch.arange(12.0).reshape(6, 2))
+    torch_neuron.mark_step()
+
+    def waited(t):  # an AsyncCollectiveTensor's value
+        return funcol.wait_tensor(t) if isinstance(t, funcol.AsyncCollectiveTensor) else t
+
+    return {name: (waited(n).cpu(), waited(c).clone()) for name, (n, c) in pairs.items()}
+
+
 def killed_peer(rank, world, port, how="killed"):
     """Rank 1 dies (how=killed) or stops taking part (how=hung) before the
     step's collective; rank 0 must get torch.distributed's error within the
@@ -348,7 +433,8 @@ def main():
         out_dir = sys.argv[2]
     else:
         rank, world, port, out_dir = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-        out = {"collectives": collectives, "ddp": ddp, "killed_peer": killed_peer,
+        out = {"collectives": collectives, "ddp": ddp, "fsdp2": fsdp2,
+               "functional_collectives": functional_collectives, "killed_peer": killed_peer,
                "early_exit": early_exit}[scenario](
             rank, world, port, *sys.argv[6:])
     torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))

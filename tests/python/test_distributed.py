@@ -139,6 +139,40 @@ def test_ddp_training_equals_single_process_on_the_full_batch(kind):
     torch.testing.assert_close(mean_loss, torch.stack(ref_losses), rtol=1e-5, atol=1e-6)
 
 
+def test_functional_collectives_and_dtensor_redistribution_equal_gloo():
+    outputs, results = run_ranks("functional_collectives", 2)
+    check_ok(results)
+    for rank, out in outputs.items():
+        assert len(out) == 11
+        for name, (neuron, cpu) in out.items():
+            torch.testing.assert_close(neuron, cpu, rtol=0, atol=0, msg=lambda m: f"rank {rank}, {name}: {m}")
+
+
+def test_fsdp2_training_equals_single_process_on_the_full_batch():
+    # FSDP2 shards every parameter over the ranks (DTensors), all-gathers them
+    # per unit before use (fsdp:: custom ops, storage resize to 0 and back),
+    # and reduce-scatters gradients: all traced into each step's graphs.
+    steps, world = 6, 2
+    outputs, results = run_ranks("fsdp2", world, steps, timeout=300)
+    check_ok(results)
+    ref_params, ref_losses = reference_training("transformer", steps, world)
+    for rank, out in outputs.items():
+        assert out["sharded"] == sorted(ref_params), f"rank {rank}: not every parameter sharded"
+        for name, value in ref_params.items():
+            torch.testing.assert_close(out["params"][name], value, rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"rank {rank}, {name}: {m}")
+            # Each rank holds its own dim-0 shard, padded by FSDP if uneven.
+            shard = value.chunk(world)[rank] if value.dim() else value
+            torch.testing.assert_close(out["shards"][name][: shard.shape[0]], shard,
+                                       rtol=1e-5, atol=1e-6)
+    mean_loss = (outputs[0]["losses"] + outputs[1]["losses"]) / 2
+    torch.testing.assert_close(mean_loss, torch.stack(ref_losses), rtol=1e-5, atol=1e-6)
+    # Graphs per step (compiles, executions): step 1 compiles the step, step 2
+    # again (SGD's momentum buffers exist from then on), then one cached graph.
+    for rank, out in outputs.items():
+        assert out["per_step"] == [(1, 1), (1, 1)] + [(0, 1)] * (steps - 2), f"rank {rank}"
+
+
 def test_ddp_no_sync_accumulates_then_averages():
     steps, world = 4, 2
     outputs, results = run_ranks("ddp", world, "mlp", steps, 1)
