@@ -3,6 +3,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/range.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/GradMode.h>
@@ -20,11 +21,18 @@
 namespace torch_neuron::lazy {
 namespace {
 
-// The length of the sequence linspace, logspace or arange makes (their out=
-// overloads), or nullopt for another op.
+// The length of the sequence linspace, logspace, arange or range makes (their
+// out= overloads), or nullopt for another op.
 std::optional<int64_t> SequenceLength(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
   const std::string& name = op.schema().name();
   if (name == "aten::linspace" || name == "aten::logspace") return stack[base + 2].toInt();
+  if (name == "aten::range") {
+    // range.out(start, end, step=1, *, out) and range.out_(start, end, *, out)
+    const bool has_step = op.schema().arguments().size() == 4;
+    const c10::Scalar step = has_step ? stack[base + 2].toScalar() : c10::Scalar(1);
+    return at::range(stack[base].toScalar(), stack[base + 1].toScalar(), step,
+                     at::TensorOptions().device(c10::kMeta).dtype(at::kDouble)).numel();
+  }
   if (name != "aten::arange") return std::nullopt;
   const bool from_zero = op.schema().arguments().size() == 2;  // arange.out(end, *, out)
   const c10::Scalar start = from_zero ? c10::Scalar(0) : stack[base].toScalar();
@@ -193,7 +201,7 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
                 "memory location. Please clone() the tensor before performing the operation.");
   }
   const std::string& name = op.schema().name();
-  // linspace, logspace and arange resize out only where its element count
+  // linspace, logspace, arange and range resize out only where its element count
   // differs from the sequence's: an out of the right count keeps its shape and
   // takes the values in its logical order. (Their refs' Meta kernels resize by
   // shape, and warn: they are not asked.)

@@ -164,6 +164,9 @@ def test_a_good_out_is_resized_and_written():
     pytest.param(lambda x: torch.linspace(0, 3, 4, out=x.narrow(1, 1, 2)), id="linspace_into_a_strided_view"),
     pytest.param(lambda x: torch.logspace(0, 3, 4, base=2, out=x.narrow(1, 1, 2)), id="logspace_into_a_strided_view"),
     pytest.param(lambda x: torch.arange(1, 4, 0.5, out=x), id="arange_into_2x3"),
+    # torch.range's own deprecation warning comes from Python: the ops are called.
+    pytest.param(lambda x: torch.ops.aten.range.out(0, 3, 1, out=x.narrow(1, 1, 2)), id="range_into_a_strided_view"),
+    pytest.param(lambda x: torch.ops.aten.range.out_(0, 5, out=x), id="range_into_2x3"),
 ])
 def test_sequences_keep_an_out_of_their_length_in_its_shape(make):
     # The CPU's linspace/logspace/arange resize out only when its element count
