@@ -223,6 +223,31 @@ def _clamp_check(self, min=None, max=None, *rest, **kwargs):  # noqa: A002 - the
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
 
 
+def _nonempty_reduction(name, reported=None):
+    """max, min, median, nanmedian and mode over a dim of size 0 have no value
+    to give: the CPU refuses them (an IndexError naming the dim, as wrapped), and
+    max() and min() of an empty tensor; the Meta kernels return empty results."""
+    reported = reported or name
+
+    def check(self, dim=None, *args, **kwargs):
+        if not isinstance(self, torch.Tensor):
+            return
+        if dim is None and name == "mode":
+            dim = -1  # mode(self, dim=-1): the default may not be passed
+        if dim is None:
+            if name in ("max", "min") and not args and isinstance(self.numel(), int) and self.numel() == 0:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                                   "Specify the reduction dim with the 'dim' argument.")
+            return
+        if type(dim) is not int or self.dim() == 0 or not -self.dim() <= dim < self.dim():
+            return  # max(a, b), a named dim, a scalar or a bad dim: the Meta kernel decides
+        wrapped = dim % self.dim()
+        size = self.shape[wrapped]
+        if isinstance(size, int) and size == 0:
+            raise IndexError(f"{reported}(): Expected reduction dim {wrapped} to have non-zero size.")
+    return check
+
+
 # Checks the CPU kernels make and PyTorch's Python Meta kernels do not
 # (heaviside of mixed dtypes, maximum of complex tensors, index_put's shapes,
 # embedding_bag's dimensions and per-sample weights): without them neuron
@@ -245,6 +270,11 @@ KERNEL_CHECKS = {
     "_index_put_impl": _index_put_check,
     "_embedding_bag": _embedding_bag_check,
     "_embedding_bag_forward_only": _embedding_bag_check,
+    "max": _nonempty_reduction("max"),
+    "min": _nonempty_reduction("min"),
+    "median": _nonempty_reduction("median"),
+    "nanmedian": _nonempty_reduction("nanmedian", reported="median"),
+    "mode": _nonempty_reduction("mode"),
 }
 
 
@@ -545,6 +575,13 @@ def _probed_out_ops():
     return ops
 
 
+def _both(first, second):
+    def check(*args, **kwargs):
+        first(*args, **kwargs)
+        second(*args, **kwargs)
+    return check
+
+
 def _key(op):
     return f"{op._schema.name.split('::')[1]}.{op._overloadname}"
 
@@ -572,6 +609,7 @@ def install() -> None:
             library.impl(op, _checking(op, python_meta, broadcast, overlap, functional), "Meta")
             _originals[op] = original
         # The functional and out= overloads of the ops with kernel checks.
+        probed_out = set(_probed_out_ops())
         tables = [torch._decomp.global_decomposition_table[t] for t in ("meta", "post_autograd", "pre_autograd")]
         for name in KERNEL_CHECKS:
             for overload in getattr(torch.ops.aten, name).overloads():
@@ -583,10 +621,13 @@ def install() -> None:
                 python_meta = next((t[op] for t in tables if op in t), None)
                 if python_meta is None or "_meta_registrations" not in repr(original):
                     continue
-                library.impl(op, _with_kernel_check(KERNEL_CHECKS[name], python_meta), "Meta")
+                check = KERNEL_CHECKS[name]
+                if op in probed_out:  # mode(out=): the out dtype probe too
+                    check = _both(check, _out_probe(op))
+                library.impl(op, _with_kernel_check(check, python_meta), "Meta")
                 _originals[op] = original
         # Pointwise and reduction out= overloads with a Python Meta kernel: the CPU's dtype checks first.
-        for op in _probed_out_ops():
+        for op in probed_out:
             if op in _originals:
                 continue
             python_meta = next((t[op] for t in tables if op in t), None)

@@ -358,3 +358,30 @@ def test_out_ops_remember_passed_signatures_and_still_resize_a_new_out(monkeypat
         torch.mul(x, 2.0, out=torch.empty(2, 3, dtype=torch.int64, device="neuron"))
     torch.testing.assert_close(out.cpu(), torch.arange(6.0).reshape(2, 3) * 3)
     torch.testing.assert_close(again.cpu(), torch.arange(6.0).reshape(2, 3) * 2)
+
+
+_E204 = torch.zeros(2, 0, 4)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch.max(_E204.to(d), 1), id="max_dim"),
+    pytest.param(lambda d: torch.min(_E204.to(d), -2, keepdim=True), id="min_negative_dim"),
+    pytest.param(lambda d: torch.median(_E204.to(d), 1), id="median_dim"),
+    pytest.param(lambda d: torch.nanmedian(_E204.to(d), 1), id="nanmedian_dim"),
+    pytest.param(lambda d: torch.mode(torch.zeros(3, 0, device=d)), id="mode_default_dim"),
+    pytest.param(lambda d: torch.max(_E204.to(d), 1, out=(torch.empty(0, device=d),
+                                                         torch.empty(0, dtype=torch.long, device=d))), id="max_out"),
+    pytest.param(lambda d: torch.max(_E204.to(d)), id="max_of_empty"),
+    pytest.param(lambda d: torch.min(_E204.to(d)), id="min_of_empty"),
+    pytest.param(lambda d: torch.median(_E204.to(d)).cpu(), id="median_of_empty_is_nan"),
+    pytest.param(lambda d: torch.max(_E204.to(d), 2).values.cpu(), id="max_over_a_nonempty_dim"),
+    pytest.param(lambda d: torch.max(_E204.to(d), _E204.to(d)).cpu(), id="elementwise_max"),
+    # mode(out=) keeps the CPU's dtype checks of its outs as well.
+    pytest.param(lambda d: torch.mode(torch.ones(10, dtype=torch.uint8, device=d), -1, True,
+                                      out=(torch.ones(10, dtype=torch.int8, device=d),
+                                           torch.ones(10, dtype=torch.long, device=d))), id="mode_out_dtype"),
+])
+def test_reductions_over_an_empty_dim_fail_at_the_call_as_on_the_cpu(call):
+    # The Meta kernels gave empty results; the CPU refuses (there is no value).
+    cpu, neuron = _outcomes(call, errors=(RuntimeError, IndexError))
+    assert neuron == cpu
