@@ -230,8 +230,27 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
     torch::jit::Stack meta_stack;
     meta_stack.reserve(num_args);
     for (size_t i = base; i < stack->size(); ++i) meta_stack.push_back(MetaCopy((*stack)[i]));
+    // The out tensors and their meta copies, which the Meta kernel resizes.
+    std::vector<std::pair<size_t, at::Tensor>> meta_outs;
+    for (size_t i = 0; i < num_args; ++i) {
+      const c10::IValue& v = meta_stack[i];
+      if (op.schema().arguments()[i].is_out() && v.isTensor() && v.toTensor().defined()) {
+        meta_outs.emplace_back(i, v.toTensor());
+      }
+    }
     try {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+      // The CPU resizes an out view over its base's storage (restrided, as
+      // big as needed); functionalization cannot re-point a view, and writing
+      // the result through the old view failed when the graph ran.
+      for (const auto& [i, meta] : meta_outs) {
+        const at::Tensor out = (*stack)[base + i].toTensor();
+        TORCH_CHECK(!out.is_view() || !IsNeuron(out) || out.sizes() == meta.sizes(), name.substr(6),
+                    "(): the out= argument '", op.schema().arguments()[i].name(), "' is a view of shape ",
+                    out.sizes(), " that the result's shape ", meta.sizes(),
+                    " would resize; resizing a view is not supported on neuron (the CPU restrides it over "
+                    "its base's storage): pass an out of the result's shape, or one that is not a view");
+      }
     } catch (const std::exception& e) {
       if (!IsInputError(e)) {
         // Meta tensors cannot answer: the CPU's kernel does.

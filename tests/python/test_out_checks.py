@@ -215,3 +215,19 @@ def test_out_ops_without_an_answering_meta_kernel_run_as_the_cpus_and_write_ever
     for cpu, dev in zip(*results):
         assert cpu.shape == dev.shape
         torch.testing.assert_close(dev, cpu)
+
+
+def test_an_out_view_that_needs_resizing_is_refused_at_the_call():
+    # The CPU restrides such a view over its base's storage; neuron cannot
+    # re-point a view, and the graph failed when it ran (slice_scatter sizes).
+    x = torch.tensor([3.0, 1.0, 2.0, 0.0, 5.0, 4.0], device="neuron")
+    values = torch.empty(6, device="neuron")[::2]
+    indices = torch.empty(6, dtype=torch.long, device="neuron")
+    with pytest.raises(RuntimeError, match=r"sort\(\): the out= argument 'values' is a view of shape \[3\] "
+                                           r"that the result's shape \[6\] would resize"):
+        torch.sort(x, out=(values, indices))
+    # A view of the result's shape is written through, as on the CPU.
+    base = torch.zeros(12, device="neuron")
+    torch.sort(x, out=(base[::2], indices))
+    assert base.cpu().tolist() == [0.0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0]
+    assert indices.cpu().tolist() == [3, 1, 2, 0, 5, 4]
