@@ -226,6 +226,16 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
                  id="complex_out_of_another_dtype"),
     pytest.param(lambda d: torch.polar(_F32.double().to(d), _F32.to(d)), id="polar_mixed_dtypes"),
     pytest.param(lambda d: torch.complex(_F32.to(d), _F32.to(d)), id="complex_ok"),
+    # abs and angle of a complex tensor into a complex out: the CPU takes it
+    # (the Python Meta kernel wanted the float dtype exactly), not another width.
+    pytest.param(lambda d: torch.abs(_C64.to(d), out=torch.empty(2, dtype=torch.complex64, device=d)).cpu(),
+                 id="abs_complex_into_complex_ok"),
+    pytest.param(lambda d: torch.abs(_C64.to(d), out=torch.empty(5, dtype=torch.complex64, device=d)).cpu(),
+                 id="abs_complex_into_complex_resized_ok"),
+    pytest.param(lambda d: torch.abs(_C64.to(d), out=torch.empty(2, dtype=torch.complex128, device=d)),
+                 id="abs_complex_into_wider_complex"),
+    pytest.param(lambda d: _C64.to(d).abs_(), id="abs_in_place_of_complex"),
+    pytest.param(lambda d: _F32.to(d).abs_().cpu(), id="abs_in_place_ok"),
 ])
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
     # These checks live in the CPU kernels, not in PyTorch's Meta kernels: neuron
