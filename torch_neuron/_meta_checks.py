@@ -324,6 +324,18 @@ def _complex_abs_in_place(self, *args, **kwargs):
         raise RuntimeError("In-place abs is not supported for complex tensors.")
 
 
+def _as_strided_scatter_check(self, src, size, stride, storage_offset=None, *args, **kwargs):
+    # The CPU refuses to scatter into a strided image whose elements repeat (a
+    # zero stride); the C++ Meta kernel does not check. (Functionalization's own
+    # write-back through such a view is refused here too: it cannot say which
+    # of the repeated elements a write meant.)
+    if any(isinstance(n, int) and isinstance(st, int) and st == 0 and n > 1 for n, st in zip(size, stride)):
+        raise RuntimeError(_OVERLAP)
+
+
+# Ops whose Meta kernel is C++: the check, then it.
+CPP_META_CHECKS = {"as_strided_scatter": _as_strided_scatter_check}
+
 # Checks of in-place forms only, by the op's name.
 INPLACE_CHECKS = {"abs_": _complex_abs_in_place}
 
@@ -675,6 +687,14 @@ def install() -> None:
             original = torch.library.get_kernel(op, "Meta")
             library.impl(op, _with_kernel_check(_out_probe(op), _cpu_lenient(op, python_meta), op), "Meta")
             _originals[op] = original
+        for name, check in CPP_META_CHECKS.items():
+            for overload in getattr(torch.ops.aten, name).overloads():
+                op = getattr(getattr(torch.ops.aten, name), overload)
+                original = torch.library.get_kernel(op, "Meta")
+                if op in _originals or "_meta_registrations" in repr(original):
+                    continue
+                library.impl(op, _probing(check, original), "Meta")
+                _originals[op] = original
         # The random ops whose Meta kernel is C++ (random_): the probe, then it.
         for name in CPU_PROBED:
             for overload in getattr(torch.ops.aten, name).overloads():

@@ -235,6 +235,10 @@ _F32, _I64 = torch.ones(2), torch.ones(2, dtype=torch.int64)
     pytest.param(lambda d: torch.abs(_C64.to(d), out=torch.empty(2, dtype=torch.complex128, device=d)),
                  id="abs_complex_into_wider_complex"),
     pytest.param(lambda d: _C64.to(d).abs_(), id="abs_in_place_of_complex"),
+    pytest.param(lambda d: torch.as_strided_scatter(torch.zeros(6, device=d), torch.ones(2, 2, device=d), (2, 2), (1, 0)),
+                 id="as_strided_scatter_into_repeated_elements"),
+    pytest.param(lambda d: torch.as_strided_scatter(torch.zeros(6, device=d), torch.ones(2, 2, device=d), (2, 2),
+                                                    (1, 2)).cpu(), id="as_strided_scatter_ok"),
     pytest.param(lambda d: _F32.to(d).abs_().cpu(), id="abs_in_place_ok"),
 ])
 def test_dtype_checks_of_cpu_kernels_raise_at_the_call(call):
