@@ -1,0 +1,101 @@
+"""Start-up: the time from `import torch_neuron` to the first traced op.
+
+  neuron        a new process: import torch and torch_neuron, then trace one op
+                (no sync); torch._dynamo is not imported (torch_neuron/_lazy_dynamo.py)
+  with dynamo   a new process that imports torch._dynamo first, as every process's
+                first traced op did before (PyTorch's Python Meta kernels import it
+                on their first call): its import time plus its first op
+
+    python benchmarks/bench_startup.py [--quick] [--out DIR]
+
+Each sample is its own process; the two kinds alternate (A B A B ...). The
+first op still imports sympy (PyTorch's type promotion of its Python Meta
+kernels does, at its first call), which the figures include.
+Writes benchmarks/results/startup.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import bench_parser, fmt, interleaved, print_table, ratios, summary, table, write_results  # noqa: E402
+
+SCRIPT = r"""
+import json, sys, time
+start = time.perf_counter()
+import torch
+if {dynamo_first}:
+    t = time.perf_counter(); import torch._dynamo; dynamo_s = time.perf_counter() - t
+else:
+    dynamo_s = 0.0
+import torch_neuron
+imported = time.perf_counter()
+x = torch.ones(3, device="neuron") + 1
+first_op = time.perf_counter()
+print(json.dumps({{"import_s": imported - start - dynamo_s, "dynamo_s": dynamo_s,
+                  "first_op_s": first_op - imported, "dynamo_imported": "torch._dynamo" in sys.modules}}))
+"""
+
+
+def run(dynamo_first: bool) -> dict:
+    env = dict(os.environ)
+    env.pop("TORCH_NEURON_MODE", None)
+    out = subprocess.run([sys.executable, "-c", SCRIPT.format(dynamo_first=dynamo_first)], env=env,
+                         capture_output=True, text=True, check=True, cwd=os.path.dirname(HERE))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    args = bench_parser(__doc__).parse_args(argv)
+    repeats = 2 if args.quick else 7
+    seen = {"neuron": [], "with dynamo": []}
+
+    def neuron() -> float:
+        r = run(False)
+        assert not r["dynamo_imported"], "the first traced op imported torch._dynamo"
+        seen["neuron"].append(r)
+        return r["first_op_s"] * 1e3
+
+    def with_dynamo() -> float:
+        r = run(True)
+        seen["with dynamo"].append(r)
+        return (r["dynamo_s"] + r["first_op_s"]) * 1e3
+
+    samples = interleaved({"neuron": neuron, "with dynamo": with_dynamo}, repeats=repeats, warmup=0)
+    figures = {
+        "first_op_ms": summary(samples["neuron"]),
+        "dynamo_import_plus_first_op_ms": summary(samples["with dynamo"]),
+        "first_op_over_dynamo_path": ratios(samples["neuron"], samples["with dynamo"]),
+        "import_ms": summary([r["import_s"] * 1e3 for r in seen["neuron"]]),
+        "dynamo_import_ms": summary([r["dynamo_s"] * 1e3 for r in seen["with dynamo"]]),
+    }
+    rows = [[name, fmt(s["median"]), fmt(s["min"]), fmt(s["max"])] for name, s in figures.items()]
+    path = write_results("startup", {
+        "quick": args.quick, "figures": figures,
+        "command": "python benchmarks/bench_startup.py",
+        "title": "Start-up: import to the first traced op",
+        "description": (
+            "Each sample is a new process. neuron: import torch and torch_neuron, then trace "
+            "one op (no sync), without importing torch._dynamo. with dynamo: the same after "
+            "importing torch._dynamo first, which every process's first traced op paid before "
+            "(PyTorch's Python Meta kernels import it at their first call); its figure is that "
+            "import plus the first op. The kinds alternate (A B A B ...)."),
+        "tables": [table("Start-up (ms; ratios unitless)", ["figure", "median", "min", "max"], rows)],
+        "plots": [],
+        "headline": {"first traced op": (
+            f"{fmt(figures['first_op_ms']['median'])} ms after import, against "
+            f"{fmt(figures['dynamo_import_plus_first_op_ms']['median'])} ms when it imported torch._dynamo "
+            f"({fmt(figures['first_op_over_dynamo_path']['median'])}x)")},
+    }, args.out)
+    print_table("Start-up (median, min, max)", ["figure", "median", "min", "max"], rows)
+    print(f"\nresults: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
