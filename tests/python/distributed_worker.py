@@ -290,6 +290,44 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
     }
 
 
+def ddp_options(rank, world, port, mode):
+    """DDP with find_unused_parameters=True (a layer used every other step) or
+    static_graph=True, on neuron and on CPU tensors over gloo, from the same
+    weights and data."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    init(rank, world, port, "cpu:gloo,neuron:neuron")
+    gloo = dist.new_group(backend="gloo")
+
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+
+        def forward(self, x, use_b):
+            h = torch.relu(self.a(x))
+            return self.c(self.b(h) if use_b else h)
+
+    options = {"unused": {"find_unused_parameters": True}, "static": {"static_graph": True}}[mode]
+    results = {}
+    for device in (NEURON, "cpu"):
+        torch.manual_seed(0)
+        module = Branchy().to(device)
+        model = DDP(module, process_group=None if device == NEURON else gloo, **options)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        gen = torch.Generator().manual_seed(1 + rank)
+        for step in range(4):
+            x = torch.randn(8, 4, generator=gen).to(device)
+            loss = model(x, step % 2 == 0 or mode == "static").pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if device == NEURON:
+                torch_neuron.mark_step()
+        results[device] = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    return results
+
+
 def fsdp2(rank, world, port, steps="10"):
     """FSDP2 (fully_shard, DTensor parameters) on the transformer: each
     attention and MLP input projection is its own unit, the whole model the
@@ -433,7 +471,7 @@ def main():
         out_dir = sys.argv[2]
     else:
         rank, world, port, out_dir = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-        out = {"collectives": collectives, "ddp": ddp, "fsdp2": fsdp2,
+        out = {"collectives": collectives, "ddp": ddp, "fsdp2": fsdp2, "ddp_options": ddp_options,
                "functional_collectives": functional_collectives, "killed_peer": killed_peer,
                "early_exit": early_exit}[scenario](
             rank, world, port, *sys.argv[6:])

@@ -139,6 +139,16 @@ def test_ddp_training_equals_single_process_on_the_full_batch(kind):
     torch.testing.assert_close(mean_loss, torch.stack(ref_losses), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["unused", "static"])
+def test_ddp_find_unused_parameters_and_static_graph_equal_gloo(mode):
+    outputs, results = run_ranks("ddp_options", 2, mode)
+    check_ok(results)
+    for rank, out in outputs.items():
+        for name, value in out["cpu"].items():
+            torch.testing.assert_close(out["neuron"][name], value, rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"rank {rank}, {name}: {m}")
+
+
 def test_functional_collectives_and_dtensor_redistribution_equal_gloo():
     outputs, results = run_ranks("functional_collectives", 2)
     check_ok(results)
