@@ -291,9 +291,10 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
 
 
 def ddp_options(rank, world, port, mode):
-    """DDP with find_unused_parameters=True (a layer used every other step) or
-    static_graph=True, on neuron and on CPU tensors over gloo, from the same
-    weights and data."""
+    """DDP with find_unused_parameters=True (a layer used every other step),
+    static_graph=True, or ZeroRedundancyOptimizer (Adam's state sharded over the
+    ranks), on neuron and on CPU tensors over gloo, from the same weights and data."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     init(rank, world, port, "cpu:gloo,neuron:neuron")
@@ -308,17 +309,22 @@ def ddp_options(rank, world, port, mode):
             h = torch.relu(self.a(x))
             return self.c(self.b(h) if use_b else h)
 
-    options = {"unused": {"find_unused_parameters": True}, "static": {"static_graph": True}}[mode]
+    options = {"unused": {"find_unused_parameters": True}, "static": {"static_graph": True}, "zero": {}}[mode]
     results = {}
     for device in (NEURON, "cpu"):
         torch.manual_seed(0)
         module = Branchy().to(device)
-        model = DDP(module, process_group=None if device == NEURON else gloo, **options)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        group = None if device == NEURON else gloo
+        model = DDP(module, process_group=group, **options)
+        if mode == "zero":
+            opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=0.01,
+                                          process_group=group)
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
         gen = torch.Generator().manual_seed(1 + rank)
         for step in range(4):
             x = torch.randn(8, 4, generator=gen).to(device)
-            loss = model(x, step % 2 == 0 or mode == "static").pow(2).mean()
+            loss = model(x, step % 2 == 0 or mode != "unused").pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
