@@ -6,7 +6,7 @@ PY := .venv/bin/python
 
 .PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench bench-quick clean \
 	conformance conformance-report zoo zoo-subset validate asan tsan registry-test registry-record \
-	pytorch-suites
+	pytorch-suites format format-check
 
 setup:
 	@bash scripts/setup.sh
@@ -121,6 +121,13 @@ bench: setup
 # A smoke run of every benchmark (--quick): results only, docs/ untouched.
 bench-quick: setup
 	@$(PY) benchmarks/run_all.py --quick
+
+# C++ layout (.clang-format): apply it, or check that the tree follows it.
+format:
+	@bash scripts/format.sh
+
+format-check:
+	@bash scripts/format.sh --check
 
 clean:
 	rm -rf build build-fuzz build-asan build-tsan dist .stamps torch_neuron/_C*.so torch_neuron/lib *.egg-info

@@ -21,7 +21,7 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # --- 1. system packages ------------------------------------------------------------
 PACKAGES=(g++ cmake ninja-build ccache python3-venv libabsl-dev libprotobuf-dev
-          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev redis-server)
+          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev redis-server clang-format)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

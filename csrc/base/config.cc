@@ -13,14 +13,12 @@
 namespace torch_neuron {
 namespace {
 
-absl::Status Invalid(const std::string& name, const std::string& value,
-                     const std::string& expected) {
+absl::Status Invalid(const std::string& name, const std::string& value, const std::string& expected) {
   return absl::InvalidArgumentError(
       absl::StrCat(name, "='", value, "' is not valid: expected ", expected, "."));
 }
 
-absl::StatusOr<int64_t> ParseInt(const std::string& name, const std::string& value,
-                                 int64_t lo, int64_t hi) {
+absl::StatusOr<int64_t> ParseInt(const std::string& name, const std::string& value, int64_t lo, int64_t hi) {
   int64_t parsed = 0;
   std::string expected = absl::StrCat("an integer from ", lo, " to ", hi);
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(value), &parsed)) {
@@ -44,8 +42,7 @@ Config& MutableGlobal() {
 
 }  // namespace
 
-absl::StatusOr<Config> ConfigFromEnvironment(
-    const std::function<std::string(const std::string&)>& lookup) {
+absl::StatusOr<Config> ConfigFromEnvironment(const std::function<std::string(const std::string&)>& lookup) {
   return ApplyEnvironment(Config(), lookup);
 }
 
@@ -67,8 +64,7 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   }
   if (std::string v = lookup("TORCH_NEURON_MEMORY_LIMIT_MB"); !v.empty()) {
     // 0 means unlimited; the upper bound (1 PiB) only guards against overflow.
-    TN_ASSIGN_OR_RETURN(int64_t mb,
-                        ParseInt("TORCH_NEURON_MEMORY_LIMIT_MB", v, 0, int64_t{1} << 30));
+    TN_ASSIGN_OR_RETURN(int64_t mb, ParseInt("TORCH_NEURON_MEMORY_LIMIT_MB", v, 0, int64_t{1} << 30));
     c.memory_limit_bytes = mb << 20;
   }
   if (std::string v = lookup("TORCH_NEURON_FALLBACK"); !v.empty()) {
@@ -76,16 +72,14 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE_DIR"); !v.empty()) c.cache_dir = v;
   if (std::string v = lookup("TORCH_NEURON_CACHE_MAX_MB"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.cache_max_mb,
-                        ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
+    TN_ASSIGN_OR_RETURN(c.cache_max_mb, ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE_MEMORY_ENTRIES"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.cache_memory_entries,
                         ParseInt("TORCH_NEURON_CACHE_MEMORY_ENTRIES", v, 1, int64_t{1} << 24));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE_MEMORY_MB"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.cache_memory_mb,
-                        ParseInt("TORCH_NEURON_CACHE_MEMORY_MB", v, 1, int64_t{1} << 30));
+    TN_ASSIGN_OR_RETURN(c.cache_memory_mb, ParseInt("TORCH_NEURON_CACHE_MEMORY_MB", v, 1, int64_t{1} << 30));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE"); !v.empty()) {
     std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
@@ -106,7 +100,8 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     } else if (absl::StartsWith(v, "/")) {
       c.compile_service = v;
     } else {
-      return Invalid("TORCH_NEURON_COMPILE_SERVICE", v, "'off', 'auto' or the absolute path of a service's socket");
+      return Invalid("TORCH_NEURON_COMPILE_SERVICE", v,
+                     "'off', 'auto' or the absolute path of a service's socket");
     }
   }
   if (std::string v = lookup("TORCH_NEURON_REMOTE_CACHE"); !v.empty()) {
@@ -187,8 +182,6 @@ ScopedConfigOverride::ScopedConfigOverride(Config config) : saved_(MutableGlobal
 
 ScopedConfigOverride::~ScopedConfigOverride() { MutableGlobal() = std::move(saved_); }
 
-const char* ExecutionModeName(ExecutionMode mode) {
-  return mode == ExecutionMode::kLazy ? "lazy" : "eager";
-}
+const char* ExecutionModeName(ExecutionMode mode) { return mode == ExecutionMode::kLazy ? "lazy" : "eager"; }
 
 }  // namespace torch_neuron

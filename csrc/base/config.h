@@ -22,10 +22,10 @@ struct Config {
   int64_t memory_limit_bytes = 0;
   // Whether ops without a device lowering may run on the CPU (TORCH_NEURON_FALLBACK).
   bool allow_cpu_fallback = true;
-  std::string cache_dir;         // TORCH_NEURON_CACHE_DIR
-  int64_t cache_max_mb = 10240;  // TORCH_NEURON_CACHE_MAX_MB
-  bool cache_enabled = true;     // TORCH_NEURON_CACHE (0 disables the disk cache)
-  bool cache_read_only = false;  // TORCH_NEURON_CACHE=readonly
+  std::string cache_dir;                // TORCH_NEURON_CACHE_DIR
+  int64_t cache_max_mb = 10240;         // TORCH_NEURON_CACHE_MAX_MB
+  bool cache_enabled = true;            // TORCH_NEURON_CACHE (0 disables the disk cache)
+  bool cache_read_only = false;         // TORCH_NEURON_CACHE=readonly
   int64_t cache_memory_entries = 4096;  // TORCH_NEURON_CACHE_MEMORY_ENTRIES (loaded executables kept)
   int64_t cache_memory_mb = 1024;       // TORCH_NEURON_CACHE_MEMORY_MB (their NEFF bytes)
   // TORCH_NEURON_COMPILE_SERVICE: "off", "auto" (this user's per-machine
@@ -34,15 +34,15 @@ struct Config {
   double service_idle_s = 600;     // TORCH_NEURON_SERVICE_IDLE_S: an idle service exits
   double service_timeout_s = 600;  // TORCH_NEURON_SERVICE_TIMEOUT_S: wait for a reply, then compile here
   std::string remote_cache;        // TORCH_NEURON_REMOTE_CACHE: redis://host:port/db ("": none)
-  bool ir_debug = false;         // TORCH_NEURON_IR_DEBUG
-  bool debug = false;            // TORCH_NEURON_DEBUG
-  std::string debug_dir;         // TORCH_NEURON_DEBUG_DIR
-  std::string shape_registry;    // TORCH_NEURON_SHAPE_REGISTRY
-  std::string registry_tag;      // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
+  bool ir_debug = false;           // TORCH_NEURON_IR_DEBUG
+  bool debug = false;              // TORCH_NEURON_DEBUG
+  std::string debug_dir;           // TORCH_NEURON_DEBUG_DIR
+  std::string shape_registry;      // TORCH_NEURON_SHAPE_REGISTRY
+  std::string registry_tag;        // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
   // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
   // ATen call per op), 1 = elementwise fusion into generated kernels.
   int opt_level = 1;
-  std::string cxx;               // CXX: tier 1's C++ compiler ("" = c++), read once here
+  std::string cxx;  // CXX: tier 1's C++ compiler ("" = c++), read once here
   // Test only (TORCH_NEURON_TEST_FAULT_OP): the compiler lowers this op wrong on
   // purpose, to show that the registry replay catches a broken lowering.
   std::string test_fault_op;
@@ -71,8 +71,7 @@ inline constexpr int kMaxDevices = 64;
 // Builds a Config from `lookup` (a getenv-like function returning "" when unset).
 // A malformed value is InvalidArgument naming the variable, the value and what is
 // accepted.
-absl::StatusOr<Config> ConfigFromEnvironment(
-    const std::function<std::string(const std::string&)>& lookup);
+absl::StatusOr<Config> ConfigFromEnvironment(const std::function<std::string(const std::string&)>& lookup);
 
 // `base` with the variables that `lookup` returns non-empty applied on top
 // (scoped overrides: what they do not name keeps its value).

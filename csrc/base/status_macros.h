@@ -9,10 +9,10 @@
 #define TN_STATUS_CONCAT_(a, b) TN_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define TN_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::absl::Status tn_status_ = (expr);           \
-    if (!tn_status_.ok()) return tn_status_;      \
+#define TN_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status tn_status_ = (expr);      \
+    if (!tn_status_.ok()) return tn_status_; \
   } while (0)
 
 // `TN_ASSIGN_OR_RETURN(auto x, MakeX());` unwraps a StatusOr or returns its error.

@@ -38,9 +38,9 @@ proto::Signature SignatureFor(const ir::CanonicalGraph& g) {
   std::vector<int64_t> input_bytes;
   for (int32_t p : g.parameters) {
     const ir::Node* n = g.nodes[p];
-    s.add_input_kinds(n->kind() == ir::NodeKind::kDeviceData ? proto::Signature::DEVICE_DATA
+    s.add_input_kinds(n->kind() == ir::NodeKind::kDeviceData  ? proto::Signature::DEVICE_DATA
                       : n->kind() == ir::NodeKind::kGenerator ? proto::Signature::GENERATOR
-                                                               : proto::Signature::SCALAR);
+                                                              : proto::Signature::SCALAR);
     proto::TensorSpec* spec = s.add_inputs();
     spec->set_dtype(static_cast<int32_t>(n->shape().dtype()));
     for (int64_t d : n->shape().sizes()) spec->add_sizes(d);
@@ -89,9 +89,8 @@ absl::StatusOr<ProvidedExecutable> LocalCompileProvider::Get(const ExecutableReq
   if (neff.ok()) {
     absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(*neff, request.fingerprint);
     if (!loaded.ok()) {
-      return absl::InternalError(absl::StrCat(
-          "the compiler produced an executable its reader rejects (", loaded.status().message(),
-          "); graph ", ir::HashToHex(g.hash)));
+      return absl::InternalError(absl::StrCat("the compiler produced an executable its reader rejects (",
+                                              loaded.status().message(), "); graph ", ir::HashToHex(g.hash)));
     }
     found.program = loaded->program;
     found.bytes = neff->size();

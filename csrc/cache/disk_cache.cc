@@ -79,8 +79,8 @@ std::string DiskCache::EntryPath(const std::string& key) const {
 
 std::string DiskCache::QuarantineDir() const { return root_ + "/quarantine"; }
 
-std::optional<std::string> DiskCache::Load(
-    const std::string& key, const std::function<absl::Status(std::string_view)>& validate) {
+std::optional<std::string> DiskCache::Load(const std::string& key,
+                                           const std::function<absl::Status(std::string_view)>& validate) {
   if (!ValidKey(key)) return std::nullopt;
   const std::string path = EntryPath(key);
   std::ifstream in(path, std::ios::binary);
@@ -110,7 +110,9 @@ absl::Status DiskCache::Store(const std::string& key, std::string_view bytes) {
   const fs::path path = EntryPath(key);
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path.parent_path().string(), ": ", ec.message()));
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", path.parent_path().string(), ": ", ec.message()));
   std::random_device rd;
   const std::string temp = absl::StrCat(path.string(), kTempMarker, ::getpid(), ".", rd());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -193,8 +195,8 @@ absl::Status DiskCache::Prune() {
   // Temporary files of writers that died mid-write.
   const auto now = fs::file_time_type::clock::now();
   if (fs::is_directory(root_, ec)) {
-    for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(root_, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (name.find(kTempMarker) == std::string::npos) continue;
       std::error_code tec;

@@ -65,10 +65,11 @@ absl::StatusOr<ProviderChain::Answer> ProviderChain::Get(const ExecutableRequest
   try {
     flight->answer = Search(request);
   } catch (const std::exception& e) {
-    flight->answer = absl::InternalError(absl::StrCat("while providing graph ", request.KeyHex(), ": ", e.what()));
+    flight->answer =
+        absl::InternalError(absl::StrCat("while providing graph ", request.KeyHex(), ": ", e.what()));
   } catch (...) {
-    flight->answer = absl::InternalError(absl::StrCat("while providing graph ", request.KeyHex(),
-                                                      ": an unknown exception"));
+    flight->answer = absl::InternalError(
+        absl::StrCat("while providing graph ", request.KeyHex(), ": an unknown exception"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -107,8 +108,7 @@ absl::StatusOr<ProviderChain::Answer> ProviderChain::Search(const ExecutableRequ
     }
     return answer;
   }
-  return absl::NotFoundError(absl::StrCat("no executable provider could provide graph ",
-                                          request.KeyHex()));
+  return absl::NotFoundError(absl::StrCat("no executable provider could provide graph ", request.KeyHex()));
 }
 
 std::shared_ptr<const runtime::Program> MemoryProvider::Lookup(const ExecutableRequest& request) {
@@ -154,8 +154,7 @@ absl::StatusOr<ProvidedExecutable> DiskProvider::Load(const ExecutableRequest& r
   return found;
 }
 
-absl::StatusOr<ProvidedExecutable> DiskProvider::Get(const ExecutableRequest& request,
-                                                     RequestHolds& holds) {
+absl::StatusOr<ProvidedExecutable> DiskProvider::Get(const ExecutableRequest& request, RequestHolds& holds) {
   absl::StatusOr<ProvidedExecutable> found = Load(request);
   if (found.ok() || !lock_until_kept_) return found;
   // Miss: wait for any other process compiling this key, then look again. The
@@ -178,7 +177,8 @@ absl::Status DiskProvider::Keep(const ExecutableRequest& request, const Provided
   absl::Status stored = disk_->Store(request.KeyHex(), found.neff);
   if (!stored.ok()) {
     ProviderCounters().store_errors->Add(1);
-    return absl::Status(stored.code(), absl::StrCat("cannot write the compile cache (", stored.message(), ")"));
+    return absl::Status(stored.code(),
+                        absl::StrCat("cannot write the compile cache (", stored.message(), ")"));
   }
   return absl::OkStatus();
 }

@@ -35,7 +35,7 @@ class DiskCache;
 
 // One graph to provide an executable for.
 struct ExecutableRequest {
-  ir::hash_t key = 0;        // graph hash combined with the compiler fingerprint
+  ir::hash_t key = 0;                         // graph hash combined with the compiler fingerprint
   const ir::CanonicalGraph* graph = nullptr;  // what a compiling provider compiles
   compiler::CompileOptions options;
   const proto::CompilerFingerprint* fingerprint = nullptr;  // what NEFFs must carry
@@ -47,9 +47,9 @@ struct ExecutableRequest {
 // What a provider answers with.
 struct ProvidedExecutable {
   std::shared_ptr<const runtime::Program> program;
-  std::string neff;       // the serialized executable, when the provider has it
-  size_t bytes = 0;       // its size, for the memory bound (0: unknown)
-  bool persistent = true; // false: keep it out of levels that outlive the process
+  std::string neff;        // the serialized executable, when the provider has it
+  size_t bytes = 0;        // its size, for the memory bound (0: unknown)
+  bool persistent = true;  // false: keep it out of levels that outlive the process
 };
 
 // Resources a provider keeps for the rest of one request (a cross-process key
@@ -61,8 +61,7 @@ class ExecutableProvider {
  public:
   virtual ~ExecutableProvider() = default;
   virtual const char* name() const = 0;
-  virtual absl::StatusOr<ProvidedExecutable> Get(const ExecutableRequest& request,
-                                                 RequestHolds& holds) = 0;
+  virtual absl::StatusOr<ProvidedExecutable> Get(const ExecutableRequest& request, RequestHolds& holds) = 0;
   // An answer without waiting, locking for long or side effects beyond
   // counters, or nullptr: the chain asks its first provider this before it
   // joins a key's flight, so a memory hit costs one lookup.
@@ -83,8 +82,8 @@ class ProviderChain {
  public:
   struct Answer {
     std::shared_ptr<const runtime::Program> program;
-    std::string_view source;     // the name of the provider that answered (a static string)
-    bool waited = false;         // another thread's request for the key answered this one
+    std::string_view source;                // the name of the provider that answered (a static string)
+    bool waited = false;                    // another thread's request for the key answered this one
     std::vector<absl::Status> keep_errors;  // write-backs that failed
   };
 

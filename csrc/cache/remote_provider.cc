@@ -33,7 +33,8 @@ const Hiredis& Library() {
   static std::once_flag once;
   std::call_once(once, [] {
     void* handle = nullptr;
-    for (const char* name : {"libhiredis.so.0.14", "libhiredis.so.1.1.0", "libhiredis.so.1.0.0", "libhiredis.so"}) {
+    for (const char* name :
+         {"libhiredis.so.0.14", "libhiredis.so.1.1.0", "libhiredis.so.1.0.0", "libhiredis.so"}) {
       if ((handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
     }
     if (handle == nullptr) {
@@ -66,7 +67,8 @@ const RemoteMetrics& Counters() {
 }
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -95,7 +97,8 @@ absl::StatusOr<RedisAddress> ParseRedisUrl(const std::string& url) {
   }
   const size_t colon = rest.rfind(':');
   if (colon != std::string::npos) {
-    if (!absl::SimpleAtoi(rest.substr(colon + 1), &address.port) || address.port <= 0 || address.port > 65535) {
+    if (!absl::SimpleAtoi(rest.substr(colon + 1), &address.port) || address.port <= 0 ||
+        address.port > 65535) {
       return invalid();
     }
     rest = rest.substr(0, colon);
@@ -121,8 +124,8 @@ absl::Status RedisConnection::Connect() {
   const Hiredis& lib = Library();
   if (!lib.error.empty()) return absl::UnavailableError(lib.error);
   if (NowNs() < retry_after_ns_) {
-    return absl::UnavailableError(absl::StrCat("Redis at ", address_.host, ":", address_.port,
-                                               " was unreachable a moment ago"));
+    return absl::UnavailableError(
+        absl::StrCat("Redis at ", address_.host, ":", address_.port, " was unreachable a moment ago"));
   }
   redisContext* c = lib.connect(address_.host.c_str(), address_.port, Timeval(timeout_s_));
   if (c == nullptr || c->err != 0) {
@@ -135,13 +138,15 @@ absl::Status RedisConnection::Connect() {
   context_ = c;
   if (address_.db != 0) {
     bool nil = false;
-    absl::StatusOr<std::vector<std::string>> selected = Command({"SELECT", std::to_string(address_.db)}, &nil);
+    absl::StatusOr<std::vector<std::string>> selected =
+        Command({"SELECT", std::to_string(address_.db)}, &nil);
     if (!selected.ok()) return selected.status();
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> RedisConnection::Command(const std::vector<std::string>& args, bool* nil) {
+absl::StatusOr<std::vector<std::string>> RedisConnection::Command(const std::vector<std::string>& args,
+                                                                  bool* nil) {
   *nil = false;
   absl::Status connected = Connect();
   if (!connected.ok()) return connected;
@@ -228,7 +233,8 @@ absl::StatusOr<std::vector<std::string>> RedisConnection::Keys(const std::string
   return keys;
 }
 
-absl::StatusOr<ProvidedExecutable> RemoteProvider::Get(const ExecutableRequest& request, RequestHolds& holds) {
+absl::StatusOr<ProvidedExecutable> RemoteProvider::Get(const ExecutableRequest& request,
+                                                       RequestHolds& holds) {
   (void)holds;
   const std::string key = RemoteKey(request.KeyHex());
   absl::StatusOr<std::string> bytes = redis_.Get(key);

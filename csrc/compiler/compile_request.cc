@@ -16,11 +16,16 @@ std::string HashWords(ir::hash_t h) {
 
 proto::GraphNode::Kind KindOf(ir::NodeKind kind) {
   switch (kind) {
-    case ir::NodeKind::kOp: return proto::GraphNode::OP;
-    case ir::NodeKind::kDeviceData: return proto::GraphNode::DEVICE_DATA;
-    case ir::NodeKind::kScalar: return proto::GraphNode::SCALAR;
-    case ir::NodeKind::kGenerator: return proto::GraphNode::GENERATOR;
-    case ir::NodeKind::kConstant: return proto::GraphNode::CONSTANT;
+    case ir::NodeKind::kOp:
+      return proto::GraphNode::OP;
+    case ir::NodeKind::kDeviceData:
+      return proto::GraphNode::DEVICE_DATA;
+    case ir::NodeKind::kScalar:
+      return proto::GraphNode::SCALAR;
+    case ir::NodeKind::kGenerator:
+      return proto::GraphNode::GENERATOR;
+    case ir::NodeKind::kConstant:
+      return proto::GraphNode::CONSTANT;
   }
   return proto::GraphNode::OP;
 }
@@ -88,7 +93,8 @@ absl::StatusOr<ir::NodePtr> ReadNode(size_t i, const proto::GraphNode& n,
       made = ir::Node::MakeDeviceData(shapes[0], nullptr);
       break;
     case proto::GraphNode::GENERATOR:
-      if (shapes[0] != ir::Shape(c10::ScalarType::Long, {})) return Invalid(i, "a generator is a long scalar");
+      if (shapes[0] != ir::Shape(c10::ScalarType::Long, {}))
+        return Invalid(i, "a generator is a long scalar");
       made = ir::Node::MakeGenerator(nullptr);
       break;
     case proto::GraphNode::SCALAR:
@@ -98,10 +104,17 @@ absl::StatusOr<ir::NodePtr> ReadNode(size_t i, const proto::GraphNode& n,
     case proto::GraphNode::CONSTANT: {
       c10::Scalar value;
       switch (n.constant().kind_case()) {
-        case proto::ScalarValue::kBoolValue: value = c10::Scalar(n.constant().bool_value()); break;
-        case proto::ScalarValue::kIntValue: value = c10::Scalar(n.constant().int_value()); break;
-        case proto::ScalarValue::kDoubleValue: value = c10::Scalar(n.constant().double_value()); break;
-        default: return Invalid(i, "a constant without a value");
+        case proto::ScalarValue::kBoolValue:
+          value = c10::Scalar(n.constant().bool_value());
+          break;
+        case proto::ScalarValue::kIntValue:
+          value = c10::Scalar(n.constant().int_value());
+          break;
+        case proto::ScalarValue::kDoubleValue:
+          value = c10::Scalar(n.constant().double_value());
+          break;
+        default:
+          return Invalid(i, "a constant without a value");
       }
       made = ir::Node::MakeScalar(value, shapes[0].dtype(), n.op() == "wrapped");
       if (made->kind() != ir::NodeKind::kConstant) return Invalid(i, "a constant other than 0 or 1");
@@ -223,7 +236,8 @@ absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGrap
 }
 
 absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::CompileRequest& request,
-                                                                 const std::string& toolchain, StoredHash stored) {
+                                                                 const std::string& toolchain,
+                                                                 StoredHash stored) {
   if (request.format_version() != kCompileRequestFormat) {
     return absl::InvalidArgumentError(absl::StrCat("CompileRequest format ", request.format_version(),
                                                    " (this reader knows ", kCompileRequestFormat, ")"));
@@ -233,8 +247,9 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
   }
   const proto::GraphCompileOptions& o = request.options();
   if (o.opt_level() < 0 || o.opt_level() > 1 || o.max_fold_elements() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed CompileRequest: options opt_level=",
-                                                   o.opt_level(), " max_fold_elements=", o.max_fold_elements()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed CompileRequest: options opt_level=", o.opt_level(),
+                     " max_fold_elements=", o.max_fold_elements()));
   }
   auto out = std::make_unique<RequestGraph>();
   out->options.opt_level = o.opt_level();
@@ -250,7 +265,8 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
   for (int i = 0; i < request.nodes_size(); ++i) {
     absl::StatusOr<ir::NodePtr> node = ReadNode(i, request.nodes(i), out->nodes);
     if (!node.ok()) return node.status();
-    for (const proto::GraphValue& v : request.nodes(i).operands()) g.operands[i].emplace_back(v.node(), v.output());
+    for (const proto::GraphValue& v : request.nodes(i).operands())
+      g.operands[i].emplace_back(v.node(), v.output());
     if ((*node)->is_parameter()) g.parameters.push_back(i);
     g.nodes.push_back(node->get());
     out->nodes.push_back(*std::move(node));
@@ -277,10 +293,11 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
 }
 
 absl::StatusOr<std::unique_ptr<RequestGraph>> ParseCompileRequest(std::string_view bytes,
-                                                                  const std::string& toolchain, StoredHash stored) {
+                                                                  const std::string& toolchain,
+                                                                  StoredHash stored) {
   if (bytes.size() > kMaxCompileRequestBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("CompileRequest of ", bytes.size(), " bytes (the limit is ",
-                                                   kMaxCompileRequestBytes, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("CompileRequest of ", bytes.size(),
+                                                   " bytes (the limit is ", kMaxCompileRequestBytes, ")"));
   }
   proto::CompileRequest request;
   if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {

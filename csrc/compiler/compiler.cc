@@ -20,7 +20,8 @@ namespace {
 // Builds the fused kernels of `g` into one shared object and names it in each
 // kernel node. The object's name and bytes (the program carries them; the
 // runtime makes them callable when it loads the program).
-absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g, const CompileOptions& options,
+absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g,
+                                                                 const CompileOptions& options,
                                                                  std::string* sources) {
   std::vector<std::pair<std::string, std::string>> kernels;
   absl::flat_hash_set<std::string> built;  // kernels of one body share a name
@@ -30,7 +31,8 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
     absl::StrAppend(sources, kernels.back().second, "\n");
   }
   if (kernels.empty()) return std::pair<std::string, std::string>();
-  absl::StatusOr<std::string> bytes = BuildSharedObject(kernels, Toolchain::For(options.cxx), options.kernel_objects);
+  absl::StatusOr<std::string> bytes =
+      BuildSharedObject(kernels, Toolchain::For(options.cxx), options.kernel_objects);
   if (!bytes.ok()) return bytes.status();
   const std::string name = absl::StrCat("tn_", ir::HashToHex(ir::Hash(*bytes)));
   for (CompileNode& n : g.nodes) {
@@ -68,15 +70,15 @@ std::vector<std::string> PassNames(const CompileOptions& options) {
   return MakePipeline(options).PassNames();
 }
 
-absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
-                                      const CompileOptions& options) {
+absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const CompileOptions& options) {
   CompileGraph g = CompileGraph::FromCanonical(graph);
   absl::StatusOr<bool> changed = MakePipeline(options).Run(g);
   if (!changed.ok()) return changed.status();
   CompileResult result;
   std::pair<std::string, std::string> library;
   if (options.opt_level >= 1) {
-    absl::StatusOr<std::pair<std::string, std::string>> built = BuildKernels(g, options, &result.kernel_sources);
+    absl::StatusOr<std::pair<std::string, std::string>> built =
+        BuildKernels(g, options, &result.kernel_sources);
     if (!built.ok()) {
       CompileOptions tier0 = options;
       tier0.opt_level = 0;

@@ -51,7 +51,6 @@ struct CompileResult {
 // compiler fingerprint: a change of pipeline is a change of compiler).
 std::vector<std::string> PassNames(const CompileOptions& options);
 
-absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph,
-                                      const CompileOptions& options);
+absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const CompileOptions& options);
 
 }  // namespace torch_neuron::compiler

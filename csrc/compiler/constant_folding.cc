@@ -53,8 +53,7 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
           stack.push_back(runtime::HostAttr(arg.attr));
           break;
         case ir::Arg::Kind::kOperand:
-          stack.push_back(ConstantValue(g.nodes[n.operands[arg.operands[0]].node],
-                                        schema_args[a].type()));
+          stack.push_back(ConstantValue(g.nodes[n.operands[arg.operands[0]].node], schema_args[a].type()));
           break;
         case ir::Arg::Kind::kOperandList:
           foldable = false;  // lists of constants are rare; leave them to run time
@@ -79,9 +78,8 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
     }
     if (result.sizes() != c10::IntArrayRef(n.ir->shape().sizes()) ||
         result.scalar_type() != n.ir->shape().dtype()) {
-      return absl::InternalError(absl::StrCat("folding ", n.ir->op(), " gave ",
-                                              c10::str(result.sizes()), ", traced ",
-                                              n.ir->shape().ToString()));
+      return absl::InternalError(absl::StrCat("folding ", n.ir->op(), " gave ", c10::str(result.sizes()),
+                                              ", traced ", n.ir->shape().ToString()));
     }
     n.folded = result;
     n.operands.clear();

@@ -16,7 +16,8 @@ std::optional<ValueRef> FloatOperand(const CompileNode& n, const NodeBuilder& b,
   if (a >= n.ir->args().size() || n.ir->args()[a].kind != ir::Arg::Kind::kOperand) return std::nullopt;
   const ValueRef v = n.operands[n.ir->args()[a].operands[0]];
   const ir::Shape& shape = b.ShapeOf(v);
-  if (shape.dtype() != c10::ScalarType::Float || shape.sizes().empty() || shape.numel() == 0) return std::nullopt;
+  if (shape.dtype() != c10::ScalarType::Float || shape.sizes().empty() || shape.numel() == 0)
+    return std::nullopt;
   return v;
 }
 
@@ -46,7 +47,9 @@ class Decomposer {
     std::vector<int64_t> row(full_.sizes().begin(), full_.sizes().begin() + split_);
     return b_.Op(op, inputs, keepdim ? row_ : ir::Shape(c10::ScalarType::Float, row), n_.ir->source());
   }
-  int64_t RowLength() const { return c10::multiply_integers(full_.sizes().begin() + split_, full_.sizes().end()); }
+  int64_t RowLength() const {
+    return c10::multiply_integers(full_.sizes().begin() + split_, full_.sizes().end());
+  }
   ValueRef Unary(const std::string& op, ValueRef x) { return b_.Op(op, {x}, b_.ShapeOf(x), n_.ir->source()); }
   // add/sub.Tensor (alpha 1), mul/div.Tensor, with the shape of the first operand
   // or, when it is a row value, of the second (broadcasting).
@@ -108,7 +111,8 @@ std::optional<std::vector<ValueRef>> SafeSoftmax(const CompileNode& n, NodeBuild
   Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(b.ShapeOf(*x).sizes().size()) - 1);
   const ValueRef max = d.Reduce("aten::amax", *x);
   const ValueRef e = d.Unary("aten::exp", d.Binary("aten::sub.Tensor", *x, max));
-  const ValueRef out = d.Binary("aten::mul.Tensor", e, d.Unary("aten::reciprocal", d.Reduce("aten::sum.dim_IntList", e)));
+  const ValueRef out =
+      d.Binary("aten::mul.Tensor", e, d.Unary("aten::reciprocal", d.Reduce("aten::sum.dim_IntList", e)));
   const ir::Shape flags(c10::ScalarType::Bool, d.row_shape().sizes());
   const ValueRef empty = b.Op("aten::eq.Scalar", {max, c10::IValue(-std::numeric_limits<double>::infinity())},
                               flags, n.ir->source());
@@ -119,8 +123,9 @@ std::optional<std::vector<ValueRef>> SafeSoftmax(const CompileNode& n, NodeBuild
 // _softmax_backward_data / _log_softmax_backward_data(grad, output, dim, input_dtype).
 std::optional<std::vector<ValueRef>> SoftmaxBackward(const CompileNode& n, NodeBuilder& b, bool log) {
   std::optional<ValueRef> grad = FloatOperand(n, b, 0), out = FloatOperand(n, b, 1);
-  if (!grad || !out || b.ShapeOf(*grad).sizes() != b.ShapeOf(*out).sizes() || !LastDim(n, 2, b.ShapeOf(*out)) ||
-      !Attr(n, 3).isInt() || Attr(n, 3).toInt() != static_cast<int64_t>(c10::ScalarType::Float)) {
+  if (!grad || !out || b.ShapeOf(*grad).sizes() != b.ShapeOf(*out).sizes() ||
+      !LastDim(n, 2, b.ShapeOf(*out)) || !Attr(n, 3).isInt() ||
+      Attr(n, 3).toInt() != static_cast<int64_t>(c10::ScalarType::Float)) {
     return std::nullopt;
   }
   Decomposer d(n, b, b.ShapeOf(*out), static_cast<int>(b.ShapeOf(*out).sizes().size()) - 1);
@@ -170,8 +175,8 @@ std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder&
   if (reduced.empty()) return std::nullopt;
   Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(rank - reduced.size()));
   const ValueRef centered = d.Binary("aten::sub.Tensor", *x, d.Reduce("aten::mean.dim", *x));
-  const ValueRef squares = d.Reduce("aten::sum.dim_IntList", d.Binary("aten::mul.Tensor", centered, centered),
-                                    keepdim.toBool());
+  const ValueRef squares =
+      d.Reduce("aten::sum.dim_IntList", d.Binary("aten::mul.Tensor", centered, centered), keepdim.toBool());
   if (b.ShapeOf(squares).sizes() != n.ir->shape(0).sizes()) return std::nullopt;
   const int64_t divisor = std::max<int64_t>(0, d.RowLength() - correction);
   const ValueRef var = d.DivScalar(squares, static_cast<double>(divisor));
@@ -181,7 +186,8 @@ std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder&
 // sum(self, dtype=None) and mean(self, dtype=None), the whole tensor: the same
 // reductions over every dim, which fusion takes as a row kernel of one row (a
 // loss written by hand, ((y - t) ** 2).mean()). amax/amin(self, dim=[]) too.
-std::optional<std::vector<ValueRef>> WholeReduction(const CompileNode& n, NodeBuilder& b, const std::string& op) {
+std::optional<std::vector<ValueRef>> WholeReduction(const CompileNode& n, NodeBuilder& b,
+                                                    const std::string& op) {
   std::optional<ValueRef> x = FloatOperand(n, b, 0);
   if (!x || n.ir->shape(0).dtype() != c10::ScalarType::Float) return std::nullopt;
   const bool extreme = op == "aten::amax" || op == "aten::amin";
@@ -236,8 +242,9 @@ std::optional<std::vector<ValueRef>> LayerNorm(const CompileNode& n, NodeBuilder
 // affine layer norm of nn.LayerNorm): grad_input in a row kernel, the weight
 // and bias gradients as sums over rows (library calls).
 std::optional<std::vector<ValueRef>> LayerNormBackward(const CompileNode& n, NodeBuilder& b) {
-  std::optional<ValueRef> grad = FloatOperand(n, b, 0), x = FloatOperand(n, b, 1), mean = FloatOperand(n, b, 3),
-                          rstd = FloatOperand(n, b, 4), weight = FloatOperand(n, b, 5), bias = FloatOperand(n, b, 6);
+  std::optional<ValueRef> grad = FloatOperand(n, b, 0), x = FloatOperand(n, b, 1),
+                          mean = FloatOperand(n, b, 3), rstd = FloatOperand(n, b, 4),
+                          weight = FloatOperand(n, b, 5), bias = FloatOperand(n, b, 6);
   const c10::IValue normalized = Attr(n, 2), mask = Attr(n, 7);
   if (!grad || !x || !mean || !rstd || !weight || !bias || !normalized.isIntList() || !mask.isBoolList()) {
     return std::nullopt;
@@ -251,7 +258,8 @@ std::optional<std::vector<ValueRef>> LayerNormBackward(const CompileNode& n, Nod
     return std::nullopt;
   }
   Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(sizes.size() - trailing.size()));
-  if (b.ShapeOf(*mean).sizes() != d.row_shape().sizes() || b.ShapeOf(*rstd).sizes() != d.row_shape().sizes()) {
+  if (b.ShapeOf(*mean).sizes() != d.row_shape().sizes() ||
+      b.ShapeOf(*rstd).sizes() != d.row_shape().sizes()) {
     return std::nullopt;
   }
   // x_hat = (x - mean) * rstd; g = grad * weight;

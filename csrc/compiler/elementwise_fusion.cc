@@ -42,7 +42,8 @@ std::optional<Placement> Place(const Sizes& shape, const Sizes& domain, int spli
   if (shape == domain) return Placement{Extent::kElement, split};
   const int n = static_cast<int>(domain.size());
   // A row value of a split domain, even of one element (one row).
-  if (split >= 0 && split < n && shape == RowShape(domain, split, true)) return Placement{Extent::kRow, split};
+  if (split >= 0 && split < n && shape == RowShape(domain, split, true))
+    return Placement{Extent::kRow, split};
   if (Numel(shape) == 1) return Placement{Extent::kOne, split};
   if (static_cast<int>(shape.size()) == n) {
     int j = n;  // start of the trailing run of 1s
@@ -53,7 +54,8 @@ std::optional<Placement> Place(const Sizes& shape, const Sizes& domain, int spli
   size_t lead = 0;
   while (lead < shape.size() && shape[lead] == 1) ++lead;
   const int j = n - static_cast<int>(shape.size() - lead);
-  if (j > 0 && (split < 0 || split == j) && std::equal(shape.begin() + lead, shape.end(), domain.begin() + j)) {
+  if (j > 0 && (split < 0 || split == j) &&
+      std::equal(shape.begin() + lead, shape.end(), domain.begin() + j)) {
     return Placement{Extent::kColumn, j};
   }
   return std::nullopt;
@@ -79,7 +81,10 @@ bool PlainCast(const CompileNode& n) {
     if (args[a].kind != ir::Arg::Kind::kAttr) return false;
   }
   const auto none_or = [&](size_t a, auto&& ok) { return args[a].attr.isNone() || ok(args[a].attr); };
-  return none_or(2, [](const c10::IValue& v) { return v.isInt() && v.toInt() == static_cast<int64_t>(c10::kStrided); }) &&
+  return none_or(2,
+                 [](const c10::IValue& v) {
+                   return v.isInt() && v.toInt() == static_cast<int64_t>(c10::kStrided);
+                 }) &&
          args[3].attr.isNone() &&
          none_or(4, [](const c10::IValue& v) { return v.isBool() && !v.toBool(); }) &&
          none_or(6, [](const c10::IValue& v) {
@@ -169,7 +174,8 @@ std::string RuleName(const CompileNode& n) {
   if (IsCast(n)) return CastRule(n.ir->shape(0).dtype()).value_or(n.ir->op());  // none: not generated
   std::string name = n.ir->op();
   for (const ir::Arg& a : n.ir->args()) {
-    if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) absl::StrAppend(&name, "[", a.attr.toStringRef(), "]");
+    if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString())
+      absl::StrAppend(&name, "[", a.attr.toStringRef(), "]");
   }
   return name;
 }
@@ -246,7 +252,8 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
   }
   // The dtype of every input and output (c10::ScalarType codes).
   std::vector<int64_t> input_dtypes, output_dtypes;
-  for (int32_t i = 0; i < kernel.num_inputs; ++i) input_dtypes.push_back(static_cast<int64_t>(kernel.InputDtype(i)));
+  for (int32_t i = 0; i < kernel.num_inputs; ++i)
+    input_dtypes.push_back(static_cast<int64_t>(kernel.InputDtype(i)));
   for (int32_t i = 0; i < static_cast<int32_t>(kernel.outputs.size()); ++i) {
     output_dtypes.push_back(static_cast<int64_t>(kernel.OutputDtype(i)));
   }
@@ -289,7 +296,7 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
 absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
   const int32_t size = static_cast<int32_t>(g.nodes.size());
   std::vector<int32_t> group_of(size, -1);
-  std::vector<Extent> extent_of(size, Extent::kElement);  // a member's result in its group
+  std::vector<Extent> extent_of(size, Extent::kElement);   // a member's result in its group
   std::vector<std::vector<Extent>> operand_extents(size);  // how a member reads its operands
   std::vector<Group> groups;
 
@@ -316,7 +323,8 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       const int32_t gi = group_of[v.node];
       if (gi < 0 || groups[gi].split < 0) continue;
       const Group& group = groups[gi];
-      if (out != RowShape(group.domain, group.split, true) && out != RowShape(group.domain, group.split, false)) {
+      if (out != RowShape(group.domain, group.split, true) &&
+          out != RowShape(group.domain, group.split, false)) {
         continue;
       }
       Frame f{group.domain, group.split, Extent::kRow, {}};
@@ -395,7 +403,8 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       for (const ValueRef& v : n.operands) {
         const int32_t gi = group_of[v.node];
         if (gi < 0 || std::count(merge.begin(), merge.end(), gi) > 0) continue;
-        if (groups[gi].anchor >= 0 && !std::all_of(n.operands.begin(), n.operands.end(), [&](const ValueRef& u) {
+        if (groups[gi].anchor >= 0 &&
+            !std::all_of(n.operands.begin(), n.operands.end(), [&](const ValueRef& u) {
               return group_of[u.node] == gi || AvailableAt(u.node) < groups[gi].anchor;
             })) {
           continue;
@@ -403,15 +412,16 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
         const Group& group = groups[gi];
         if (group.domain != f.domain || (group.split >= 0 && split >= 0 && group.split != split)) continue;
         // Column reductions and row values never share a kernel.
-        if ((f.extent == Extent::kColumn && group.row_values) || (f.extent == Extent::kRow && group.columns)) {
+        if ((f.extent == Extent::kColumn && group.row_values) ||
+            (f.extent == Extent::kRow && group.columns)) {
           continue;
         }
         bool consistent = true;
         for (size_t k = 0; k < n.operands.size(); ++k) {
           // A column reduction's result exists only once its kernel has run.
-          consistent &= group_of[n.operands[k].node] != gi ||
-                        (extent_of[n.operands[k].node] == f.operand_extents[k] &&
-                         extent_of[n.operands[k].node] != Extent::kColumn);
+          consistent &=
+              group_of[n.operands[k].node] != gi || (extent_of[n.operands[k].node] == f.operand_extents[k] &&
+                                                     extent_of[n.operands[k].node] != Extent::kColumn);
         }
         if (!consistent || (group.columns && row_values) || (group.row_values && columns)) continue;
         if (group.split >= 0) split = group.split;
@@ -544,14 +554,16 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       const CompileNode& n = g.nodes[m];
       FusedOp op{RuleName(n), {}, row_kernel ? extent_of[m] : Extent::kElement};
       const c10::ScalarType dtype = n.ir->shape(0).dtype();
-      if (dtype != c10::ScalarType::Float && ResultDtype(op.op) == c10::ScalarType::Float) op.rounding = dtype;
+      if (dtype != c10::ScalarType::Float && ResultDtype(op.op) == c10::ScalarType::Float)
+        op.rounding = dtype;
       for (size_t a = 0; a < n.ir->args().size(); ++a) {
         const ir::Arg& arg = n.ir->args()[a];
         if (a >= KernelArgs(n)) break;
         if (arg.kind == ir::Arg::Kind::kAttr && arg.attr.isString()) continue;  // in the rule name
         if (arg.kind == ir::Arg::Kind::kAttr) {
           FusedOp::Operand literal;
-          literal.literal = arg.attr.isBool() ? (arg.attr.toBool() ? 1.0 : 0.0) : arg.attr.toScalar().toDouble();
+          literal.literal =
+              arg.attr.isBool() ? (arg.attr.toBool() ? 1.0 : 0.0) : arg.attr.toScalar().toDouble();
           op.operands.push_back(literal);
           continue;
         }

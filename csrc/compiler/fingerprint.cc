@@ -33,12 +33,12 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
 #endif
   f.set_tier(options.opt_level >= 1 ? 1 : 0);
   f.set_compiler_source_id(TN_COMPILER_SOURCE_ID);
-  std::string text = absl::StrCat("cse=", options.cse ? 1 : 0, ";fold_constants=",
-                                  options.fold_constants ? 1 : 0,
-                                  ";max_fold_elements=", options.max_fold_elements);
+  std::string text =
+      absl::StrCat("cse=", options.cse ? 1 : 0, ";fold_constants=", options.fold_constants ? 1 : 0,
+                   ";max_fold_elements=", options.max_fold_elements);
   if (options.opt_level >= 1) {
-    absl::StrAppend(&text, ";opt_level=", options.opt_level, ";passes=",
-                    absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(),
+    absl::StrAppend(&text, ";opt_level=", options.opt_level,
+                    ";passes=", absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(),
                     ";toolchain=", Toolchain::For(options.cxx).Describe());
   }
   // Test-only fault injection changes what any tier computes: never the key of
@@ -49,15 +49,17 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
 }
 
 std::string FingerprintText(const proto::CompilerFingerprint& f) {
-  return absl::StrCat("torch_neuron ", f.project_version(), " (compiler ", f.compiler_source_id(), "), torch ",
-                      f.torch_version(), ", ", f.target_isa(), ", tier ", f.tier(), ", ", f.options());
+  return absl::StrCat("torch_neuron ", f.project_version(), " (compiler ", f.compiler_source_id(),
+                      "), torch ", f.torch_version(), ", ", f.target_isa(), ", tier ", f.tier(), ", ",
+                      f.options());
 }
 
 const KeyedFingerprint& FingerprintFor(const CompileOptions& options) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* built = new std::map<std::string, std::unique_ptr<const KeyedFingerprint>>();
-  const std::string key = absl::StrCat(options.opt_level >= 1 ? 1 : 0, "|", options.cse, "|", options.fold_constants,
-                                       "|", options.max_fold_elements, "|", options.cxx, "|", options.fault_op);
+  const std::string key =
+      absl::StrCat(options.opt_level >= 1 ? 1 : 0, "|", options.cse, "|", options.fold_constants, "|",
+                   options.max_fold_elements, "|", options.cxx, "|", options.fault_op);
   absl::MutexLock lock(&mu);
   std::unique_ptr<const KeyedFingerprint>& slot = (*built)[key];
   if (slot == nullptr) {

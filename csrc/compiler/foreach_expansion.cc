@@ -99,7 +99,8 @@ const Form* FormOf(const CompileNode& n) {
 
 std::vector<std::string> ForeachForms() {
   std::vector<std::string> lines;
-  for (const auto& [list, form] : Forms()) lines.push_back(absl::StrCat(list, " -> ", form.op, " ", form.args));
+  for (const auto& [list, form] : Forms())
+    lines.push_back(absl::StrCat(list, " -> ", form.op, " ", form.args));
   std::sort(lines.begin(), lines.end());
   return lines;
 }

@@ -82,8 +82,8 @@ std::string CompileGraph::ToText() const {
   return out;
 }
 
-ValueRef NodeBuilder::Op(const std::string& op, const std::vector<Input>& inputs,
-                         const ir::Shape& shape, const std::string& source) {
+ValueRef NodeBuilder::Op(const std::string& op, const std::vector<Input>& inputs, const ir::Shape& shape,
+                         const std::string& source) {
   CompileNode call;
   std::vector<ir::Arg> args;
   // Placeholder operands for the node's arity and hash: the compile graph holds
@@ -122,8 +122,9 @@ const ir::Shape& NodeBuilder::ShapeOf(ValueRef v) const { return nodes_[v.node].
 
 const CompileNode& NodeBuilder::NodeOf(ValueRef v) const { return nodes_[v.node]; }
 
-bool RewriteNodes(CompileGraph& g,
-                  const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand) {
+bool RewriteNodes(
+    CompileGraph& g,
+    const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand) {
   std::vector<CompileNode> nodes;
   nodes.reserve(g.nodes.size() * 2);
   // Per old node: its new position if kept, else the values of its outputs.

@@ -35,9 +35,7 @@ struct CompileNode {
   // (neuron::fused_kernel), its IR a synthetic node owned by the graph.
   std::shared_ptr<const FusedKernel> kernel;
 
-  bool is_constant() const {
-    return folded.has_value() || ir->kind() == ir::NodeKind::kConstant;
-  }
+  bool is_constant() const { return folded.has_value() || ir->kind() == ir::NodeKind::kConstant; }
   // A Python scalar or a 0/1 constant (not a folded tensor).
   bool is_scalar_leaf() const {
     return !folded && (ir->kind() == ir::NodeKind::kScalar || ir->kind() == ir::NodeKind::kConstant);
@@ -81,8 +79,9 @@ class NodeBuilder {
   const CompileNode& NodeOf(ValueRef v) const;
 
  private:
-  friend bool RewriteNodes(CompileGraph&, const std::function<std::optional<std::vector<ValueRef>>(
-                                              const CompileNode&, NodeBuilder&)>&);
+  friend bool RewriteNodes(
+      CompileGraph&,
+      const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>&);
   NodeBuilder(CompileGraph& g, std::vector<CompileNode>& nodes) : g_(g), nodes_(nodes) {}
   CompileGraph& g_;
   std::vector<CompileNode>& nodes_;
@@ -94,7 +93,8 @@ class NodeBuilder {
 // or appends replacement nodes through the builder and returns one value per
 // output of the node, which its readers then read. True if anything was
 // replaced.
-bool RewriteNodes(CompileGraph& g,
-                  const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand);
+bool RewriteNodes(
+    CompileGraph& g,
+    const std::function<std::optional<std::vector<ValueRef>>(const CompileNode&, NodeBuilder&)>& expand);
 
 }  // namespace torch_neuron::compiler

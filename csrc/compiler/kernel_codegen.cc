@@ -20,17 +20,28 @@ namespace {
 // float16: their bits).
 const char* CType(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Float: return "float";
-    case c10::ScalarType::Double: return "double";
-    case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::Byte: return "uint8_t";
-    case c10::ScalarType::Char: return "int8_t";
-    case c10::ScalarType::Short: return "int16_t";
-    case c10::ScalarType::Int: return "int32_t";
-    case c10::ScalarType::Long: return "int64_t";
-    case c10::ScalarType::BFloat16: return "uint16_t";
-    case c10::ScalarType::Half: return "uint16_t";
-    default: return nullptr;
+    case c10::ScalarType::Float:
+      return "float";
+    case c10::ScalarType::Double:
+      return "double";
+    case c10::ScalarType::Bool:
+      return "bool";
+    case c10::ScalarType::Byte:
+      return "uint8_t";
+    case c10::ScalarType::Char:
+      return "int8_t";
+    case c10::ScalarType::Short:
+      return "int16_t";
+    case c10::ScalarType::Int:
+      return "int32_t";
+    case c10::ScalarType::Long:
+      return "int64_t";
+    case c10::ScalarType::BFloat16:
+      return "uint16_t";
+    case c10::ScalarType::Half:
+      return "uint16_t";
+    default:
+      return nullptr;
   }
 }
 
@@ -47,9 +58,9 @@ std::vector<std::string> OperandNames(const FusedOp& op) {
     if (o.literal) {
       names.push_back(std::isfinite(*o.literal)
                           ? absl::StrFormat("static_cast<float>(%.17g)", *o.literal)
-                          : absl::StrCat(std::isnan(*o.literal) ? "__builtin_nanf(\"\")"
-                                                                : (*o.literal > 0 ? "__builtin_inff()"
-                                                                                  : "-__builtin_inff()")));
+                          : absl::StrCat(std::isnan(*o.literal)
+                                             ? "__builtin_nanf(\"\")"
+                                             : (*o.literal > 0 ? "__builtin_inff()" : "-__builtin_inff()")));
     } else {
       names.push_back(o.scalar ? absl::StrCat("s", o.index) : absl::StrCat("v", o.index));
     }
@@ -60,9 +71,12 @@ std::vector<std::string> OperandNames(const FusedOp& op) {
 // The helper that rounds a float to `dtype` (FusedOp::rounding), or null.
 const char* RoundingHelper(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::BFloat16: return "tn_bf16_round";
-    case c10::ScalarType::Half: return "tn_f16_round";
-    default: return nullptr;
+    case c10::ScalarType::BFloat16:
+      return "tn_bf16_round";
+    case c10::ScalarType::Half:
+      return "tn_f16_round";
+    default:
+      return nullptr;
   }
 }
 
@@ -92,13 +106,24 @@ std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index
   const char* type = CType(dtype);
   std::string converted;
   switch (dtype) {
-    case c10::ScalarType::Float: converted = value; break;
-    case c10::ScalarType::Bool: converted = absl::StrCat(value, " != 0.0f"); break;
-    case c10::ScalarType::BFloat16: converted = absl::StrCat("tn_bf16_bits(", value, ")"); break;
-    case c10::ScalarType::Half: converted = absl::StrCat("tn_f16_bits(", value, ")"); break;
-    default: converted = absl::StrCat("static_cast<", type, ">(", value, ")"); break;
+    case c10::ScalarType::Float:
+      converted = value;
+      break;
+    case c10::ScalarType::Bool:
+      converted = absl::StrCat(value, " != 0.0f");
+      break;
+    case c10::ScalarType::BFloat16:
+      converted = absl::StrCat("tn_bf16_bits(", value, ")");
+      break;
+    case c10::ScalarType::Half:
+      converted = absl::StrCat("tn_f16_bits(", value, ")");
+      break;
+    default:
+      converted = absl::StrCat("static_cast<", type, ">(", value, ")");
+      break;
   }
-  const std::string target = pointer.empty() ? absl::StrCat("static_cast<", type, "*>(out[", i, "])") : pointer;
+  const std::string target =
+      pointer.empty() ? absl::StrCat("static_cast<", type, "*>(out[", i, "])") : pointer;
   return absl::StrCat(target, "[", index, "] = ", converted);
 }
 
@@ -106,10 +131,14 @@ std::string OutputStore(const FusedKernel& k, size_t i, const std::string& index
 std::string InputLoad(const FusedKernel& k, int32_t v, const std::string& pointer, const std::string& index) {
   const std::string element = absl::StrCat(pointer, "[", index, "]");
   switch (k.InputDtype(v)) {
-    case c10::ScalarType::Float: return element;
-    case c10::ScalarType::BFloat16: return absl::StrCat("tn_bf16_load(", element, ")");
-    case c10::ScalarType::Half: return absl::StrCat("tn_f16_load(", element, ")");
-    default: return absl::StrCat("static_cast<float>(", element, ")");
+    case c10::ScalarType::Float:
+      return element;
+    case c10::ScalarType::BFloat16:
+      return absl::StrCat("tn_bf16_load(", element, ")");
+    case c10::ScalarType::Half:
+      return absl::StrCat("tn_f16_load(", element, ")");
+    default:
+      return absl::StrCat("static_cast<float>(", element, ")");
   }
 }
 
@@ -165,12 +194,14 @@ std::vector<bool> LoopValues(const FusedKernel& k, const std::vector<int32_t>& t
 }
 
 // The statements of a loop over c (the position in the row) computing `targets`.
-std::string ElementBody(const FusedKernel& k, const std::vector<int32_t>& targets, const std::vector<bool>& cached,
-                        const std::string& indent) {
+std::string ElementBody(const FusedKernel& k, const std::vector<int32_t>& targets,
+                        const std::vector<bool>& cached, const std::string& indent) {
   const std::vector<bool> needed = LoopValues(k, targets, cached);
   std::string out;
   for (int32_t v = 0; v < k.num_inputs; ++v) {
-    if (needed[v]) absl::StrAppend(&out, indent, "const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "c"), ";\n");
+    if (needed[v])
+      absl::StrAppend(&out, indent, "const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "c"),
+                      ";\n");
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const int32_t v = k.num_inputs + static_cast<int32_t>(i);
@@ -219,7 +250,8 @@ std::string RowKernelBody(const FusedKernel& k) {
     }
   }
   for (int32_t v = 0; v < num_values; ++v) {
-    if (stored[v]) absl::StrAppend(&out, "  alignas(64) float row", v, "[C];  // v", v, " of the current row\n");
+    if (stored[v])
+      absl::StrAppend(&out, "  alignas(64) float row", v, "[C];  // v", v, " of the current row\n");
   }
   absl::StrAppend(&out, "  for (int64_t r = begin; r < end; ++r) {\n");
   for (int32_t v = 0; v < k.num_inputs; ++v) {
@@ -244,34 +276,35 @@ std::string RowKernelBody(const FusedKernel& k) {
     const int32_t operand = op.operands[0].index;
     const std::string x = absl::StrCat("v", operand);
     std::string body = ElementBody(k, {operand}, available, "        ");
-    if (stored[operand] && !available[operand]) absl::StrAppend(&body, "        row", operand, "[c] = ", x, ";\n");
+    if (stored[operand] && !available[operand])
+      absl::StrAppend(&body, "        row", operand, "[c] = ", x, ";\n");
     // Partial results per lane; amax/amin keep NaN apart in `nan` lanes, so
     // the compare-and-select stays one the loop vectorizer takes.
     const bool track_nan = op.op == "aten::amax" || op.op == "aten::amin";
     const std::string nan = absl::StrCat("nan", value);
     auto update = [&](const std::string& lane) {
-      std::string u = absl::StrCat("        ", acc, "[", lane, "] = ", Substitute(rule.combine, {acc + "[" + lane + "]", x}), ";\n");
-      if (track_nan) absl::StrAppend(&u, "        ", nan, "[", lane, "] = ", x, " != ", x, " ? ", x, " : ", nan, "[", lane, "];\n");
+      std::string u = absl::StrCat("        ", acc, "[", lane,
+                                   "] = ", Substitute(rule.combine, {acc + "[" + lane + "]", x}), ";\n");
+      if (track_nan)
+        absl::StrAppend(&u, "        ", nan, "[", lane, "] = ", x, " != ", x, " ? ", x, " : ", nan, "[", lane,
+                        "];\n");
       return u;
     };
-    absl::StrAppend(&out, "    // ", op.op, " of v", operand, "\n",
-                    "    float ", acc, "[kLanes];\n",
+    absl::StrAppend(&out, "    // ", op.op, " of v", operand, "\n", "    float ", acc, "[kLanes];\n",
                     "    for (int64_t j = 0; j < kLanes; ++j) ", acc, "[j] = ", rule.identity, ";\n");
     if (track_nan) {
-      absl::StrAppend(&out, "    float ", nan, "[kLanes];\n",
-                      "    for (int64_t j = 0; j < kLanes; ++j) ", nan, "[j] = 0.0f;\n");
+      absl::StrAppend(&out, "    float ", nan, "[kLanes];\n", "    for (int64_t j = 0; j < kLanes; ++j) ",
+                      nan, "[j] = 0.0f;\n");
     }
-    absl::StrAppend(&out, "    int64_t c", value, " = 0;\n",
-                    "    for (; c", value, " + kLanes <= C; c", value, " += kLanes) {\n",
+    absl::StrAppend(&out, "    int64_t c", value, " = 0;\n", "    for (; c", value, " + kLanes <= C; c",
+                    value, " += kLanes) {\n",
                     // Not unrolled: the loop vectorizer then takes the lanes as
                     // one vector (unrolled, GCC often left them scalar).
-                    "#pragma GCC unroll 1\n",
-                    "      for (int64_t j = 0; j < kLanes; ++j) {\n",
-                    "        const int64_t c = c", value, " + j;\n", body, update("j"),
-                    "      }\n    }\n",
+                    "#pragma GCC unroll 1\n", "      for (int64_t j = 0; j < kLanes; ++j) {\n",
+                    "        const int64_t c = c", value, " + j;\n", body, update("j"), "      }\n    }\n",
                     "    for (; c", value, " < C; ++c", value, ") {\n",
-                    "      {\n        const int64_t c = c", value, ";\n", body, update("0"), "      }\n    }\n",
-                    "    float v", value, " = ", acc, "[0];\n",
+                    "      {\n        const int64_t c = c", value, ";\n", body, update("0"),
+                    "      }\n    }\n", "    float v", value, " = ", acc, "[0];\n",
                     "    for (int64_t j = 1; j < kLanes; ++j) v", value, " = ",
                     Substitute(rule.combine, {absl::StrCat("v", value), acc + "[j]"}), ";\n");
     if (track_nan) {
@@ -282,10 +315,12 @@ std::string RowKernelBody(const FusedKernel& k) {
     if (stored[operand]) available[operand] = true;
   }
   if (!element_outputs.empty()) {
-    absl::StrAppend(&out, "    for (int64_t c = 0; c < C; ++c) {\n", ElementBody(k, element_outputs, available, "      "));
+    absl::StrAppend(&out, "    for (int64_t c = 0; c < C; ++c) {\n",
+                    ElementBody(k, element_outputs, available, "      "));
     for (size_t i = 0; i < k.outputs.size(); ++i) {
       if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
-        absl::StrAppend(&out, "      ", OutputStore(k, i, "r * C + c", absl::StrCat("v", k.outputs[i])), ";\n");
+        absl::StrAppend(&out, "      ", OutputStore(k, i, "r * C + c", absl::StrCat("v", k.outputs[i])),
+                        ";\n");
       }
     }
     absl::StrAppend(&out, "    }\n");
@@ -304,12 +339,12 @@ std::string RowKernelBody(const FusedKernel& k) {
 // time; each input's offset comes from its strides.
 std::string StridedFlatKernel(const FusedKernel& k) {
   std::string out = absl::StrCat(
-      "extern \"C\" void ", k.name, "_strided(const void* const* in, void* const* out, const double* scalars,\n",
+      "extern \"C\" void ", k.name,
+      "_strided(const void* const* in, void* const* out, const double* scalars,\n",
       "    int64_t begin, int64_t end, const int64_t* geometry) {\n", ScalarLocals(k),
-      "  const int64_t rank = geometry[0];\n", "  const int64_t* size = geometry + 1;\n",
-      "  int64_t index[", kMaxStridedRank, "];  // of element i\n",
-      "  for (int64_t d = rank - 1, rest = begin; d >= 0; --d) {\n", "    index[d] = rest % size[d];\n",
-      "    rest /= size[d];\n", "  }\n");
+      "  const int64_t rank = geometry[0];\n", "  const int64_t* size = geometry + 1;\n", "  int64_t index[",
+      kMaxStridedRank, "];  // of element i\n", "  for (int64_t d = rank - 1, rest = begin; d >= 0; --d) {\n",
+      "    index[d] = rest % size[d];\n", "    rest /= size[d];\n", "  }\n");
   for (int32_t v = 0; v < k.num_inputs; ++v) {
     absl::StrAppend(&out, "  const int64_t* stride", v, " = geometry + 1 + rank * ", v + 1, ";\n");
   }
@@ -319,8 +354,9 @@ std::string StridedFlatKernel(const FusedKernel& k) {
   for (int32_t v = 0; v < k.num_inputs; ++v) {
     const char* type = CType(k.InputDtype(v));
     absl::StrAppend(&out, "    int64_t at", v, " = 0;\n", "    for (int64_t d = 0; d < rank; ++d) at", v,
-                    " += index[d] * stride", v, "[d];\n", "    const ", type, "* in", v, " = static_cast<const ", type,
-                    "*>(in[", v, "]) + at", v, ";\n", "    const int64_t step", v, " = stride", v, "[rank - 1];\n");
+                    " += index[d] * stride", v, "[d];\n", "    const ", type, "* in", v,
+                    " = static_cast<const ", type, "*>(in[", v, "]) + at", v, ";\n", "    const int64_t step",
+                    v, " = stride", v, "[rank - 1];\n");
   }
   absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) {\n");
   for (int32_t v = 0; v < k.num_inputs; ++v) {
@@ -328,7 +364,8 @@ std::string StridedFlatKernel(const FusedKernel& k) {
                     InputLoad(k, v, absl::StrCat("in", v), absl::StrCat("j * step", v)), ";\n");
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
-    absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ", OpExpr(k.ops[i]), ";  // ", k.ops[i].op, "\n");
+    absl::StrAppend(&out, "      const float v", k.num_inputs + i, " = ", OpExpr(k.ops[i]), ";  // ",
+                    k.ops[i].op, "\n");
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     absl::StrAppend(&out, "      ", OutputStore(k, i, "i + j", absl::StrCat("v", k.outputs[i])), ";\n");
@@ -375,22 +412,24 @@ std::string ColumnKernelBody(const FusedKernel& k) {
     if (IsExtremum(op_of(v).op)) {
       absl::StrAppend(&out, "  alignas(64) float extreme", v, "[kBlock];", comment);
     } else {
-      absl::StrAppend(&out, "  alignas(64) double sum", v, "[kBlock];", comment, "  alignas(64) float part", v,
-                      "[kBlock];\n");
+      absl::StrAppend(&out, "  alignas(64) double sum", v, "[kBlock];", comment, "  alignas(64) float part",
+                      v, "[kBlock];\n");
     }
   }
   absl::StrAppend(&out, "  for (int64_t c0 = begin; c0 < end; c0 += kBlock) {\n",
                   "    const int64_t n = end - c0 < kBlock ? end - c0 : kBlock;\n");
   for (int32_t v : sums) {
     absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) ",
-                    IsExtremum(op_of(v).op) ? absl::StrCat("extreme", v, "[j] = ", ReductionRules().at(op_of(v).op).identity)
-                                            : absl::StrCat("sum", v, "[j] = 0.0"),
+                    IsExtremum(op_of(v).op)
+                        ? absl::StrCat("extreme", v, "[j] = ", ReductionRules().at(op_of(v).op).identity)
+                        : absl::StrCat("sum", v, "[j] = 0.0"),
                     ";\n");
   }
   absl::StrAppend(&out, "    for (int64_t r0 = 0; r0 < R; r0 += kChunk) {\n",
                   "      const int64_t r1 = R - r0 < kChunk ? R : r0 + kChunk;\n");
   for (int32_t v : sums) {
-    if (!IsExtremum(op_of(v).op)) absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) part", v, "[j] = 0.0f;\n");
+    if (!IsExtremum(op_of(v).op))
+      absl::StrAppend(&out, "      for (int64_t j = 0; j < n; ++j) part", v, "[j] = 0.0f;\n");
   }
   absl::StrAppend(&out, "      for (int64_t r = r0; r < r1; ++r) {\n");
   for (int32_t v = 0; v < k.num_inputs; ++v) {
@@ -401,7 +440,8 @@ std::string ColumnKernelBody(const FusedKernel& k) {
                       InputLoad(k, v, absl::StrCat("in", v), "0"), ";\n");
     }
   }
-  absl::StrAppend(&out, "        for (int64_t j = 0; j < n; ++j) {\n", "          const int64_t c = c0 + j;\n",
+  absl::StrAppend(&out, "        for (int64_t j = 0; j < n; ++j) {\n",
+                  "          const int64_t c = c0 + j;\n",
                   ElementBody(k, targets, std::vector<bool>(num_values, false), "          "));
   for (int32_t v : sums) {
     const std::string x = absl::StrCat("v", op_of(v).operands[0].index);
@@ -415,7 +455,8 @@ std::string ColumnKernelBody(const FusedKernel& k) {
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     if (k.ExtentOf(k.outputs[i]) == Extent::kElement) {
-      absl::StrAppend(&out, "          ", OutputStore(k, i, "r * C + c", absl::StrCat("v", k.outputs[i])), ";\n");
+      absl::StrAppend(&out, "          ", OutputStore(k, i, "r * C + c", absl::StrCat("v", k.outputs[i])),
+                      ";\n");
     }
   }
   absl::StrAppend(&out, "        }\n      }\n");
@@ -431,8 +472,8 @@ std::string ColumnKernelBody(const FusedKernel& k) {
     const bool mean = ReductionRules().at(op_of(v).op).mean;
     const std::string sum = absl::StrCat("static_cast<float>(sum", v, "[j])");
     const std::string value = IsExtremum(op_of(v).op) ? absl::StrCat("extreme", v, "[j]")
-                              : mean                   ? absl::StrCat(sum, " / static_cast<float>(R)")
-                                                       : sum;
+                              : mean                  ? absl::StrCat(sum, " / static_cast<float>(R)")
+                                                      : sum;
     absl::StrAppend(&out, "    for (int64_t j = 0; j < n; ++j) ", OutputStore(k, i, "c0 + j", value), ";\n");
   }
   absl::StrAppend(&out, "  }\n");
@@ -441,10 +482,14 @@ std::string ColumnKernelBody(const FusedKernel& k) {
 
 const char* ExtentName(Extent e) {
   switch (e) {
-    case Extent::kElement: return "element";
-    case Extent::kRow: return "row";
-    case Extent::kColumn: return "column";
-    case Extent::kOne: return "one";
+    case Extent::kElement:
+      return "element";
+    case Extent::kRow:
+      return "row";
+    case Extent::kColumn:
+      return "column";
+    case Extent::kOne:
+      return "one";
   }
   return "?";
 }
@@ -454,18 +499,23 @@ const char* ExtentName(Extent e) {
 // both NaN-tracking and plain reductions, and both kinds of output.
 std::vector<FusedKernel> ProbeKernels() {
   using O = FusedOp::Operand;
-  FusedKernel flat{"probe", 2, 1, {{"aten::add.Tensor", {O{false, 0}, O{false, 1}, O{true, 0}}},
-                                  {"aten::exp", {O{false, 2}}}}, {2, 3}, 0, {}};
-  FusedKernel row{"probe", 4, 1,
-                  {{"aten::mul.Tensor", {O{false, 0}, O{false, 2}}},              // v4
-                   {"aten::amax", {O{false, 4}}, Extent::kRow},                    // v5
-                   {"aten::sub.Tensor", {O{false, 4}, O{false, 5}, O{true, 0}}},  // v6
-                   {"aten::exp", {O{false, 6}}},                                   // v7
-                   {"aten::sum.dim_IntList", {O{false, 7}}, Extent::kRow},         // v8
-                   {"aten::mean.dim", {O{false, 4}}, Extent::kRow},                // v9
+  FusedKernel flat{
+      "probe", 2,
+      1,       {{"aten::add.Tensor", {O{false, 0}, O{false, 1}, O{true, 0}}}, {"aten::exp", {O{false, 2}}}},
+      {2, 3},  0,
+      {}};
+  FusedKernel row{"probe",
+                  4,
+                  1,
+                  {{"aten::mul.Tensor", {O{false, 0}, O{false, 2}}},                                  // v4
+                   {"aten::amax", {O{false, 4}}, Extent::kRow},                                       // v5
+                   {"aten::sub.Tensor", {O{false, 4}, O{false, 5}, O{true, 0}}},                      // v6
+                   {"aten::exp", {O{false, 6}}},                                                      // v7
+                   {"aten::sum.dim_IntList", {O{false, 7}}, Extent::kRow},                            // v8
+                   {"aten::mean.dim", {O{false, 4}}, Extent::kRow},                                   // v9
                    {"aten::add.Scalar", {O{false, 9}, O{false, 0, 0.5}, O{false, 1}}, Extent::kRow},  // v10
-                   {"aten::div.Tensor", {O{false, 7}, O{false, 8}}},               // v11
-                   {"aten::mul.Tensor", {O{false, 11}, O{false, 3}}}},             // v12
+                   {"aten::div.Tensor", {O{false, 7}, O{false, 8}}},                                  // v11
+                   {"aten::mul.Tensor", {O{false, 11}, O{false, 3}}}},                                // v12
                   {12, 10},
                   33,
                   {Extent::kElement, Extent::kRow, Extent::kColumn, Extent::kOne}};
@@ -473,37 +523,50 @@ std::vector<FusedKernel> ProbeKernels() {
   // Conversions: a bool, an int64 and a bfloat16 input, a cast to every
   // stored dtype.
   using c10::ScalarType;
-  FusedKernel typed{"probe", 3, 0,
+  FusedKernel typed{"probe",
+                    3,
+                    0,
                     {{"aten::where.self", {O{false, 0}, O{false, 1}, O{false, 2}}},  // v3
                      {"aten::_to_copy[Long]", {O{false, 3}}},                        // v4
                      {"aten::_to_copy[BFloat16]", {O{false, 3}}},                    // v5
                      {"aten::_to_copy[Double]", {O{false, 3}}},                      // v6
                      {"aten::_to_copy[Int]", {O{false, 3}}},                         // v7
                      {"aten::_to_copy[Bool]", {O{false, 3}}}},                       // v8
-                    {3, 4, 5, 6, 7, 8}, 0, {},
+                    {3, 4, 5, 6, 7, 8},
+                    0,
+                    {},
                     {ScalarType::Bool, ScalarType::Long, ScalarType::BFloat16},
                     {ScalarType::Float, ScalarType::Long, ScalarType::BFloat16, ScalarType::Double,
                      ScalarType::Int, ScalarType::Bool}};
   // A column kernel: every input extent, a sum and a mean over the rows, an
   // element output.
-  FusedKernel column{"probe", 4, 1,
-                     {{"aten::mul.Tensor", {O{false, 0}, O{false, 2}}},                  // v4
-                      {"aten::add.Tensor", {O{false, 4}, O{false, 1}, O{true, 0}}},      // v5
-                      {"aten::sum.dim_IntList", {O{false, 5}}, Extent::kColumn},         // v6
-                      {"aten::mul.Tensor", {O{false, 4}, O{false, 3}}},                  // v7
-                      {"aten::mean.dim", {O{false, 7}}, Extent::kColumn}},               // v8
+  FusedKernel column{"probe",
+                     4,
+                     1,
+                     {{"aten::mul.Tensor", {O{false, 0}, O{false, 2}}},              // v4
+                      {"aten::add.Tensor", {O{false, 4}, O{false, 1}, O{true, 0}}},  // v5
+                      {"aten::sum.dim_IntList", {O{false, 5}}, Extent::kColumn},     // v6
+                      {"aten::mul.Tensor", {O{false, 4}, O{false, 3}}},              // v7
+                      {"aten::mean.dim", {O{false, 7}}, Extent::kColumn}},           // v8
                      {5, 6, 8},
                      40,
                      {Extent::kElement, Extent::kRow, Extent::kColumn, Extent::kOne}};
   column.rows = 300;
   // Results rounded to bfloat16 and float16, with a scalar read each way.
-  FusedKernel reduced{"probe", 1, 1,
-                      {{"aten::add.Tensor", {O{false, 0}, O{true, 0}, O{false, 0, 1.0}}, Extent::kElement,
-                        ScalarType::BFloat16},                                                     // v1
-                       {"aten::mul.Tensor", {O{false, 1}, O{true, 0}}, Extent::kElement, ScalarType::Half}},  // v2
-                      {1, 2}, 0, {},
-                      {ScalarType::BFloat16},
-                      {ScalarType::BFloat16, ScalarType::Half}};
+  FusedKernel reduced{
+      "probe",
+      1,
+      1,
+      {{"aten::add.Tensor",
+        {O{false, 0}, O{true, 0}, O{false, 0, 1.0}},
+        Extent::kElement,
+        ScalarType::BFloat16},                                                                // v1
+       {"aten::mul.Tensor", {O{false, 1}, O{true, 0}}, Extent::kElement, ScalarType::Half}},  // v2
+      {1, 2},
+      0,
+      {},
+      {ScalarType::BFloat16},
+      {ScalarType::BFloat16, ScalarType::Half}};
   return {flat, row, typed, column, reduced};
 }
 
@@ -520,8 +583,7 @@ std::string CodegenId() {
     rules.push_back(absl::StrCat(op, "=", rule.identity, ":", rule.combine, ":", rule.mean));
   }
   std::sort(rules.begin(), rules.end());
-  std::string text =
-      absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), AllHelperSource());
+  std::string text = absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), AllHelperSource());
   for (const FusedKernel& probe : ProbeKernels()) absl::StrAppend(&text, KernelSource(probe));
   return ir::HashToHex(ir::Hash(text));
 }
@@ -553,8 +615,10 @@ bool ExactInFloat(c10::ScalarType dtype) {
     case c10::ScalarType::Char:
     case c10::ScalarType::Short:
     case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Half: return true;
-    default: return false;
+    case c10::ScalarType::Half:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -573,19 +637,20 @@ bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scal
 std::string FlatElementBody(const FusedKernel& k, const std::string& indent) {
   std::string out;
   for (int32_t v = 0; v < k.num_inputs; ++v) {
-    absl::StrAppend(&out, indent, "const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "i"), ";\n");
+    absl::StrAppend(&out, indent, "const float v", v, " = ", InputLoad(k, v, absl::StrCat("in", v), "i"),
+                    ";\n");
   }
   for (size_t i = 0; i < k.ops.size(); ++i) {
-    absl::StrAppend(&out, indent, "const float v", k.num_inputs + i, " = ", OpExpr(k.ops[i]), ";  // ", k.ops[i].op,
-                    "\n");
+    absl::StrAppend(&out, indent, "const float v", k.num_inputs + i, " = ", OpExpr(k.ops[i]), ";  // ",
+                    k.ops[i].op, "\n");
   }
   return out;
 }
 
 std::string KernelSource(const FusedKernel& k) {
-  std::string out = absl::StrCat("// ", k.name, ": ", k.ops.size(), " ops, ", k.num_inputs, " inputs, ", k.outputs.size(),
-                                 " outputs\n#include <cmath>\n#include <cstdint>\n\n",
-                                 MathPreamble(k));
+  std::string out =
+      absl::StrCat("// ", k.name, ": ", k.ops.size(), " ops, ", k.num_inputs, " inputs, ", k.outputs.size(),
+                   " outputs\n#include <cmath>\n#include <cstdint>\n\n", MathPreamble(k));
   if (k.row_length > 0) {
     absl::StrAppend(&out, Signature(k), k.IsColumnKernel() ? ColumnKernelBody(k) : RowKernelBody(k), "}\n");
     return out;
@@ -600,22 +665,25 @@ std::string KernelSource(const FusedKernel& k) {
   absl::StrAppend(&out, Signature(k), ScalarLocals(k));
   std::vector<std::string> distinct;  // "out[i] != in[v]" for every pair
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    for (int32_t v = 0; v < k.num_inputs; ++v) distinct.push_back(absl::StrCat("out[", i, "] != in[", v, "]"));
+    for (int32_t v = 0; v < k.num_inputs; ++v)
+      distinct.push_back(absl::StrCat("out[", i, "] != in[", v, "]"));
   }
-  absl::StrAppend(&out, distinct.empty() ? "  {\n" : absl::StrCat("  if (", absl::StrJoin(distinct, " && "), ") {\n"));
+  absl::StrAppend(
+      &out, distinct.empty() ? "  {\n" : absl::StrCat("  if (", absl::StrJoin(distinct, " && "), ") {\n"));
   for (int32_t v = 0; v < k.num_inputs; ++v) {
     const char* type = CType(k.InputDtype(v));
-    absl::StrAppend(&out, "    const ", type, "* __restrict__ in", v, " = static_cast<const ", type, "*>(in[", v,
-                    "]);\n");
+    absl::StrAppend(&out, "    const ", type, "* __restrict__ in", v, " = static_cast<const ", type, "*>(in[",
+                    v, "]);\n");
   }
   for (size_t i = 0; i < k.outputs.size(); ++i) {
     const char* type = CType(k.OutputDtype(static_cast<int32_t>(i)));
-    absl::StrAppend(&out, "    ", type, "* __restrict__ out", i, " = static_cast<", type, "*>(out[", i, "]);\n");
+    absl::StrAppend(&out, "    ", type, "* __restrict__ out", i, " = static_cast<", type, "*>(out[", i,
+                    "]);\n");
   }
   absl::StrAppend(&out, "    for (int64_t i = begin; i < end; ++i) {\n", FlatElementBody(k, "      "));
   for (size_t i = 0; i < k.outputs.size(); ++i) {
-    absl::StrAppend(&out, "      ", OutputStore(k, i, "i", absl::StrCat("v", k.outputs[i]), absl::StrCat("out", i)),
-                    ";\n");
+    absl::StrAppend(&out, "      ",
+                    OutputStore(k, i, "i", absl::StrCat("v", k.outputs[i]), absl::StrCat("out", i)), ";\n");
   }
   if (distinct.empty()) {  // no inputs
     absl::StrAppend(&out, "    }\n  }\n}\n\n", StridedFlatKernel(k));
@@ -660,7 +728,8 @@ std::string KernelSummary(const FusedKernel& k) {
   if (!typed.empty()) lines.push_back(absl::StrCat("dtypes (", absl::StrJoin(typed, ", "), ")"));
   if (k.row_length > 0) {
     std::vector<std::string> inputs;
-    for (int32_t v = 0; v < k.num_inputs; ++v) inputs.push_back(absl::StrCat("v", v, " ", ExtentName(k.input_extents[v])));
+    for (int32_t v = 0; v < k.num_inputs; ++v)
+      inputs.push_back(absl::StrCat("v", v, " ", ExtentName(k.input_extents[v])));
     lines.push_back(k.IsColumnKernel()
                         ? absl::StrCat("columns of ", k.rows, " rows of ", k.row_length, " (",
                                        absl::StrJoin(inputs, ", "), ")")

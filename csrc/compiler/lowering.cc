@@ -14,21 +14,42 @@ namespace {
 using runtime::IsGeneratorType;
 using runtime::IsTensorType;
 
-bool IsScalarListType(const c10::TypePtr& type) {
-  return runtime::IsListOf(type, c10::TypeKind::NumberType);
-}
+bool IsScalarListType(const c10::TypePtr& type) { return runtime::IsListOf(type, c10::TypeKind::NumberType); }
 
 // Readers that take any strides and storage offset, so a view may feed them in
 // place of a copy: generated kernels (they make their inputs contiguous),
 // BLAS calls, and TensorIterator elementwise ops and reductions.
 bool StrideAgnostic(const std::string& op) {
-  static const auto* ops = new absl::flat_hash_set<std::string>{
-      "neuron::fused_kernel", "neuron::fused_row_kernel", "aten::mm", "aten::bmm", "aten::addmm",
-      "aten::baddbmm", "aten::mv", "aten::addmv", "aten::add.Tensor", "aten::sub.Tensor",
-      "aten::mul.Tensor", "aten::div.Tensor", "aten::add.Scalar", "aten::mul.Scalar", "aten::neg",
-      "aten::exp", "aten::tanh", "aten::sigmoid", "aten::relu", "aten::gelu", "aten::gelu_backward",
-      "aten::tanh_backward", "aten::threshold_backward", "aten::where.self", "aten::masked_fill.Scalar",
-      "aten::sum.dim_IntList", "aten::mean.dim", "aten::amax", "aten::clone", "aten::_to_copy"};
+  static const auto* ops = new absl::flat_hash_set<std::string>{"neuron::fused_kernel",
+                                                                "neuron::fused_row_kernel",
+                                                                "aten::mm",
+                                                                "aten::bmm",
+                                                                "aten::addmm",
+                                                                "aten::baddbmm",
+                                                                "aten::mv",
+                                                                "aten::addmv",
+                                                                "aten::add.Tensor",
+                                                                "aten::sub.Tensor",
+                                                                "aten::mul.Tensor",
+                                                                "aten::div.Tensor",
+                                                                "aten::add.Scalar",
+                                                                "aten::mul.Scalar",
+                                                                "aten::neg",
+                                                                "aten::exp",
+                                                                "aten::tanh",
+                                                                "aten::sigmoid",
+                                                                "aten::relu",
+                                                                "aten::gelu",
+                                                                "aten::gelu_backward",
+                                                                "aten::tanh_backward",
+                                                                "aten::threshold_backward",
+                                                                "aten::where.self",
+                                                                "aten::masked_fill.Scalar",
+                                                                "aten::sum.dim_IntList",
+                                                                "aten::mean.dim",
+                                                                "aten::amax",
+                                                                "aten::clone",
+                                                                "aten::_to_copy"};
   return ops->contains(op);
 }
 
@@ -46,12 +67,12 @@ std::vector<bool> RunAsViews(const CompileGraph& g) {
   std::vector<bool> as_view(size, false);
   for (size_t i = size; i-- > 0;) {  // readers come later: decided first
     const CompileNode& n = g.nodes[i];
-    if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp || runtime::ViewFormOf(n.ir->op()) == nullptr) {
+    if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp ||
+        runtime::ViewFormOf(n.ir->op()) == nullptr) {
       continue;
     }
-    as_view[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](int32_t r) {
-      return as_view[r] || StrideAgnostic(g.nodes[r].ir->op());
-    });
+    as_view[i] = std::all_of(readers[i].begin(), readers[i].end(),
+                             [&](int32_t r) { return as_view[r] || StrideAgnostic(g.nodes[r].ir->op()); });
   }
   return as_view;
 }
@@ -90,9 +111,8 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();
     if (schema.arguments().size() != n.ir->args().size()) {
-      return absl::InternalError(absl::StrCat(n.ir->op(), " was traced with ",
-                                              n.ir->args().size(), " arguments, its schema has ",
-                                              schema.arguments().size()));
+      return absl::InternalError(absl::StrCat(n.ir->op(), " was traced with ", n.ir->args().size(),
+                                              " arguments, its schema has ", schema.arguments().size()));
     }
     absl::StatusOr<std::vector<int32_t>> widths = runtime::ReturnWidths(schema, n.ir->num_outputs());
     if (!widths.ok()) return widths.status();

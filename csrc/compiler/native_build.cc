@@ -61,8 +61,13 @@ Toolchain* Probe(const std::string& cxx) {
   // where the target has no masked stores: on AVX2 (Zen 3) the bias + tanh row
   // kernel stayed scalar, 13.7 ms against 2.7 ms vectorized on one thread.
   // Results do not change: rounding, NaN and signed zeros are as before.
-  t->flags = {"-O3", "-march=native", "-fPIC", "-fno-math-errno", "-fno-trapping-math",
-              "-ffp-contract=off", "-fno-semantic-interposition"};
+  t->flags = {"-O3",
+              "-march=native",
+              "-fPIC",
+              "-fno-math-errno",
+              "-fno-trapping-math",
+              "-ffp-contract=off",
+              "-fno-semantic-interposition"};
   auto [status, output] = Run(Quote(t->compiler) + " --version");
   if (status == 0) t->version = FirstLines(output, 1);
   // GCC does not take a local __restrict__ pointer at its word, so a flat
@@ -135,8 +140,9 @@ void KernelObjectCache::Put(const std::string& key, const std::string& object) {
   if (dir_.empty()) return;
   // Written under a unique name, then renamed: a reader sees all of it or nothing.
   const fs::path final_path = fs::path(dir_) / (key + ".o");
-  const fs::path tmp = fs::path(dir_) / absl::StrCat(".", key, ".", ::getpid(), ".",
-                                                     std::hash<std::thread::id>()(std::this_thread::get_id()), ".tmp");
+  const fs::path tmp =
+      fs::path(dir_) / absl::StrCat(".", key, ".", ::getpid(), ".",
+                                    std::hash<std::thread::id>()(std::this_thread::get_id()), ".tmp");
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(object.data(), static_cast<std::streamsize>(object.size()));
@@ -200,16 +206,15 @@ void KernelObjectCache::Drop(const std::string& key) {
   }
 }
 
-absl::StatusOr<std::string> BuildSharedObject(
-    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain,
-    KernelObjectCache* objects) {
+absl::StatusOr<std::string> BuildSharedObject(const std::vector<std::pair<std::string, std::string>>& kernels,
+                                              const Toolchain& toolchain, KernelObjectCache* objects) {
   static metrics::Counter* const builds = metrics::GetCounter("compile.kernel.build.count");
   static metrics::Counter* const reuses = metrics::GetCounter("compile.kernel.reuse.count");
   runtime::profiler::Scope scope("compile",
                                  [&] { return absl::StrCat("kernel build (", kernels.size(), " kernels)"); });
   if (toolchain.version.empty()) {
-    return absl::UnavailableError(absl::StrCat("the C++ compiler '", toolchain.compiler,
-                                               "' does not run (set CXX to one that does)"));
+    return absl::UnavailableError(
+        absl::StrCat("the C++ compiler '", toolchain.compiler, "' does not run (set CXX to one that does)"));
   }
   std::string pattern = (fs::temp_directory_path() / "torch_neuron_build_XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
@@ -230,7 +235,8 @@ absl::StatusOr<std::string> BuildSharedObject(
     if (objects != nullptr) {
       u.key = KernelObjectCache::Key(source, toolchain);
       if (std::optional<std::string> object = objects->Find(u.key)) {
-        std::ofstream(u.object, std::ios::binary).write(object->data(), static_cast<std::streamsize>(object->size()));
+        std::ofstream(u.object, std::ios::binary)
+            .write(object->data(), static_cast<std::streamsize>(object->size()));
         u.reused = true;
       }
     }
@@ -249,9 +255,9 @@ absl::StatusOr<std::string> BuildSharedObject(
     for (size_t j = start; j < std::min(to_build.size(), start + jobs); ++j) {
       threads.emplace_back([&, i = to_build[j]] {
         Unit& u = units[i];
-        std::tie(u.status, u.output) = Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -c ",
-                                                        Quote(u.source.string()), " -o ",
-                                                        Quote(u.object.string())));
+        std::tie(u.status, u.output) =
+            Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -c ", Quote(u.source.string()), " -o ",
+                             Quote(u.object.string())));
       });
     }
     for (std::thread& t : threads) t.join();
@@ -268,9 +274,9 @@ absl::StatusOr<std::string> BuildSharedObject(
     std::vector<std::string> object_files;
     for (const Unit& u : units) object_files.push_back(Quote(u.object.string()));
     const fs::path library = dir / "kernels.so";
-    auto [status, output] = Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -shared ",
-                                             absl::StrJoin(object_files, " "), " -o ",
-                                             Quote(library.string())));
+    auto [status, output] =
+        Run(absl::StrCat(Quote(toolchain.compiler), " ", flags, " -shared ", absl::StrJoin(object_files, " "),
+                         " -o ", Quote(library.string())));
     const bool any_reused = std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.reused; });
     if (status != 0 && any_reused) {
       // A stored object the linker refuses (truncated, from another build):

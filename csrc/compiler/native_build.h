@@ -19,8 +19,8 @@
 namespace torch_neuron::compiler {
 
 struct Toolchain {
-  std::string compiler;        // path or name on PATH ("c++")
-  std::string version;         // first line of `compiler --version`, "" if it did not run
+  std::string compiler;  // path or name on PATH ("c++")
+  std::string version;   // first line of `compiler --version`, "" if it did not run
   std::vector<std::string> flags;
 
   // The host toolchain of C++ compiler `cxx` ("" for "c++"; the config reads
@@ -68,8 +68,8 @@ class KernelObjectCache {
 // error lines; a compiler that cannot run at all is UNAVAILABLE. With `objects`,
 // kernels already built are taken from it and new ones added (counted in
 // compile.kernel.reuse.count and compile.kernel.build.count).
-absl::StatusOr<std::string> BuildSharedObject(
-    const std::vector<std::pair<std::string, std::string>>& kernels, const Toolchain& toolchain,
-    KernelObjectCache* objects = nullptr);
+absl::StatusOr<std::string> BuildSharedObject(const std::vector<std::pair<std::string, std::string>>& kernels,
+                                              const Toolchain& toolchain,
+                                              KernelObjectCache* objects = nullptr);
 
 }  // namespace torch_neuron::compiler

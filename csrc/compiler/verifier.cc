@@ -8,14 +8,13 @@ namespace {
 
 absl::Status CheckRef(const CompileGraph& g, ValueRef v, int32_t limit, const std::string& what) {
   if (v.node < 0 || v.node >= limit) {
-    return absl::InternalError(absl::StrCat(what, " refers to node %", v.node,
-                                            ", which is not before it"));
+    return absl::InternalError(absl::StrCat(what, " refers to node %", v.node, ", which is not before it"));
   }
   const CompileNode& n = g.nodes[v.node];
   if (n.dead) return absl::InternalError(absl::StrCat(what, " uses dead node %", v.node));
   if (!n.folded && (v.index < 0 || v.index >= n.ir->num_outputs())) {
-    return absl::InternalError(absl::StrCat(what, " uses output ", v.index, " of %", v.node,
-                                            ", which has ", n.ir->num_outputs()));
+    return absl::InternalError(
+        absl::StrCat(what, " uses output ", v.index, " of %", v.node, ", which has ", n.ir->num_outputs()));
   }
   return absl::OkStatus();
 }
@@ -29,8 +28,8 @@ absl::Status VerifyGraph(const CompileGraph& g) {
     if (n.dead) continue;
     if (n.ir == nullptr) return absl::InternalError(absl::StrCat("node %", i, " has no IR"));
     if (!n.folded && n.operands.size() != n.ir->operands().size()) {
-      return absl::InternalError(absl::StrCat("node %", i, " has ", n.operands.size(),
-                                              " operands, its IR ", n.ir->operands().size()));
+      return absl::InternalError(absl::StrCat("node %", i, " has ", n.operands.size(), " operands, its IR ",
+                                              n.ir->operands().size()));
     }
     for (ValueRef v : n.operands) {
       absl::Status s = CheckRef(g, v, i, absl::StrCat("node %", i));

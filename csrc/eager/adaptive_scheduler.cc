@@ -191,7 +191,7 @@ class CompilePool {
       }
       {
         runtime::ForkQuietScope quiet;  // a fork waits for the compile to end
-        job();  // never throws (CompileGroup catches everything)
+        job();                          // never throws (CompileGroup catches everything)
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -309,11 +309,11 @@ History& TheHistory() {
 struct DeviceGroup {
   absl::Mutex mu;
   Grouper grouper;
-  int ops = 0;              // ops in the group so far
-  bool holding = false;     // its ops are held back as pending IR
+  int ops = 0;           // ops in the group so far
+  bool holding = false;  // its ops are held back as pending IR
   std::vector<ir::NodePtr> held;
   std::vector<uint64_t> prefixes;  // the group's key after each of its ops
-  GroupBuilder builder;     // the ops that ran
+  GroupBuilder builder;            // the ops that ran
   bool buildable = true;
   int64_t step_ops = 0;
   int64_t step_grouped = 0;
@@ -469,25 +469,26 @@ class AdaptiveScheduler : public lazy::Scheduler {
     }
     Counters().compiles->Add(1);
     const bool fail = GlobalConfig().test_fail_group_compiles;
-    pool_.Submit([this, group, hash, key, prefixes = d.prefixes, options = std::move(options), fail,
-                  ops = d.ops] {
-      runtime::profiler::Scope scope("compile", [&] {
-        char name[64];
-        std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key), ops);
-        return std::string(name);
-      });
-      const auto start = Clock::now();
-      bool ok = false;
-      try {
-        if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
-        ok = lazy::FindOrCompileWith(group->graph, options) != nullptr;
-      } catch (...) {
-        ok = false;  // the group runs op by op for good; counted below
-      }
-      Counters().compile_ns->Add(metrics::NanosSince(start));
-      if (!ok) Counters().fallbacks->Add(1);
-      table_.Finish(hash, ok, key, prefixes);
-    });
+    pool_.Submit(
+        [this, group, hash, key, prefixes = d.prefixes, options = std::move(options), fail, ops = d.ops] {
+          runtime::profiler::Scope scope("compile", [&] {
+            char name[64];
+            std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key),
+                          ops);
+            return std::string(name);
+          });
+          const auto start = Clock::now();
+          bool ok = false;
+          try {
+            if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
+            ok = lazy::FindOrCompileWith(group->graph, options) != nullptr;
+          } catch (...) {
+            ok = false;  // the group runs op by op for good; counted below
+          }
+          Counters().compile_ns->Add(metrics::NanosSince(start));
+          if (!ok) Counters().fallbacks->Add(1);
+          table_.Finish(hash, ok, key, prefixes);
+        });
   }
 
   std::unique_ptr<DeviceGroup> groups_[kMaxDevices];

@@ -45,7 +45,7 @@ class Grouper {
   uint64_t previous_ = 0;  // the last op's folded key
   uint64_t prefix_ = 0;
   size_t size_ = 0;
-  bool ended_ = false;     // the last Add ended a group
+  bool ended_ = false;  // the last Add ended a group
 };
 
 }  // namespace torch_neuron::eager

@@ -37,8 +37,7 @@ struct CanonicalGraph {
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
 };
 
-CanonicalGraph Canonicalize(const std::vector<Value>& roots,
-                            const std::vector<Value>& ordered = {});
+CanonicalGraph Canonicalize(const std::vector<Value>& roots, const std::vector<Value>& ordered = {});
 
 // The graph hash of `g` from its nodes' local hashes, its wiring and its
 // outputs (what Canonicalize stores in g.hash; a graph rebuilt from a

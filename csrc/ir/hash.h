@@ -65,8 +65,7 @@ inline hash_t Hash(hash_t h) { return h; }
 template <typename T>
 std::enable_if_t<std::is_arithmetic_v<T>, hash_t> Hash(T value) {
   return HashBytes(&value, sizeof(value),
-                   sizeof(T) + (std::is_floating_point_v<T> ? 16 : 0) +
-                       (std::is_same_v<T, bool> ? 32 : 0));
+                   sizeof(T) + (std::is_floating_point_v<T> ? 16 : 0) + (std::is_same_v<T, bool> ? 32 : 0));
 }
 
 template <typename T>

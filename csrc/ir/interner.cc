@@ -11,7 +11,7 @@ namespace {
 // in one call (the key lives in this process only: addresses are fine).
 hash_t IdentityKey(const Node& node) {
   absl::InlinedVector<uint64_t, 16> words = {absl::Uint128High64(node.local_hash()),
-                                              absl::Uint128Low64(node.local_hash())};
+                                             absl::Uint128Low64(node.local_hash())};
   for (const Value& v : node.operands()) {
     words.push_back(reinterpret_cast<uintptr_t>(v.node.get()));
     words.push_back(static_cast<uint64_t>(v.index));

@@ -13,8 +13,7 @@ namespace {
 hash_t HashArg(const Arg& arg) {
   if (arg.kind == Arg::Kind::kAttr) {
     hash_t attr = 0;
-    TORCH_INTERNAL_ASSERT(HashIValue(arg.attr, &attr), "unhashable IR attribute ",
-                          arg.attr.tagKind());
+    TORCH_INTERNAL_ASSERT(HashIValue(arg.attr, &attr), "unhashable IR attribute ", arg.attr.tagKind());
     return attr;
   }
   return HashTagged(arg.kind == Arg::Kind::kOperand ? kTagOperands : kTagOperandList, arg.operands.data(),
@@ -54,11 +53,16 @@ std::string ScalarToString(const c10::Scalar& s) {
 
 const char* NodeKindName(NodeKind kind) {
   switch (kind) {
-    case NodeKind::kOp: return "op";
-    case NodeKind::kDeviceData: return "device_data";
-    case NodeKind::kScalar: return "scalar";
-    case NodeKind::kGenerator: return "generator";
-    case NodeKind::kConstant: return "constant";
+    case NodeKind::kOp:
+      return "op";
+    case NodeKind::kDeviceData:
+      return "device_data";
+    case NodeKind::kScalar:
+      return "scalar";
+    case NodeKind::kGenerator:
+      return "generator";
+    case NodeKind::kConstant:
+      return "constant";
   }
   return "?";
 }

@@ -51,9 +51,7 @@ struct Value {
   const Shape& shape() const;
   hash_t hash() const;
   explicit operator bool() const { return node != nullptr; }
-  bool operator==(const Value& other) const {
-    return node == other.node && index == other.index;
-  }
+  bool operator==(const Value& other) const { return node == other.node && index == other.index; }
 };
 
 // How one schema argument of a kOp node is supplied.
@@ -83,15 +81,13 @@ class Node {
   // argument it becomes a 0-dim tensor: a wrapped number (a Python number, which
   // takes no part in type promotion) unless `wrapped_number` is false (a 0-dim
   // CPU tensor). The op() of the leaf is "wrapped" or "tensor" accordingly.
-  static NodePtr MakeScalar(const c10::Scalar& value, c10::ScalarType dtype,
-                            bool wrapped_number = true);
+  static NodePtr MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number = true);
   static NodePtr MakeGenerator(std::shared_ptr<const LeafData> generator);
 
   NodeKind kind() const { return kind_; }
   bool is_leaf() const { return kind_ != NodeKind::kOp; }
   bool is_parameter() const {
-    return kind_ == NodeKind::kDeviceData || kind_ == NodeKind::kScalar ||
-           kind_ == NodeKind::kGenerator;
+    return kind_ == NodeKind::kDeviceData || kind_ == NodeKind::kScalar || kind_ == NodeKind::kGenerator;
   }
   const std::string& op() const { return op_; }
   const std::vector<Value>& operands() const { return operands_; }

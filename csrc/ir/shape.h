@@ -15,8 +15,7 @@ namespace torch_neuron::ir {
 class Shape {
  public:
   Shape() = default;
-  Shape(c10::ScalarType dtype, std::vector<int64_t> sizes)
-      : dtype_(dtype), sizes_(std::move(sizes)) {}
+  Shape(c10::ScalarType dtype, std::vector<int64_t> sizes) : dtype_(dtype), sizes_(std::move(sizes)) {}
 
   c10::ScalarType dtype() const { return dtype_; }
   const std::vector<int64_t>& sizes() const { return sizes_; }
@@ -26,9 +25,7 @@ class Shape {
   // "f32[64,2]"; a scalar is "f32[]".
   std::string ToString() const;
 
-  bool operator==(const Shape& other) const {
-    return dtype_ == other.dtype_ && sizes_ == other.sizes_;
-  }
+  bool operator==(const Shape& other) const { return dtype_ == other.dtype_ && sizes_ == other.sizes_; }
   bool operator!=(const Shape& other) const { return !(*this == other); }
 
  private:

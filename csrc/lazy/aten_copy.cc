@@ -44,8 +44,7 @@ void CheckNotInBadFork() {
 }
 
 // Uploads `host`, converted to `dtype` and broadcast to `sizes`, to `device`.
-LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArrayRef sizes,
-                     int device) {
+LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArrayRef sizes, int device) {
   runtime::CheckSupportedDtype(dtype);
   at::Tensor ready = host.to(dtype).expand(sizes);
   return LazyTensor::FromData(runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, ready)));
@@ -70,8 +69,8 @@ void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
     return TraceOp(op, stack);
   }
-  TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(),
-              " to ", self.device(), ": neuron tensors copy to and from CPU tensors only");
+  TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(), " to ",
+              self.device(), ": neuron tensors copy to and from CPU tensors only");
   at::Tensor host = from != nullptr ? Materialize(from) : src;
   const TensorLayout layout = TensorLayout::Of(self);
   torch::jit::drop(*stack, 3);
@@ -87,14 +86,13 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::ScalarType> dtype = (*stack)[base + 1].toOptional<c10::ScalarType>();
   const std::optional<c10::Layout> layout = (*stack)[base + 2].toOptional<c10::Layout>();
   const std::optional<c10::Device> device = (*stack)[base + 3].toOptional<c10::Device>();
-  const std::optional<c10::MemoryFormat> memory_format =
-      (*stack)[base + 6].toOptional<c10::MemoryFormat>();
+  const std::optional<c10::MemoryFormat> memory_format = (*stack)[base + 6].toOptional<c10::MemoryFormat>();
   if (!IsNeuron(source)) {
     // Host to device: BackendSelect sends CPU tensors here by the device argument.
     TORCH_CHECK(source.device().is_cpu(), "cannot copy from ", source.device(),
                 " to neuron: neuron tensors copy to and from CPU tensors only");
-    const int target = device->has_index() ? device->index()
-                                           : runtime::DeviceRegistry::Global().current_device();
+    const int target =
+        device->has_index() ? device->index() : runtime::DeviceRegistry::Global().current_device();
     const c10::ScalarType target_dtype = dtype.value_or(source.scalar_type());
     LazyTensorPtr uploaded = Upload(source, target_dtype, source.sizes(), target);
     const TensorLayout layout = CloneLayout(source, (*stack)[base + 6]);
@@ -126,8 +124,7 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // float.eq_), wants it unwrapped; it is the caller that passes a layout but
     // neither a device nor a memory format (Tensor.to passes no layout, or a
     // device with it).
-    const bool from_replace = layout.has_value() && !device &&
-                              !memory_format;
+    const bool from_replace = layout.has_value() && !device && !memory_format;
     LazyTensorPtr lazy = GetLazy(result);
     stack->push_back(at::functionalization::impl::isFunctionalTensor(result) || from_replace
                          ? result
@@ -157,8 +154,8 @@ void InPlaceCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   if (impl == nullptr || (from != nullptr && from->device() == impl->tensor()->device())) {
     return TraceOp(op, stack);
   }
-  TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(),
-              " to ", self.device(), ": neuron tensors copy to and from CPU tensors only");
+  TORCH_CHECK(from != nullptr || src.device().is_cpu(), "cannot copy from ", src.device(), " to ",
+              self.device(), ": neuron tensors copy to and from CPU tensors only");
   at::Tensor host = from != nullptr ? Materialize(from) : src;
   LazyTensorPtr target = impl->tensor();
   target->SetData(Upload(host, target->shape().dtype(), self.sizes(), target->device())->data());
@@ -206,7 +203,8 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 const ir::Node* ElementNode(const LazyTensor& t) {
   if (!t.is_pending() || t.shape().dim() != 0) return nullptr;
   const ir::Node& node = *t.pending().node;
-  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1 || node.args().size() < 2) return nullptr;
+  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1 || node.args().size() < 2)
+    return nullptr;
   if (node.op() != "aten::unbind_copy.int" && node.op() != "aten::select_copy.int") return nullptr;
   return &node;
 }
@@ -292,10 +290,10 @@ const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
   }
   // The new contents are unspecified, as for resize_ on any device; out= ops
   // resize their output and then write all of it.
-  at::Tensor fresh = at::empty(size, at::TensorOptions()
-                                         .dtype(lazy->shape().dtype())
-                                         .device(c10::DeviceType::PrivateUse1,
-                                                 static_cast<c10::DeviceIndex>(lazy->device())));
+  at::Tensor fresh = at::empty(
+      size, at::TensorOptions()
+                .dtype(lazy->shape().dtype())
+                .device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(lazy->device())));
   lazy->SetPending(GetLazy(fresh)->pending());
   impl->RefreshSizes(layout);
   return self;

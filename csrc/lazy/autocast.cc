@@ -19,9 +19,10 @@ namespace {
 
 // As under CUDA's autocast: binary_cross_entropy is unsafe in float16 (its
 // log saturates); the message points to the safe form.
-at::Tensor BinaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&,
-                                     const std::optional<at::Tensor>&, int64_t) {
-  TORCH_CHECK(false, "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe "
+at::Tensor BinaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                     int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe "
               "to autocast on neuron, as on CUDA. Use binary_cross_entropy_with_logits or "
               "BCEWithLogitsLoss, which take the logits and are safe to autocast; or leave "
               "autocast for that op (torch.autocast(\"neuron\", enabled=False)).");

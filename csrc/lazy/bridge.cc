@@ -80,8 +80,7 @@ at::Tensor LiftFresh(const at::Tensor& self) {
 // callers still have _tensor_support.py's copy_, which reads the value first.
 at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& src,
                               bool non_blocking) {
-  const bool plain_from_functional = IsNeuron(src) &&
-                                     at::functionalization::impl::isFunctionalTensor(src) &&
+  const bool plain_from_functional = IsNeuron(src) && at::functionalization::impl::isFunctionalTensor(src) &&
                                      !at::functionalization::impl::isFunctionalTensor(self);
   if (plain_from_functional) {
     // The value as a plain tensor: a host copy for a host `self`, the lazy
@@ -119,8 +118,8 @@ void RegisterFunctionalizeOverrides() {
   static bool done = [] {
     SilentWarnings silent;
     c10::WarningUtils::WarningHandlerGuard guard(&silent);
-    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize,
-                                   __FILE__, __LINE__);
+    auto* lib =
+        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
     lib->impl("lift_fresh", LiftFresh);
     auto* in_place_or_view = new torch::Library(torch::Library::IMPL, "aten",
                                                 c10::DispatchKey::ADInplaceOrView, __FILE__, __LINE__);

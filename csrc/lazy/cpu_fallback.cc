@@ -26,11 +26,13 @@ namespace {
 // the metadata the user's tensor has (view() of a transposed tensor fails).
 at::Tensor ToCpu(const LazyTensorPtr& lazy, const at::Tensor& t) {
   absl::StatusOr<at::Tensor> host = lazy->data()->ToHost();
-  if (!host.ok()) runtime::ExecutionQueue::ForDevice(lazy->device()).ForgetError(host.status());  // raised here, once
+  if (!host.ok())
+    runtime::ExecutionQueue::ForDevice(lazy->device()).ForgetError(host.status());  // raised here, once
   at::Tensor dense = runtime::ValueOrThrow(std::move(host));
   const TensorLayout layout = TensorLayout::Of(t);
   if (layout.is_default()) return dense;
-  at::Tensor storage = at::empty({StorageExtent(t.sizes(), t.strides(), layout.storage_offset)}, dense.options());
+  at::Tensor storage =
+      at::empty({StorageExtent(t.sizes(), t.strides(), layout.storage_offset)}, dense.options());
   at::Tensor laid_out = storage.as_strided(dense.sizes(), t.strides(), layout.storage_offset);
   if (at::has_internal_overlap(laid_out) != at::MemOverlap::Yes) {
     laid_out.copy_(dense);
@@ -43,8 +45,9 @@ at::Tensor ToCpu(const LazyTensorPtr& lazy, const at::Tensor& t) {
                            .as_strided(dense.sizes(), t.strides(), layout.storage_offset);
     at::Tensor target = storage, values = dense;
     if (runtime::IsHostOnlyDtype(storage.scalar_type())) {
-      const c10::ScalarType bits = storage.element_size() == 2 ? at::kShort
-                                   : storage.element_size() == 4 ? at::kInt : at::kLong;
+      const c10::ScalarType bits = storage.element_size() == 2   ? at::kShort
+                                   : storage.element_size() == 4 ? at::kInt
+                                                                 : at::kLong;
       target = storage.view(bits);
       values = dense.contiguous().view(bits);
     }
@@ -61,8 +64,7 @@ std::string OpName(const c10::OperatorHandle& op) {
   return schema.name() + "." + schema.overload_name();
 }
 
-void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                 const std::string& reason) {
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason) {
   const std::string name = OpName(op);
   const c10::FunctionSchema& schema = op.schema();
   const size_t num_args = schema.arguments().size();
@@ -152,8 +154,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
       const at::Generator gen = v.isGenerator()
                                     ? v.toGenerator()
                                     : runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(device));
-      TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1,
-                  "expected a neuron generator for ", name, ", got one for ", gen.device());
+      TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a neuron generator for ",
+                  name, ", got one for ", gen.device());
       v = gen.get<runtime::NeuronGeneratorImpl>()->host_generator();
     } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
       v = c10::Device(c10::DeviceType::CPU);
@@ -167,8 +169,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
 
   // Written inputs take their new values; results go back to the device.
   auto upload = [&](const at::Tensor& cpu) {
-    TORCH_CHECK_NOT_IMPLEMENTED(cpu.layout() == c10::kStrided, kSparseUnsupported, " (", name,
-                                " returns a ", cpu.layout(), " tensor)");
+    TORCH_CHECK_NOT_IMPLEMENTED(cpu.layout() == c10::kStrided, kSparseUnsupported, " (", name, " returns a ",
+                                cpu.layout(), " tensor)");
     return runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, cpu));
   };
   for (const Written& w : written) {

@@ -10,8 +10,7 @@
 namespace torch_neuron::lazy {
 
 // `reason` says why the op could not be traced (for the error with fallback off).
-void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                 const std::string& reason);
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason);
 
 // What a user is told when a sparse tensor would reach the device.
 inline constexpr char kSparseUnsupported[] =

@@ -41,8 +41,8 @@ GraphSignature SignatureOf(const ir::CanonicalGraph& g) {
   GraphSignature s;
   s.hash = g.hash;
   for (int32_t p : g.parameters) {
-    s.parameters.push_back(absl::StrCat(ir::NodeKindName(g.nodes[p]->kind()), " ",
-                                        g.nodes[p]->shape().ToString()));
+    s.parameters.push_back(
+        absl::StrCat(ir::NodeKindName(g.nodes[p]->kind()), " ", g.nodes[p]->shape().ToString()));
   }
   for (const ir::Node* n : g.nodes) {
     if (!n->is_parameter()) s.ops.push_back(absl::StrCat(n->op(), " ", n->shape().ToString()));
@@ -135,7 +135,8 @@ void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::s
   const std::string path = absl::StrCat(dir, "/graph-", ir::HashToHex(g.hash), ".txt");
   std::ofstream out(path);
   out << "# torch_neuron graph " << ir::HashToHex(g.hash) << " (" << g.size() << " nodes)\n"
-      << ir::ToText(g) << "# after the compiler's passes\n" << optimized;
+      << ir::ToText(g) << "# after the compiler's passes\n"
+      << optimized;
   if (!kernel_sources.empty()) {
     std::ofstream(absl::StrCat(dir, "/graph-", ir::HashToHex(g.hash), ".kernels.cc")) << kernel_sources;
   }
@@ -147,8 +148,10 @@ void ObserveCompile(const cache::CompileEvent& event) {
   const compiler::CompileResult& result = event.result;
   if (!result.tier1_error.empty()) {
     // Tier 0 runs every graph tier 1 fuses: the graph runs, slower; say so once.
-    TORCH_WARN_ONCE("torch_neuron: tier-1 kernels did not build, running graphs at tier 0 "
-                    "(counted in compile.tier1_fallback.count): ", result.tier1_error);
+    TORCH_WARN_ONCE(
+        "torch_neuron: tier-1 kernels did not build, running graphs at tier 0 "
+        "(counted in compile.tier1_fallback.count): ",
+        result.tier1_error);
   }
   const Config& config = GlobalConfig();
   if (config.debug) {
@@ -178,14 +181,15 @@ Providers& TheProviders() {
   static Providers* providers = [] {
     const Config& config = GlobalConfig();
     std::vector<std::unique_ptr<cache::ExecutableProvider>> chain;
-    auto memory = std::make_unique<cache::MemoryProvider>(
-        static_cast<size_t>(config.cache_memory_entries), static_cast<size_t>(config.cache_memory_mb) << 20);
+    auto memory = std::make_unique<cache::MemoryProvider>(static_cast<size_t>(config.cache_memory_entries),
+                                                          static_cast<size_t>(config.cache_memory_mb) << 20);
     cache::MemoryProvider* memory_ptr = memory.get();
     chain.push_back(std::move(memory));
     const bool service = config.compile_service != "off";
     const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
     if (config.cache_enabled) {
-      auto* disk = new cache::DiskCache(dir, config.cache_max_mb << 20, config.cache_read_only);  // lives as long as the chain
+      auto* disk = new cache::DiskCache(dir, config.cache_max_mb << 20,
+                                        config.cache_read_only);  // lives as long as the chain
       // The service coordinates processes itself: the key lock is then held
       // only around the re-check and the write.
       chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/!service));
@@ -224,7 +228,8 @@ compiler::KernelObjectCache* ProcessKernelObjects() {
     const bool disk = config.cache_enabled && !config.cache_read_only;
     const std::string dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
     // A tenth of the disk cache's bound (1 GiB by default).
-    return new compiler::KernelObjectCache(disk ? dir + "/kernels" : "", 4096, (config.cache_max_mb << 20) / 10);
+    return new compiler::KernelObjectCache(disk ? dir + "/kernels" : "", 4096,
+                                           (config.cache_max_mb << 20) / 10);
   }();
   return objects;
 }

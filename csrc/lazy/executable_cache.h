@@ -22,8 +22,7 @@ const proto::CompilerFingerprint& CurrentFingerprint();
 
 // The program computing `g`: L1, then L2, then a compile (stored in both).
 // `compiled` (optional) says whether this call compiled the graph.
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g,
-                                                      bool* compiled = nullptr);
+std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled = nullptr);
 // The same under `options` fixed by the caller (a background compile takes
 // them when it is queued: it must not read the config while a test changes it).
 std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,

@@ -94,89 +94,91 @@ void Each(at::TensorList self, PerTensor per_tensor) {
 }
 
 // add_ and sub_: an alpha on the List and Tensor forms.
-#define TN_FOREACH_ALPHA_META(OP)                                                                  \
-  namespace foreach_##OP {                                                                         \
-  void Scalar(at::TensorList self, const at::Scalar& scalar) {                                \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
-    check_foreach_api_restrictions(self);                                                          \
-    const at::Tensor other = Wrapped(scalar);  /* once, not per tensor */                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                         \
-  }                                                                                                \
-  void List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {             \
-    if (AnySymbolic(self, other))                                                                  \
-      return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other, alpha);              \
-    check_foreach_api_restrictions(self, other);                                                   \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i], alpha); });             \
-  }                                                                                                \
-  void ScalarList(at::TensorList self, Scalars scalars) {                                   \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars); \
-    check_foreach_api_restrictions(self, scalars);                                                 \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, Wrapped(scalars[i])); });         \
-  } \
+#define TN_FOREACH_ALPHA_META(OP)                                                                        \
+  namespace foreach_##OP {                                                                               \
+    void Scalar(at::TensorList self, const at::Scalar& scalar) {                                         \
+      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
+      check_foreach_api_restrictions(self);                                                              \
+      const at::Tensor other = Wrapped(scalar); /* once, not per tensor */                               \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                             \
+    }                                                                                                    \
+    void List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {                      \
+      if (AnySymbolic(self, other))                                                                      \
+        return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other, alpha);                  \
+      check_foreach_api_restrictions(self, other);                                                       \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i], alpha); });                 \
+    }                                                                                                    \
+    void ScalarList(at::TensorList self, Scalars scalars) {                                              \
+      if (AnySymbolic(self))                                                                             \
+        return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars);                 \
+      check_foreach_api_restrictions(self, scalars);                                                     \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, Wrapped(scalars[i])); });             \
+    }                                                                                                    \
   }
 
 // The Scalar, List and ScalarList forms without alpha: mul_ and div_ pass
 // their scalars wrapped (Wrapped), clamp_min_, clamp_max_ and pow_ as they are
 // (AsIs: their per-tensor ops have Scalar overloads).
-#define TN_FOREACH_BINARY_META(OP, AS_OPERAND)                                                     \
-  namespace foreach_##OP {                                                                         \
-  void Scalar(at::TensorList self, const at::Scalar& scalar) {                                     \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
-    check_foreach_api_restrictions(self);                                                          \
-    const auto other = AS_OPERAND(scalar);  /* once, not per tensor */                              \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                         \
-  }                                                                                                \
-  void List(at::TensorList self, at::TensorList other) {                                           \
-    if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other); \
-    check_foreach_api_restrictions(self, other);                                                   \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i]); });                    \
-  }                                                                                                \
-  void ScalarList(at::TensorList self, Scalars scalars) {                                          \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars); \
-    check_foreach_api_restrictions(self, scalars);                                                 \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, AS_OPERAND(scalars[i])); });      \
-  }                                                                                                \
+#define TN_FOREACH_BINARY_META(OP, AS_OPERAND)                                                               \
+  namespace foreach_##OP {                                                                                   \
+    void Scalar(at::TensorList self, const at::Scalar& scalar) {                                             \
+      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar);     \
+      check_foreach_api_restrictions(self);                                                                  \
+      const auto other = AS_OPERAND(scalar); /* once, not per tensor */                                      \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                                 \
+    }                                                                                                        \
+    void List(at::TensorList self, at::TensorList other) {                                                   \
+      if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other); \
+      check_foreach_api_restrictions(self, other);                                                           \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i]); });                            \
+    }                                                                                                        \
+    void ScalarList(at::TensorList self, Scalars scalars) {                                                  \
+      if (AnySymbolic(self))                                                                                 \
+        return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars);                     \
+      check_foreach_api_restrictions(self, scalars);                                                         \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, AS_OPERAND(scalars[i])); });              \
+    }                                                                                                        \
   }
 
 // mul_ and div_ also take one 0-dim tensor for the whole list.
-#define TN_FOREACH_TENSOR_META(OP)                                                                 \
-  namespace foreach_##OP {                                                                         \
-  void Tensor(at::TensorList self, const at::Tensor& other) {                                      \
-    if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_tensor_kernel_slow_(self, other); \
-    CheckScalarTensor(other);                                                                      \
-    check_foreach_api_restrictions(self);                                                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                         \
-  }                                                                                                \
+#define TN_FOREACH_TENSOR_META(OP)                                                 \
+  namespace foreach_##OP {                                                         \
+    void Tensor(at::TensorList self, const at::Tensor& other) {                    \
+      if (AnySymbolic(self, other))                                                \
+        return at::native::foreach_tensor_##OP##_tensor_kernel_slow_(self, other); \
+      CheckScalarTensor(other);                                                    \
+      check_foreach_api_restrictions(self);                                        \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });       \
+    }                                                                              \
   }
 
 // addcmul_ and addcdiv_: self += value * (tensor1 op tensor2). The Tensor form
 // reads its scalars' values, which a meta tensor does not have; it keeps the loop.
-#define TN_FOREACH_POINTWISE_META(OP)                                                              \
-  namespace foreach_##OP {                                                                         \
-  void Scalar(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,            \
-                  const at::Scalar& value) {                                                       \
-    if (AnySymbolic(self, tensor1, tensor2))                                                       \
-      return at::native::foreach_tensor_##OP##_scalar_slow_(self, tensor1, tensor2, value);        \
-    check_foreach_api_restrictions(self, tensor1, tensor2);                                        \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, tensor1[i], tensor2[i], value); }); \
-  }                                                                                                \
-  void ScalarList(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,        \
-                      Scalars scalars) {                                                        \
-    if (AnySymbolic(self, tensor1, tensor2))                                                       \
-      return at::native::foreach_tensor_##OP##_scalarlist_slow_(self, tensor1, tensor2, scalars);  \
-    check_foreach_api_restrictions(self, tensor1, tensor2, scalars);                               \
-    Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, tensor1[i], tensor2[i], scalars[i]); }); \
-  } \
+#define TN_FOREACH_POINTWISE_META(OP)                                                                       \
+  namespace foreach_##OP {                                                                                  \
+    void Scalar(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,                        \
+                const at::Scalar& value) {                                                                  \
+      if (AnySymbolic(self, tensor1, tensor2))                                                              \
+        return at::native::foreach_tensor_##OP##_scalar_slow_(self, tensor1, tensor2, value);               \
+      check_foreach_api_restrictions(self, tensor1, tensor2);                                               \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, tensor1[i], tensor2[i], value); });      \
+    }                                                                                                       \
+    void ScalarList(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2, Scalars scalars) { \
+      if (AnySymbolic(self, tensor1, tensor2))                                                              \
+        return at::native::foreach_tensor_##OP##_scalarlist_slow_(self, tensor1, tensor2, scalars);         \
+      check_foreach_api_restrictions(self, tensor1, tensor2, scalars);                                      \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, tensor1[i], tensor2[i], scalars[i]); }); \
+    }                                                                                                       \
   }
 
 // Unary ops: the meta function checks that the result dtype casts to self's.
-#define TN_FOREACH_UNARY_META(OP)                                                                  \
-  namespace foreach_##OP {                                                                         \
-  void Apply(at::TensorList self) {                                                            \
-    if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_slow_(self);                   \
-    check_foreach_api_restrictions(self);                                                          \
-    Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t); });                                \
-  } \
+#define TN_FOREACH_UNARY_META(OP)                                                  \
+  namespace foreach_##OP {                                                         \
+    void Apply(at::TensorList self) {                                              \
+      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_slow_(self); \
+      check_foreach_api_restrictions(self);                                        \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t); });              \
+    }                                                                              \
   }
 
 TN_FOREACH_ALPHA_META(add)
@@ -219,13 +221,15 @@ void LerpScalar(at::TensorList self, at::TensorList end, const at::Scalar& weigh
 }
 
 void LerpScalarList(at::TensorList self, at::TensorList end, Scalars weights) {
-  if (AnySymbolic(self, end)) return at::native::foreach_tensor_lerp_scalarlist_kernel_slow_(self, end, weights);
+  if (AnySymbolic(self, end))
+    return at::native::foreach_tensor_lerp_scalarlist_kernel_slow_(self, end, weights);
   check_foreach_api_restrictions(self, end, weights);
   Each(self, [&](at::Tensor& t, size_t i) { at::meta::lerp_(t, end[i], weights[i]); });
 }
 
 void LerpList(at::TensorList self, at::TensorList end, at::TensorList weights) {
-  if (AnySymbolic(self, end, weights)) return at::native::foreach_tensor_ternary_lerp_slow_(self, end, weights);
+  if (AnySymbolic(self, end, weights))
+    return at::native::foreach_tensor_ternary_lerp_slow_(self, end, weights);
   check_foreach_api_restrictions(self, end, weights);
   Each(self, [&](at::Tensor& t, size_t i) { at::meta::lerp_(t, end[i], weights[i]); });
 }

@@ -123,8 +123,7 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
 // every output not yet written fails with it, so readers raise it at their
 // sync, and nothing thrown here can reach the queue thread's top (which would
 // terminate the process).
-absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
-                      std::vector<c10::IValue> params,
+absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program, std::vector<c10::IValue> params,
                       std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
                       const std::vector<runtime::DeviceDataPtr>& outputs,
                       const std::optional<std::string>& source) {
@@ -134,8 +133,8 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program,
         source ? std::string_view(*source) : std::string_view());
     return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs, source);
   } catch (const c10::Error& e) {
-    return FailAll(outputs, absl::InternalError(
-                                absl::StrCat("neuron execution failed: ", e.what_without_backtrace())));
+    return FailAll(
+        outputs, absl::InternalError(absl::StrCat("neuron execution failed: ", e.what_without_backtrace())));
   } catch (const std::exception& e) {
     return FailAll(outputs, absl::InternalError(absl::StrCat("neuron execution failed: ", e.what())));
   }
@@ -304,8 +303,8 @@ void GraphExecutor::CaptureStep(int device, StepRecord* record) {
   SyncDevice(device, PendingTensors(device), record);
 }
 
-bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
-                               StepRecord* record, bool partial, bool only_if_cached) {
+bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record,
+                               bool partial, bool only_if_cached) {
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
@@ -354,8 +353,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   if (compiled && partial) {
     // Only compiles ask where the sync came from: walking Python frames costs
     // far less than a compile, and nothing on a cached sync.
-    const std::string warning =
-        GraphGrowthWatch::Global().NoteCompile(CurrentSourceLocation(), g);
+    const std::string warning = GraphGrowthWatch::Global().NoteCompile(CurrentSourceLocation(), g);
     if (!warning.empty()) TORCH_WARN(warning);
   }
   if (record != nullptr) {
@@ -417,9 +415,8 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
     size_t r = 0;
     for (int k = 0; k < node->num_outputs(); ++k) {
       // An undefined output is never read; its leaf only keeps the indices.
-      runtime::DeviceDataPtr data = node->shape(k).dtype() == c10::ScalarType::Undefined
-                                        ? nullptr
-                                        : outputs[g.root_to_output[r++]];
+      runtime::DeviceDataPtr data =
+          node->shape(k).dtype() == c10::ScalarType::Undefined ? nullptr : outputs[g.root_to_output[r++]];
       leaves.push_back(ir::Node::MakeDeviceData(node->shape(k), std::make_shared<DeviceDataLeaf>(data)));
     }
     node->set_materialized(std::move(leaves));
@@ -447,11 +444,10 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
 void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> program,
                            std::vector<c10::IValue> params,
                            std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                           std::vector<runtime::DeviceDataPtr> outputs,
-                           std::optional<std::string> source) {
+                           std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source) {
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
-  auto job = std::make_shared<std::tuple<std::vector<c10::IValue>,
-                                         std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
+  auto job = std::make_shared<
+      std::tuple<std::vector<c10::IValue>, std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
       std::move(params), std::move(inputs));
   // The kernel team's size is the config's when the graph is queued: the
   // queue thread does not read the config (a test's override may change it

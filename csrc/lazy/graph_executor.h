@@ -107,8 +107,7 @@ class GraphExecutor {
   // `inputs`), fulfilling `outputs`. The caller holds no other reference to
   // an input it means to donate. `source` is the user's line its errors name
   // ("": none; nullopt: the lines the program was compiled with).
-  void Launch(int device, std::shared_ptr<const runtime::Program> program,
-              std::vector<c10::IValue> params,
+  void Launch(int device, std::shared_ptr<const runtime::Program> program, std::vector<c10::IValue> params,
               std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
               std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source = "");
 
@@ -117,8 +116,8 @@ class GraphExecutor {
   // `partial`: a sync of some tensors (.item(), .cpu()), not of the step.
   // `only_if_cached`: return false, changing nothing, when the graph's program
   // is not in memory (else it runs: true).
-  bool SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors,
-                  StepRecord* record = nullptr, bool partial = false, bool only_if_cached = false);
+  bool SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record = nullptr,
+                  bool partial = false, bool only_if_cached = false);
   void CheckNotCapturing(int device, const char* what) const;
 
   mutable absl::Mutex mu_;

@@ -22,8 +22,8 @@ std::string GraphGrowthWatch::NoteCompile(const std::string& place, const ir::Ca
   History& h = places_[place];
   // Most of the last graph's ops come along again (not all: the op that made
   // the value read last time, a loss, is needed by nothing later).
-  const int64_t kept = std::count_if(h.last_ops.begin(), h.last_ops.end(),
-                                     [&](ir::hash_t op) { return ops.contains(op); });
+  const int64_t kept =
+      std::count_if(h.last_ops.begin(), h.last_ops.end(), [&](ir::hash_t op) { return ops.contains(op); });
   const bool holds_last = 4 * kept >= 3 * static_cast<int64_t>(h.last_ops.size());
   if (h.streak > 0 && nodes > h.last_nodes && holds_last) {
     ++h.streak;

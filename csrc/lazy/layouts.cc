@@ -36,11 +36,11 @@ void ForEachAddress(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t of
 }
 
 // Whether every storage element the request reaches is one of the input's.
-bool Covers(c10::IntArrayRef in_sizes, c10::IntArrayRef in_strides, int64_t in_offset,
-            c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset) {
+bool Covers(c10::IntArrayRef in_sizes, c10::IntArrayRef in_strides, int64_t in_offset, c10::IntArrayRef sizes,
+            c10::IntArrayRef strides, int64_t offset) {
   const int64_t begin = std::min(in_offset, offset);
-  const int64_t end = std::max(StorageExtent(in_sizes, in_strides, in_offset),
-                               StorageExtent(sizes, strides, offset));
+  const int64_t end =
+      std::max(StorageExtent(in_sizes, in_strides, in_offset), StorageExtent(sizes, strides, offset));
   std::vector<bool> held(static_cast<size_t>(end - begin), false);
   ForEachAddress(in_sizes, in_strides, in_offset, [&](int64_t a) { held[a - begin] = true; });
   bool covered = true;
@@ -73,8 +73,8 @@ at::Tensor MetaTensor(const ir::Shape& shape, const TensorLayout& layout) {
 TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_format) {
   const TensorLayout layout = TensorLayout::Of(input);
   const std::optional<c10::MemoryFormat> format = memory_format.toOptional<c10::MemoryFormat>();
-  if (layout.strides.empty() && (!format || *format == c10::MemoryFormat::Preserve ||
-                                 *format == c10::MemoryFormat::Contiguous)) {
+  if (layout.strides.empty() &&
+      (!format || *format == c10::MemoryFormat::Preserve || *format == c10::MemoryFormat::Contiguous)) {
     return {};
   }
   at::Tensor meta = MetaTensor(ir::Shape(input.scalar_type(), input.sizes().vec()), layout);

@@ -11,8 +11,7 @@ namespace {
 // a reduced-precision input (mixed precision); the Meta kernels always say
 // float32. Without batch statistics (eval) batch norm's CPU kernel returns them
 // empty, where Meta gives the channel count.
-void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
-                  MetaResult* result) {
+void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& args, MetaResult* result) {
   if (result->shapes.size() < 3) return;
   auto arg = [&](const char* name) -> const c10::IValue* {
     std::optional<int> index = schema.argumentIndexWithName(name);
@@ -53,10 +52,9 @@ void CpuNormStats(const c10::FunctionSchema& schema, const torch::jit::Stack& ar
 // bag_size has one entry per offset in sum mode of the forward-only op and one
 // per bag elsewhere; max_indices is (bags, dim) in max mode and bag_size's
 // shape otherwise.
-void CpuEmbeddingBag(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
-                     MetaResult* result) {
-  if (result->shapes.size() != 4 || args.size() < 9 || !args[1].isTensor() ||
-      !args[2].isTensor() || !args[4].isInt()) {
+void CpuEmbeddingBag(const c10::FunctionSchema& schema, const torch::jit::Stack& args, MetaResult* result) {
+  if (result->shapes.size() != 4 || args.size() < 9 || !args[1].isTensor() || !args[2].isTensor() ||
+      !args[4].isInt()) {
     return;
   }
   const at::Tensor& indices = args[1].toTensor();
@@ -83,8 +81,7 @@ void CpuEmbeddingBag(const c10::FunctionSchema& schema, const torch::jit::Stack&
 
 // nansum with an empty dim list reduces every dim on the CPU (as sum does);
 // its Meta kernel reduces none.
-void CpuNansumAllDims(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
-                      MetaResult* result) {
+void CpuNansumAllDims(const c10::FunctionSchema& schema, const torch::jit::Stack& args, MetaResult* result) {
   std::optional<int> dim = schema.argumentIndexWithName("dim");
   std::optional<int> keepdim = schema.argumentIndexWithName("keepdim");
   if (!dim || static_cast<size_t>(*dim) >= args.size() || result->shapes.size() != 1 || args.empty() ||
@@ -95,8 +92,8 @@ void CpuNansumAllDims(const c10::FunctionSchema& schema, const torch::jit::Stack
   if (!dims.isIntList() || !dims.toIntList().empty()) return;
   const bool keep = keepdim && static_cast<size_t>(*keepdim) < args.size() && args[*keepdim].isBool() &&
                     args[*keepdim].toBool();
-  result->shapes[0] = ir::Shape(result->shapes[0].dtype(),
-                                std::vector<int64_t>(keep ? args[0].toTensor().dim() : 0, 1));
+  result->shapes[0] =
+      ir::Shape(result->shapes[0].dtype(), std::vector<int64_t>(keep ? args[0].toTensor().dim() : 0, 1));
 }
 
 }  // namespace
@@ -110,8 +107,7 @@ MetaFixup MetaFixupFor(const std::string& name) {
       name == "aten::_native_batch_norm_legit.no_stats" ||
       name == "aten::_native_batch_norm_legit_no_training" ||
       name == "aten::_native_batch_norm_legit_functional" || name == "aten::native_layer_norm" ||
-      name == "aten::_batch_norm_with_update" ||
-      name == "aten::_batch_norm_with_update_functional") {
+      name == "aten::_batch_norm_with_update" || name == "aten::_batch_norm_with_update_functional") {
     return CpuNormStats;
   }
   return nullptr;

@@ -23,7 +23,8 @@ namespace {
 
 // The length of the sequence linspace, logspace, arange or range makes (their
 // out= overloads), or nullopt for another op.
-std::optional<int64_t> SequenceLength(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
+std::optional<int64_t> SequenceLength(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                      size_t base) {
   const std::string& name = op.schema().name();
   if (name == "aten::linspace" || name == "aten::logspace") return stack[base + 2].toInt();
   if (name == "aten::range") {
@@ -31,7 +32,8 @@ std::optional<int64_t> SequenceLength(const c10::OperatorHandle& op, const torch
     const bool has_step = op.schema().arguments().size() == 4;
     const c10::Scalar step = has_step ? stack[base + 2].toScalar() : c10::Scalar(1);
     return at::range(stack[base].toScalar(), stack[base + 1].toScalar(), step,
-                     at::TensorOptions().device(c10::kMeta).dtype(at::kDouble)).numel();
+                     at::TensorOptions().device(c10::kMeta).dtype(at::kDouble))
+        .numel();
   }
   if (name != "aten::arange") return std::nullopt;
   const bool from_zero = op.schema().arguments().size() == 2;  // arange.out(end, *, out)
@@ -90,8 +92,7 @@ bool IsInputError(const std::exception& e) {
   if (dynamic_cast<const c10::NotImplementedError*>(&e) != nullptr) return false;
   const std::string what = e.what();
   for (const char* unanswerable : {"meta tensor", "Meta tensor", "meta device", "Meta backend",
-                                   "data-dependent", "data dependent", "NotImplementedError",
-                                   "FakeTensor"}) {
+                                   "data-dependent", "data dependent", "NotImplementedError", "FakeTensor"}) {
     if (what.find(unanswerable) != std::string::npos) return false;
   }
   return true;
@@ -101,13 +102,22 @@ bool IsInputError(const std::exception& e) {
 // torch.float32 to out tensor with dtype torch.int64, ..."): "result type Float
 // can't be cast to the desired output type Long". Empty where it is another.
 std::string CpuCastMessage(const std::string& what) {
-  static const std::pair<const char*, c10::ScalarType> kNames[] = {
-      {"float32", c10::kFloat},         {"float64", c10::kDouble},        {"float16", c10::kHalf},
-      {"bfloat16", c10::kBFloat16},     {"complex64", c10::kComplexFloat}, {"complex128", c10::kComplexDouble},
-      {"complex32", c10::kComplexHalf}, {"uint8", c10::kByte},            {"int8", c10::kChar},
-      {"int16", c10::kShort},           {"int32", c10::kInt},             {"int64", c10::kLong},
-      {"bool", c10::kBool},             {"uint16", c10::kUInt16},         {"uint32", c10::kUInt32},
-      {"uint64", c10::kUInt64}};
+  static const std::pair<const char*, c10::ScalarType> kNames[] = {{"float32", c10::kFloat},
+                                                                   {"float64", c10::kDouble},
+                                                                   {"float16", c10::kHalf},
+                                                                   {"bfloat16", c10::kBFloat16},
+                                                                   {"complex64", c10::kComplexFloat},
+                                                                   {"complex128", c10::kComplexDouble},
+                                                                   {"complex32", c10::kComplexHalf},
+                                                                   {"uint8", c10::kByte},
+                                                                   {"int8", c10::kChar},
+                                                                   {"int16", c10::kShort},
+                                                                   {"int32", c10::kInt},
+                                                                   {"int64", c10::kLong},
+                                                                   {"bool", c10::kBool},
+                                                                   {"uint16", c10::kUInt16},
+                                                                   {"uint32", c10::kUInt32},
+                                                                   {"uint64", c10::kUInt64}};
   auto dtype_after = [&](const std::string& marker) -> std::optional<c10::ScalarType> {
     const size_t at = what.find(marker);
     if (at == std::string::npos) return std::nullopt;
@@ -166,7 +176,8 @@ bool RunOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t ba
   for (size_t i = 0; i < num_args; ++i) {
     const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
     const c10::IValue& v = (*stack)[base + i];
-    if (alias != nullptr && alias->isWrite() && v.isTensor() && v.toTensor().defined() && IsNeuron(v.toTensor())) {
+    if (alias != nullptr && alias->isWrite() && v.isTensor() && v.toTensor().defined() &&
+        IsNeuron(v.toTensor())) {
       written.emplace_back(v.toTensor(), cpu_stack[i].toTensor());
     }
   }
@@ -212,7 +223,8 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
                  " which does not match the computed number of elements ", *sequence,
                  ". Note that this may occur as a result of rounding error. The out tensor will be resized "
-                 "to a tensor of shape (", *sequence, ",).");
+                 "to a tensor of shape (",
+                 *sequence, ",).");
     }
     if (out.numel() == *sequence && out.dim() != 1) {
       // Functionalization would give out the sequence's 1-d shape (and fail
@@ -258,7 +270,8 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       } else if (const std::string cpu = CpuCastMessage(e.what()); !cpu.empty()) {
         // The refs' out= wrapper refuses every unsafe cast; the CPU's
         // bernoulli writes its 0s and 1s into any dtype.
-        TORCH_CHECK_TYPE(name != "aten::cat", "torch.cat(): input types can't be cast to the desired output type ",
+        TORCH_CHECK_TYPE(name != "aten::cat",
+                         "torch.cat(): input types can't be cast to the desired output type ",
                          cpu.substr(cpu.rfind(' ') + 1));
         TORCH_CHECK(name == "aten::bernoulli", cpu);
       } else {

@@ -139,8 +139,8 @@ void StepGraph::End(const std::vector<at::Tensor>& state) {
       continue;
     }
     const std::vector<Holder>& holders = it->second;
-    auto holder = std::find_if(holders.begin(), holders.end(),
-                               [&](const Holder& h) { return written(h.tensor); });
+    auto holder =
+        std::find_if(holders.begin(), holders.end(), [&](const Holder& h) { return written(h.tensor); });
     if (holder == holders.end()) holder = holders.begin();
     input_links_.push_back({slot, Keep(holder->tensor), record.input_shapes[i]});
   }
@@ -154,8 +154,9 @@ void StepGraph::End(const std::vector<at::Tensor>& state) {
 
 void StepGraph::Replay() {
   TORCH_CHECK(!capturing(), "replay() during the capture of a step");
-  TORCH_CHECK(captured(), "replay(): nothing captured; capture a step first "
-                          "(with torch_neuron.graph(g): ...)");
+  TORCH_CHECK(captured(),
+              "replay(): nothing captured; capture a step first "
+              "(with torch_neuron.graph(g): ...)");
   GraphExecutor& executor = GraphExecutor::Get();
   std::vector<LazyTensorPtr> lazy = LazyOn(device_, tensors_);
   // What was traced since the last step runs first, as at mark_step.
@@ -169,8 +170,7 @@ void StepGraph::Replay() {
   inputs.reserve(input_links_.size() + frozen_inputs_.size());
   for (const InputLink& link : input_links_) {
     const LazyTensorPtr& t = lazy[link.tensor];
-    TORCH_CHECK(t != nullptr, "replay(): a tensor the captured step reads moved off neuron:",
-                device_);
+    TORCH_CHECK(t != nullptr, "replay(): a tensor the captured step reads moved off neuron:", device_);
     TORCH_CHECK_VALUE(t->shape() == link.shape, "replay(): a tensor the captured step reads was ",
                       link.shape.ToString(), " at the capture and is ", t->shape().ToString(),
                       " now; capture the step again (reset(), then a new capture)");

@@ -87,7 +87,7 @@ class StepGraph {
   };
   absl::flat_hash_map<const runtime::DeviceData*, std::vector<Holder>> holders_;
 
-  StepRecord record_;  // program, scalar and generator parameters, shapes
+  StepRecord record_;                // program, scalar and generator parameters, shapes
   std::vector<at::Tensor> tensors_;  // the user's tensors the step reads or writes
   std::vector<InputLink> input_links_;
   std::vector<std::pair<size_t, runtime::DeviceDataPtr>> frozen_inputs_;

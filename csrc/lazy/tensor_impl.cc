@@ -26,10 +26,10 @@ TensorLayout TensorLayout::Of(const at::TensorBase& t) {
 }
 
 NeuronTensorImpl::NeuronTensorImpl(LazyTensorPtr tensor, const TensorLayout& layout)
-    : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                      c10::scalarTypeToTypeMeta(tensor->shape().dtype()),
-                      c10::Device(c10::DeviceType::PrivateUse1,
-                                  static_cast<c10::DeviceIndex>(tensor->device()))),
+    : c10::TensorImpl(
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+          c10::scalarTypeToTypeMeta(tensor->shape().dtype()),
+          c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(tensor->device()))),
       tensor_(std::move(tensor)) {
   set_storage_access_should_throw();
   RefreshSizes(layout);
@@ -52,7 +52,8 @@ TensorLayout NeuronTensorImpl::layout() const {
   TensorLayout layout;
   layout.storage_offset = storage_offset_;
   c10::IntArrayRef strides = sizes_and_strides_.strides_arrayref();
-  if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) != ContiguousStrides(sizes_and_strides_.sizes_arrayref())) {
+  if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) !=
+      ContiguousStrides(sizes_and_strides_.sizes_arrayref())) {
     layout.strides.assign(strides.begin(), strides.end());
   }
   return layout;
@@ -68,8 +69,7 @@ c10::intrusive_ptr<c10::TensorImpl> NeuronTensorImpl::shallow_copy_and_detach(
 c10::intrusive_ptr<c10::TensorImpl> NeuronTensorImpl::shallow_copy_and_detach(
     c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
   auto impl = c10::make_intrusive<NeuronTensorImpl>(tensor_);
-  copy_tensor_metadata(this, impl.get(), std::move(version_counter),
-                       allow_tensor_metadata_change);
+  copy_tensor_metadata(this, impl.get(), std::move(version_counter), allow_tensor_metadata_change);
   return impl;
 }
 

@@ -45,8 +45,7 @@ class NeuronTensorImpl final : public c10::TensorImpl {
   TensorLayout layout() const;
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
-      const c10::VariableVersion& version_counter,
-      bool allow_tensor_metadata_change) const override;
+      const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const override;
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
   void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;

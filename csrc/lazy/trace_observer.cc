@@ -47,8 +47,7 @@ void RemoveTraceObserver(const TraceObserver* observer) {
   Observers& o = Registered();
   absl::MutexLock lock(&o.mu);
   auto next = std::make_shared<ObserverList>(*o.list);
-  next->erase(std::remove_if(next->begin(), next->end(),
-                             [&](const auto& p) { return p.get() == observer; }),
+  next->erase(std::remove_if(next->begin(), next->end(), [&](const auto& p) { return p.get() == observer; }),
               next->end());
   internal::has_trace_observers.store(!next->empty(), std::memory_order_relaxed);
   o.list = std::move(next);

@@ -41,9 +41,7 @@ namespace internal {
 extern std::atomic<bool> has_trace_observers;
 }  // namespace internal
 
-inline bool HasTraceObservers() {
-  return internal::has_trace_observers.load(std::memory_order_relaxed);
-}
+inline bool HasTraceObservers() { return internal::has_trace_observers.load(std::memory_order_relaxed); }
 
 // Called by the tracer (tracer.cc): every observer, in installation order.
 void NotifyTraceObservers(const TracedOp& op);

@@ -53,7 +53,17 @@ namespace {
 // lives in this process only.
 class SignatureKey {
  public:
-  enum Tag : uint64_t { kTensor = 1, kCpuScalar, kScalar, kList, kGenerator, kDtype, kDevice, kAttr, kLayout };
+  enum Tag : uint64_t {
+    kTensor = 1,
+    kCpuScalar,
+    kScalar,
+    kList,
+    kGenerator,
+    kDtype,
+    kDevice,
+    kAttr,
+    kLayout
+  };
 
   explicit SignatureKey(ir::hash_t name) { Add(name); }
   SignatureKey& Tagged(Tag tag) { return Word(tag); }
@@ -62,7 +72,9 @@ class SignatureKey {
     return *this;
   }
   SignatureKey& Add(ir::hash_t h) { return Word(absl::Uint128High64(h)).Word(absl::Uint128Low64(h)); }
-  ir::hash_t Hash() const { return ir::HashBytes(words_.data(), words_.size() * sizeof(uint64_t), 0x6d657461); }
+  ir::hash_t Hash() const {
+    return ir::HashBytes(words_.data(), words_.size() * sizeof(uint64_t), 0x6d657461);
+  }
 
  private:
   absl::InlinedVector<uint64_t, 32> words_;
@@ -78,9 +90,12 @@ using runtime::Unwrapped;
 
 // Ops whose output shape depends on the data: never traced.
 bool IsDataDependent(const std::string& name) {
-  static const char* const kOps[] = {"aten::nonzero",        "aten::masked_select",
-                                     "aten::unique",         "aten::_unique",
-                                     "aten::repeat_interleave.Tensor", "aten::bincount",
+  static const char* const kOps[] = {"aten::nonzero",
+                                     "aten::masked_select",
+                                     "aten::unique",
+                                     "aten::_unique",
+                                     "aten::repeat_interleave.Tensor",
+                                     "aten::bincount",
                                      "aten::argwhere"};
   if (absl::StartsWith(name, "aten::nonzero_static")) return false;  // its size is an argument
   for (const char* op : kOps) {
@@ -94,9 +109,9 @@ bool IsDataDependent(const std::string& name) {
 // traced as they are but decomposed into ops that take the device generator.
 bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op) {
   const std::string& name = op.schema().name();
-  static const char* const kRandomWords[] = {"rand", "normal", "bernoulli", "dropout",
-                                             "multinomial", "poisson", "exponential",
-                                             "cauchy", "geometric", "log_normal", "uniform"};
+  static const char* const kRandomWords[] = {"rand",        "normal",     "bernoulli",   "dropout",
+                                             "multinomial", "poisson",    "exponential", "cauchy",
+                                             "geometric",   "log_normal", "uniform"};
   bool random = false;
   for (const char* word : kRandomWords) random |= name.find(word) != std::string::npos;
   if (!random) return false;
@@ -125,7 +140,7 @@ bool AllowsCpuTensors(const std::string& name) {
 // compile serves both. Which argument holds the fill value (-1: none).
 struct FillFactory {
   bool is_factory = false;
-  double constant = 0;   // the value when there is no argument
+  double constant = 0;  // the value when there is no argument
   int value_arg = -1;
 };
 
@@ -164,9 +179,9 @@ std::optional<c10::OperatorHandle> ViewOpOf(const c10::FunctionSchema& schema) {
 // What the tracer needs to know of an operator, worked out once per operator
 // and thread (tracing is the hot path: no string building or matching per op).
 struct TraceInfo {
-  std::string name;                       // "aten::add.Tensor"
+  std::string name;  // "aten::add.Tensor"
   ir::hash_t name_hash = 0;
-  const char* never_traced = nullptr;     // why it always takes the CPU fallback
+  const char* never_traced = nullptr;  // why it always takes the CPU fallback
   bool identity = false;
   bool allows_cpu_tensors = false;
   // The output shape depends on Scalar argument values (arange(5) vs arange(7));
@@ -323,8 +338,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (LazyTensorPtr lazy = TryGetLazy(input)) {
       // An alias keeps the input's strides and offset; a clone is laid out as
       // its memory format says (empty_like's rules).
-      const TensorLayout layout = name == "aten::clone" ? CloneLayout(input, (*stack)[base + 1])
-                                                        : TensorLayout::Of(input);
+      const TensorLayout layout =
+          name == "aten::clone" ? CloneLayout(input, (*stack)[base + 1]) : TensorLayout::Of(input);
       torch::jit::drop(*stack, num_args);
       stack->push_back(MakeTensor(lazy, layout));
       return;
@@ -342,8 +357,10 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int device = -1;
   auto claim = [&](int d) {
     runtime::ThrowIfError(runtime::DeviceRegistry::Global().CheckIndex(d));
-    TORCH_CHECK(device < 0 || device == d, "Expected all tensors to be on the same device, but "
-                "found at least two devices, neuron:", device, " and neuron:", d, "! (in ", name, ")");
+    TORCH_CHECK(device < 0 || device == d,
+                "Expected all tensors to be on the same device, but "
+                "found at least two devices, neuron:",
+                device, " and neuron:", d, "! (in ", name, ")");
     device = d;
   };
   for (size_t i = base; i < stack->size(); ++i) {
@@ -408,8 +425,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     at::Tensor meta;  // undefined: made later from `deferred`
     auto defer = [&](const ir::Shape& shape, TensorLayout layout) {
       deferred.push_back({in_list ? list_position : meta_stack.size(),
-                          in_list ? static_cast<int>(meta_stack.size()) : -1, shape,
-                          std::move(layout)});
+                          in_list ? static_cast<int>(meta_stack.size()) : -1, shape, std::move(layout)});
     };
     if (LazyTensorPtr lazy = TryGetLazy(t)) {
       if (!exempt_from_stale_check) lazy->CheckNoLostWrite();
@@ -417,7 +433,9 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       TensorLayout layout = TensorLayout::Of(t);
       signature.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
       if (!layout.is_default()) {
-        signature.Tagged(SignatureKey::kLayout).Word(static_cast<uint64_t>(layout.storage_offset)).Word(layout.strides.size());
+        signature.Tagged(SignatureKey::kLayout)
+            .Word(static_cast<uint64_t>(layout.storage_offset))
+            .Word(layout.strides.size());
         for (int64_t stride : layout.strides) signature.Word(static_cast<uint64_t>(stride));
       }
       defer(lazy->shape(), std::move(layout));
@@ -440,9 +458,10 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       defer(value.shape(), TensorLayout{});
       signature.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
     } else {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                  "devices, neuron:", device, " and ", t.device(), "! (in ", name,
-                  "; move the tensor with .to('neuron') first)");
+      TORCH_CHECK(false,
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, neuron:",
+                  device, " and ", t.device(), "! (in ", name, "; move the tensor with .to('neuron') first)");
     }
     operands.push_back(std::move(value));
     meta_stack.push_back(meta);
@@ -574,9 +593,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   if (info.fill.is_factory && meta->shapes.size() == 1) {
     const ir::Shape& shape = meta->shapes[0];
-    const c10::Scalar value = info.fill.value_arg >= 0
-                                  ? (*stack)[base + info.fill.value_arg].toScalar()
-                                  : c10::Scalar(info.fill.constant);
+    const c10::Scalar value = info.fill.value_arg >= 0 ? (*stack)[base + info.fill.value_arg].toScalar()
+                                                       : c10::Scalar(info.fill.constant);
     auto data = std::make_shared<runtime::DeviceData>(device, shape.dtype(), shape.sizes());
     runtime::ExecutionQueue::ForDevice(device).Enqueue([data, value]() {
       data->FulfillWithValue(value);
@@ -595,7 +613,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Views (functionalization's *_copy ops) stay traced: they move elements,
   // which every kernel does for any dtype, and keep the view's layout.
   if (ABSL_PREDICT_FALSE(host_only) && !info.view_of) {
-    return CpuFallback(op, stack, "it reads or writes uint16, uint32 or uint64, which run on "
+    return CpuFallback(op, stack,
+                       "it reads or writes uint16, uint32 or uint64, which run on "
                        "PyTorch's CPU kernels");
   }
 
@@ -682,7 +701,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Collectives too: every rank must run each one, in the order it traced them.
   if (!generators.empty() || info.collective) AddPendingDraw(device, node);
   TraceCounters().ops->Add(1);
-  TraceCounters().nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  TraceCounters().nanos->Add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
   if (CurrentMode() == ExecutionMode::kEager) EagerScheduler().OnOpTraced(device, op_key, created);
 }
 
@@ -708,8 +728,8 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 int RegisterTracerForCompositeOps() {
   static int registered = [] {
-    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                   __FILE__, __LINE__);
+    auto* lib =
+        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     int count = 0;
     ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
       const bool composite =
@@ -769,8 +789,6 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectSparse>());
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&TraceOp>());
-}
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&TraceOp>()); }
 
 }  // namespace torch_neuron::lazy

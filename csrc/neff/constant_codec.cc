@@ -97,8 +97,8 @@ absl::StatusOr<c10::IValue> DecodeConstant(const proto::ConstantValue& v) {
       if (v.device().index() < -1 || v.device().index() > 127) {
         return DataLoss(absl::StrCat("device index ", v.device().index()));
       }
-      return c10::IValue(c10::Device(static_cast<c10::DeviceType>(type),
-                                     static_cast<c10::DeviceIndex>(v.device().index())));
+      return c10::IValue(
+          c10::Device(static_cast<c10::DeviceType>(type), static_cast<c10::DeviceIndex>(v.device().index())));
     }
     case proto::ConstantValue::kScalar:
       switch (v.scalar().kind_case()) {

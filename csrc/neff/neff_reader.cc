@@ -136,7 +136,8 @@ class ProgramBuilder {
       inst.args.push_back(std::move(arg));
     }
     for (int32_t r : pi.outputs()) {
-      if (!InRange(r) && r != -1) return Malformed(absl::StrCat("instruction ", index, " writes register ", r));
+      if (!InRange(r) && r != -1)
+        return Malformed(absl::StrCat("instruction ", index, " writes register ", r));
       inst.outputs.push_back(r);
     }
     // The outputs spread over the schema's returns as the widths say, and a
@@ -149,11 +150,10 @@ class ProgramBuilder {
     int64_t spread = 0;
     for (int r = 0; r < pi.return_widths_size(); ++r) {
       const int32_t width = pi.return_widths(r);
-      const bool list =
-          runtime::Unwrapped(schema.returns()[r].type())->kind() == c10::TypeKind::ListType;
+      const bool list = runtime::Unwrapped(schema.returns()[r].type())->kind() == c10::TypeKind::ListType;
       if (list ? width < 0 : width != -1) {
-        return Malformed(absl::StrCat("instruction ", index, " return ", r, " of ", pi.op(),
-                                      " has width ", width));
+        return Malformed(
+            absl::StrCat("instruction ", index, " return ", r, " of ", pi.op(), " has width ", width));
       }
       spread += list ? width : 1;
       inst.return_widths.push_back(width);
@@ -182,8 +182,8 @@ absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::Compile
   if (version != kFormatVersion) {
     // Another release's file, not a damaged one: like another compiler's, it
     // is skipped, not quarantined.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "NEFF has format version ", version, " (this reader reads ", kFormatVersion, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("NEFF has format version ", version, " (this reader reads ", kFormatVersion, ")"));
   }
   if (GetLittleEndian(p + 12, 4) != 0) return Malformed("reserved header bytes are not zero");
   const uint64_t length = GetLittleEndian(p + 16, 8);
@@ -202,15 +202,13 @@ absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::Compile
   if (loaded.payload.graph_hash().size() != 16) return Malformed("graph hash is not 16 bytes");
   if (expected != nullptr &&
       loaded.payload.fingerprint().SerializeAsString() != expected->SerializeAsString()) {
-    return absl::FailedPreconditionError(
-        "NEFF was compiled by a different compiler (fingerprint mismatch)");
+    return absl::FailedPreconditionError("NEFF was compiled by a different compiler (fingerprint mismatch)");
   }
   absl::StatusOr<runtime::Program> program =
       ProgramBuilder(loaded.payload.program()).Build(loaded.payload.signature());
   if (!program.ok()) return program.status();
   for (const proto::SourceEntry& entry : loaded.payload.source_map()) {
-    if (entry.instruction() < 0 ||
-        static_cast<size_t>(entry.instruction()) >= program->instructions.size()) {
+    if (entry.instruction() < 0 || static_cast<size_t>(entry.instruction()) >= program->instructions.size()) {
       return Malformed(absl::StrCat("source map names instruction ", entry.instruction()));
     }
     program->instructions[entry.instruction()].source = entry.location();

@@ -23,7 +23,6 @@ struct LoadedNeff {
 // `expected`: the fingerprint the caller compiles with; a NEFF made by another
 // is FAILED_PRECONDITION. nullptr skips that check (inspection tools).
 // Malformed input is DATA_LOSS naming what is wrong.
-absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes,
-                                    const proto::CompilerFingerprint* expected);
+absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::CompilerFingerprint* expected);
 
 }  // namespace torch_neuron::neff

@@ -17,11 +17,16 @@ void PutLittleEndian(std::string* out, uint64_t value, int bytes) {
 
 proto::ProgramArg::Kind ArgKind(runtime::ProgramArg::Kind kind) {
   switch (kind) {
-    case runtime::ProgramArg::Kind::kRegister: return proto::ProgramArg::REGISTER;
-    case runtime::ProgramArg::Kind::kRegisterList: return proto::ProgramArg::REGISTER_LIST;
-    case runtime::ProgramArg::Kind::kWrappedScalar: return proto::ProgramArg::WRAPPED_SCALAR;
-    case runtime::ProgramArg::Kind::kGenerator: return proto::ProgramArg::GENERATOR;
-    case runtime::ProgramArg::Kind::kConstant: return proto::ProgramArg::CONSTANT;
+    case runtime::ProgramArg::Kind::kRegister:
+      return proto::ProgramArg::REGISTER;
+    case runtime::ProgramArg::Kind::kRegisterList:
+      return proto::ProgramArg::REGISTER_LIST;
+    case runtime::ProgramArg::Kind::kWrappedScalar:
+      return proto::ProgramArg::WRAPPED_SCALAR;
+    case runtime::ProgramArg::Kind::kGenerator:
+      return proto::ProgramArg::GENERATOR;
+    case runtime::ProgramArg::Kind::kConstant:
+      return proto::ProgramArg::CONSTANT;
   }
   return proto::ProgramArg::CONSTANT;
 }

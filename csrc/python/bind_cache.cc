@@ -59,7 +59,8 @@ void BindCache(py::module_& m) {
   m.def("_cache_prune", [](const std::string& dir, int64_t max_bytes) {
     RaiseIfError(cache::DiskCache(dir, max_bytes, false).Prune());
   });
-  m.def("_cache_clear", [](const std::string& dir) { RaiseIfError(cache::DiskCache(dir, 0, false).Clear()); });
+  m.def("_cache_clear",
+        [](const std::string& dir) { RaiseIfError(cache::DiskCache(dir, 0, false).Clear()); });
   // The remote level: its executables' keys, and a verification of each (a
   // corrupt entry is deleted): (valid, of other compiler settings, [bad keys]).
   m.def("_remote_keys", [](const std::string& url) {

@@ -70,8 +70,7 @@ void BindDevice(py::module_& m) {
     runtime::DeviceRegistry& registry = runtime::DeviceRegistry::Global();
     const int index = registry.Resolve(device);
     RaiseIfError(registry.CheckIndex(index));
-    const at::Generator& gen =
-        runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(index));
+    const at::Generator& gen = runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(index));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(gen));
   });
 }

@@ -32,11 +32,14 @@ void BindEager(py::module_& m) {
   });
   m.def("_eager_reset_history", [] { eager::ResetHistory(); });
   // (ops in compiled groups, ops, steps counted) over the last `steps` mark_steps.
-  m.def("_eager_grouped_share", [](int steps) {
-    if (steps < 1) throw py::value_error("steps must be at least 1, got " + std::to_string(steps));
-    const eager::GroupedShare share = eager::GroupedShareOfLastSteps(steps);
-    return std::make_tuple(share.grouped, share.ops, share.steps);
-  }, py::arg("steps"));
+  m.def(
+      "_eager_grouped_share",
+      [](int steps) {
+        if (steps < 1) throw py::value_error("steps must be at least 1, got " + std::to_string(steps));
+        const eager::GroupedShare share = eager::GroupedShareOfLastSteps(steps);
+        return std::make_tuple(share.grouped, share.ops, share.steps);
+      },
+      py::arg("steps"));
 }
 
 }  // namespace torch_neuron::python

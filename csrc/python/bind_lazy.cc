@@ -88,9 +88,7 @@ void BindStepGraph(py::module_& m) {
   using lazy::StepGraph;
   py::class_<StepGraph>(m, "_StepGraph")
       .def(py::init<>())
-      .def("begin", [](StepGraph& g, int device, const py::list& state) {
-        g.Begin(device, Tensors(state));
-      })
+      .def("begin", [](StepGraph& g, int device, const py::list& state) { g.Begin(device, Tensors(state)); })
       .def("end", [](StepGraph& g, const py::list& state) { g.End(Tensors(state)); })
       .def("abort", &StepGraph::Abort)
       .def("replay", &StepGraph::Replay)
@@ -122,15 +120,17 @@ void ResizeNeuronStorage(const py::object& storage, int64_t nbytes) {
   c10::StorageImpl* impl = THPStorage_Unpack(storage.ptr()).unsafeGetStorageImpl();
   auto* functional = dynamic_cast<at::functionalization::FunctionalStorageImpl*>(impl);
   if (functional == nullptr) {
-    throw std::runtime_error("resize_() of this neuron storage is not supported: it is not the "
-                             "storage of a neuron tensor");
+    throw std::runtime_error(
+        "resize_() of this neuron storage is not supported: it is not the "
+        "storage of a neuron tensor");
   }
   const int64_t current = static_cast<int64_t>(impl->nbytes());
   if (nbytes == current) return;
   if (nbytes != 0 && current != 0) {
-    throw std::runtime_error("a neuron tensor's storage can be resized only to 0 bytes or from 0 "
-                             "bytes (the pattern FSDP2 uses), not from " + std::to_string(current) +
-                             " to " + std::to_string(nbytes) + " bytes; resize the tensor instead");
+    throw std::runtime_error(
+        "a neuron tensor's storage can be resized only to 0 bytes or from 0 "
+        "bytes (the pattern FSDP2 uses), not from " +
+        std::to_string(current) + " to " + std::to_string(nbytes) + " bytes; resize the tensor instead");
   }
   impl->set_nbytes(static_cast<size_t>(nbytes));
   functional->mark_inductor_storage_resize(c10::SymInt(nbytes));
@@ -142,8 +142,8 @@ void BindLazy(py::module_& m) {
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
   m.def("_register_functionalize_overrides", [] { lazy::RegisterFunctionalizeOverrides(); });
   m.def("_register_out_checks", [] { return lazy::RegisterOutChecks(); });
-  m.def("_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); },
-        py::arg("device") = -1);
+  m.def(
+      "_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); }, py::arg("device") = -1);
   m.def("_finish_pending_work", [] {
     const std::vector<int> devices = lazy::GraphExecutor::Get().QueuePendingWork();
     py::gil_scoped_release release;
@@ -165,8 +165,7 @@ void BindLazy(py::module_& m) {
   // IR after the passes and the generated kernels' sources.
   m.def("_compiled_text", [](const py::list& tensors) {
     ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
-    absl::StatusOr<compiler::CompileResult> result =
-        compiler::Compile(g, lazy::CurrentCompileOptions());
+    absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, lazy::CurrentCompileOptions());
     runtime::ThrowIfError(result.status());
     return py::make_tuple(result->optimized_text, result->kernel_sources);
   });
@@ -175,14 +174,16 @@ void BindLazy(py::module_& m) {
   // IR after the passes, kernel sources). Debugging and tests.
   m.def("_compile_request", [](const py::list& tensors) {
     ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
-    absl::StatusOr<proto::CompileRequest> request = compiler::MakeCompileRequest(g, lazy::CurrentCompileOptions());
+    absl::StatusOr<proto::CompileRequest> request =
+        compiler::MakeCompileRequest(g, lazy::CurrentCompileOptions());
     RaiseIfError(request.status());
     return py::bytes(request->SerializeAsString());
   });
   m.def("_compile_from_request", [](const py::bytes& bytes) {
     const std::string data = bytes;
     const compiler::CompileOptions current = lazy::CurrentCompileOptions();
-    absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> read = compiler::ParseCompileRequest(data, current.cxx);
+    absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> read =
+        compiler::ParseCompileRequest(data, current.cxx);
     RaiseIfError(read.status());
     absl::StatusOr<compiler::CompileResult> result = compiler::Compile((*read)->graph, (*read)->options);
     RaiseIfError(result.status());

@@ -14,8 +14,7 @@ void BindMetrics(py::module_& m) {
     return d;
   });
   // The snapshot as a serialized proto::MetricsSnapshot (torch_neuron.metrics.save).
-  m.def("_metrics_snapshot_bytes",
-        [] { return py::bytes(metrics::Snapshot().SerializeAsString()); });
+  m.def("_metrics_snapshot_bytes", [] { return py::bytes(metrics::Snapshot().SerializeAsString()); });
   // Parses a serialized snapshot back into a dict; ValueError if malformed.
   m.def("_metrics_parse_snapshot", [](const py::bytes& data) {
     proto::MetricsSnapshot snapshot;
@@ -31,9 +30,8 @@ void BindMetrics(py::module_& m) {
     return d;
   });
   m.def("_metrics_reset", [] { metrics::Reset(); });
-  m.def("_metrics_increment", [](const std::string& name, int64_t delta) {
-    metrics::Increment(name, delta);
-  });
+  m.def("_metrics_increment",
+        [](const std::string& name, int64_t delta) { metrics::Increment(name, delta); });
 }
 
 }  // namespace torch_neuron::python

@@ -46,11 +46,15 @@ py::dict StatusDict(const proto::ServiceStatus& s) {
 }  // namespace
 
 void BindService(py::module_& m) {
-  m.def("_service_set_launcher", [](std::vector<std::string> argv) { service::SetLauncher(std::move(argv)); });
-  m.def("_service_paths", [](const std::string& mode) {
-    const service::ClientOptions options = OptionsFor(mode);
-    return py::make_tuple(service::ServiceDirFor(options), service::SocketFor(options));
-  }, py::arg("mode") = "");
+  m.def("_service_set_launcher",
+        [](std::vector<std::string> argv) { service::SetLauncher(std::move(argv)); });
+  m.def(
+      "_service_paths",
+      [](const std::string& mode) {
+        const service::ClientOptions options = OptionsFor(mode);
+        return py::make_tuple(service::ServiceDirFor(options), service::SocketFor(options));
+      },
+      py::arg("mode") = "");
   // Serves until idle or shut down (the `serve` command; blocks without the GIL).
   m.def("_service_serve", [](const std::string& dir, const std::string& cache_dir, double idle_s, int workers,
                              double request_timeout_s, int test_delay_ms) {
@@ -71,25 +75,29 @@ void BindService(py::module_& m) {
     RaiseIfError(status);
   });
   // "status" or "shutdown" to the service; `start`: start one if none answers.
-  m.def("_service_call", [](const std::string& what, bool start, const std::string& mode, double timeout_s) {
-    proto::ServiceRequest request;
-    request.set_protocol_version(service::kProtocolVersion);
-    if (what == "status") {
-      request.mutable_status();
-    } else if (what == "shutdown") {
-      request.mutable_shutdown();
-    } else {
-      throw py::value_error("_service_call: 'status' or 'shutdown', not '" + what + "'");
-    }
-    absl::StatusOr<proto::ServiceReply> reply;
-    {
-      py::gil_scoped_release release;
-      reply = service::Call(OptionsFor(mode), request, start, timeout_s);
-    }
-    RaiseIfError(reply.status());
-    if (reply->code() != 0) RaiseIfError(absl::Status(static_cast<absl::StatusCode>(reply->code()), reply->message()));
-    return StatusDict(reply->status());
-  }, py::arg("what"), py::arg("start") = false, py::arg("mode") = "", py::arg("timeout_s") = 30.0);
+  m.def(
+      "_service_call",
+      [](const std::string& what, bool start, const std::string& mode, double timeout_s) {
+        proto::ServiceRequest request;
+        request.set_protocol_version(service::kProtocolVersion);
+        if (what == "status") {
+          request.mutable_status();
+        } else if (what == "shutdown") {
+          request.mutable_shutdown();
+        } else {
+          throw py::value_error("_service_call: 'status' or 'shutdown', not '" + what + "'");
+        }
+        absl::StatusOr<proto::ServiceReply> reply;
+        {
+          py::gil_scoped_release release;
+          reply = service::Call(OptionsFor(mode), request, start, timeout_s);
+        }
+        RaiseIfError(reply.status());
+        if (reply->code() != 0)
+          RaiseIfError(absl::Status(static_cast<absl::StatusCode>(reply->code()), reply->message()));
+        return StatusDict(reply->status());
+      },
+      py::arg("what"), py::arg("start") = false, py::arg("mode") = "", py::arg("timeout_s") = 30.0);
   // At import in auto mode: start this user's service now if none runs.
   m.def("_service_start_in_background", [] {
     if (GlobalConfig().compile_service == "auto") service::StartInBackground(OptionsFor(""));

@@ -18,37 +18,62 @@ using runtime::Unwrapped;
 // torch's Python names of the dtypes ("float32", not c10's "Float").
 const char* DtypeName(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Float: return "float32";
-    case c10::ScalarType::Double: return "float64";
-    case c10::ScalarType::Half: return "float16";
-    case c10::ScalarType::BFloat16: return "bfloat16";
-    case c10::ScalarType::Byte: return "uint8";
-    case c10::ScalarType::Char: return "int8";
-    case c10::ScalarType::Short: return "int16";
-    case c10::ScalarType::Int: return "int32";
-    case c10::ScalarType::Long: return "int64";
-    case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::ComplexFloat: return "complex64";
-    case c10::ScalarType::ComplexDouble: return "complex128";
-    case c10::ScalarType::UInt16: return "uint16";
-    case c10::ScalarType::UInt32: return "uint32";
-    case c10::ScalarType::UInt64: return "uint64";
-    default: return c10::toString(t);
+    case c10::ScalarType::Float:
+      return "float32";
+    case c10::ScalarType::Double:
+      return "float64";
+    case c10::ScalarType::Half:
+      return "float16";
+    case c10::ScalarType::BFloat16:
+      return "bfloat16";
+    case c10::ScalarType::Byte:
+      return "uint8";
+    case c10::ScalarType::Char:
+      return "int8";
+    case c10::ScalarType::Short:
+      return "int16";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Bool:
+      return "bool";
+    case c10::ScalarType::ComplexFloat:
+      return "complex64";
+    case c10::ScalarType::ComplexDouble:
+      return "complex128";
+    case c10::ScalarType::UInt16:
+      return "uint16";
+    case c10::ScalarType::UInt32:
+      return "uint32";
+    case c10::ScalarType::UInt64:
+      return "uint64";
+    default:
+      return c10::toString(t);
   }
 }
 
 // torch's Python names of the layouts (torch.strided, torch.sparse_coo, ...).
 const char* LayoutName(c10::Layout layout) {
   switch (layout) {
-    case c10::kStrided: return "strided";
-    case c10::kSparse: return "sparse_coo";
-    case c10::kSparseCsr: return "sparse_csr";
-    case c10::kSparseCsc: return "sparse_csc";
-    case c10::kSparseBsr: return "sparse_bsr";
-    case c10::kSparseBsc: return "sparse_bsc";
-    case c10::kMkldnn: return "_mkldnn";
-    case c10::kJagged: return "jagged";
-    default: return "unknown";
+    case c10::kStrided:
+      return "strided";
+    case c10::kSparse:
+      return "sparse_coo";
+    case c10::kSparseCsr:
+      return "sparse_csr";
+    case c10::kSparseCsc:
+      return "sparse_csc";
+    case c10::kSparseBsr:
+      return "sparse_bsr";
+    case c10::kSparseBsc:
+      return "sparse_bsc";
+    case c10::kMkldnn:
+      return "_mkldnn";
+    case c10::kJagged:
+      return "jagged";
+    default:
+      return "unknown";
   }
 }
 
@@ -166,11 +191,21 @@ void Value(const c10::TypePtr& declared, const c10::IValue& v, std::string* out)
   } else if (kind == c10::TypeKind::MemoryFormatType && v.isInt()) {
     out->append("{\"memory_format\":");
     switch (static_cast<c10::MemoryFormat>(v.toInt())) {
-      case c10::MemoryFormat::Contiguous: String("contiguous_format", out); break;
-      case c10::MemoryFormat::Preserve: String("preserve_format", out); break;
-      case c10::MemoryFormat::ChannelsLast: String("channels_last", out); break;
-      case c10::MemoryFormat::ChannelsLast3d: String("channels_last_3d", out); break;
-      default: String("unknown", out); break;
+      case c10::MemoryFormat::Contiguous:
+        String("contiguous_format", out);
+        break;
+      case c10::MemoryFormat::Preserve:
+        String("preserve_format", out);
+        break;
+      case c10::MemoryFormat::ChannelsLast:
+        String("channels_last", out);
+        break;
+      case c10::MemoryFormat::ChannelsLast3d:
+        String("channels_last_3d", out);
+        break;
+      default:
+        String("unknown", out);
+        break;
     }
     out->push_back('}');
   } else if (v.isBool()) {
@@ -210,14 +245,13 @@ void Value(const c10::TypePtr& declared, const c10::IValue& v, std::string* out)
 
 }  // namespace
 
-void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                     std::string* out) {
+void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, std::string* out) {
   out->push_back('[');
   for (size_t i = 0; i < args.size(); ++i) {
     if (i > 0) out->push_back(',');
     // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
-    const c10::TypePtr& type = i < schema.arguments().size() ? schema.arguments()[i].real_type()
-                                                             : c10::AnyType::get();
+    const c10::TypePtr& type =
+        i < schema.arguments().size() ? schema.arguments()[i].real_type() : c10::AnyType::get();
     Value(type, args[i], out);
   }
   out->push_back(']');

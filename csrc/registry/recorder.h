@@ -42,8 +42,7 @@ struct Record {
 //   {"dtype": "bfloat16"}, {"layout": "strided"}, {"memory_format": "..."},
 //   {"device": "neuron"}, {"generator": true}, {"complex": [re, im]},
 //   {"unsupported": "<kind>"}            an argument the registry cannot describe
-void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                     std::string* out);
+void EncodeArguments(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, std::string* out);
 
 // The recording observer. Thread-safe.
 class ShapeRecorder final : public lazy::TraceObserver {

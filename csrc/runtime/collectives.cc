@@ -13,10 +13,13 @@
 namespace torch_neuron::runtime {
 namespace {
 
-constexpr std::array<std::string_view, 7> kCollectiveOps = {
-    "neuron::all_reduce",    "neuron::broadcast",        "neuron::all_gather_into_tensor",
-    "neuron::reduce_scatter_tensor", "neuron::all_to_all_single", "neuron::send",
-    "neuron::recv"};
+constexpr std::array<std::string_view, 7> kCollectiveOps = {"neuron::all_reduce",
+                                                            "neuron::broadcast",
+                                                            "neuron::all_gather_into_tensor",
+                                                            "neuron::reduce_scatter_tensor",
+                                                            "neuron::all_to_all_single",
+                                                            "neuron::send",
+                                                            "neuron::recv"};
 
 // The gloo backend that carries the collectives of `group`. It is registered
 // by the Python backend for the queue threads alone: collectives on CPU tensors
@@ -57,8 +60,10 @@ void Wait(const c10::intrusive_ptr<c10d::Work>& work) {
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, "the collective failed (a peer process died, or did not take part before "
-                "the process group's timeout): ", e.what());
+    TORCH_CHECK(false,
+                "the collective failed (a peer process died, or did not take part before "
+                "the process group's timeout): ",
+                e.what());
   }
 }
 
@@ -110,9 +115,10 @@ at::Tensor AllGatherIntoTensor(const at::Tensor& self, int64_t world_size, c10::
 }
 
 std::vector<int64_t> ScatteredSizes(const at::Tensor& self, int64_t world_size) {
-  TORCH_CHECK(self.dim() >= 1 && self.size(0) % world_size == 0, "reduce_scatter_tensor takes a "
-              "tensor whose first dimension divides by the group's size ", world_size, ", got ",
-              self.sizes());
+  TORCH_CHECK(self.dim() >= 1 && self.size(0) % world_size == 0,
+              "reduce_scatter_tensor takes a "
+              "tensor whose first dimension divides by the group's size ",
+              world_size, ", got ", self.sizes());
   std::vector<int64_t> sizes = self.sizes().vec();
   sizes[0] /= world_size;
   return sizes;
@@ -174,8 +180,8 @@ at::Tensor ReduceScatterTensorMeta(const at::Tensor& self, c10::string_view, int
                                    c10::string_view) {
   return at::empty(ScatteredSizes(self, world_size), self.options());
 }
-at::Tensor AllToAllSingleMeta(const at::Tensor& self, c10::IntArrayRef output_split_sizes,
-                              c10::IntArrayRef, c10::string_view) {
+at::Tensor AllToAllSingleMeta(const at::Tensor& self, c10::IntArrayRef output_split_sizes, c10::IntArrayRef,
+                              c10::string_view) {
   return at::empty(AllToAllSizes(self, output_split_sizes), self.options());
 }
 at::Tensor SendMeta(const at::Tensor& self, int64_t, int64_t, c10::string_view) {
@@ -197,8 +203,9 @@ TORCH_LIBRARY_FRAGMENT(neuron, m) {
   m.def("broadcast(Tensor self, int src, str group) -> Tensor");
   m.def("all_gather_into_tensor(Tensor self, int world_size, str group) -> Tensor");
   m.def("reduce_scatter_tensor(Tensor self, str reduce_op, int world_size, str group) -> Tensor");
-  m.def("all_to_all_single(Tensor self, int[] output_split_sizes, int[] input_split_sizes, "
-        "str group) -> Tensor");
+  m.def(
+      "all_to_all_single(Tensor self, int[] output_split_sizes, int[] input_split_sizes, "
+      "str group) -> Tensor");
   m.def("send(Tensor self, int dst, int tag, str group) -> Tensor");
   m.def("recv(Tensor self, int src, int tag, str group) -> Tensor");
 }

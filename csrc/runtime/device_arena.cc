@@ -183,9 +183,8 @@ std::string DeviceArena::OutOfMemoryMessageLocked(size_t rounded) const {
       "neuron:%d out of memory: tried to allocate %s; %s already allocated by tensors, "
       "%s reserved in total, device limit %s (TORCH_NEURON_MEMORY_LIMIT_MB). "
       "Free tensors you no longer need or raise the limit.",
-      device_index_, FormatBytes(static_cast<int64_t>(rounded)),
-      FormatBytes(stats_.allocated_bytes), FormatBytes(stats_.reserved_bytes),
-      FormatBytes(stats_.limit_bytes));
+      device_index_, FormatBytes(static_cast<int64_t>(rounded)), FormatBytes(stats_.allocated_bytes),
+      FormatBytes(stats_.reserved_bytes), FormatBytes(stats_.limit_bytes));
 }
 
 }  // namespace torch_neuron::runtime

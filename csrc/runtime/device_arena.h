@@ -29,15 +29,15 @@ struct ArenaStats {
   int64_t peak_allocated_bytes = 0;  // since the last ResetPeakStats
   int64_t reserved_bytes = 0;        // allocated + cached, taken from the host
   int64_t peak_reserved_bytes = 0;
-  int64_t active_blocks = 0;         // blocks held by tensors now
-  int64_t cached_blocks = 0;         // freed blocks kept for reuse
-  int64_t num_allocs = 0;            // successful Allocate calls
+  int64_t active_blocks = 0;  // blocks held by tensors now
+  int64_t cached_blocks = 0;  // freed blocks kept for reuse
+  int64_t num_allocs = 0;     // successful Allocate calls
   int64_t num_frees = 0;
-  int64_t num_cache_hits = 0;        // Allocate served from a cached block
-  int64_t num_host_allocs = 0;       // blocks taken from the host
-  int64_t num_host_frees = 0;        // blocks given back to the host
-  int64_t num_ooms = 0;              // requests refused for the limit
-  int64_t limit_bytes = 0;           // 0 = unlimited
+  int64_t num_cache_hits = 0;   // Allocate served from a cached block
+  int64_t num_host_allocs = 0;  // blocks taken from the host
+  int64_t num_host_frees = 0;   // blocks given back to the host
+  int64_t num_ooms = 0;         // requests refused for the limit
+  int64_t limit_bytes = 0;      // 0 = unlimited
 };
 
 class DeviceArena {

@@ -35,9 +35,8 @@ void Count(bool to_device, size_t bytes, std::chrono::steady_clock::time_point s
   const TransferCounters& c = Counters(to_device);
   c.count->Add(1);
   c.bytes->Add(static_cast<int64_t>(bytes));
-  c.nanos->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::steady_clock::now() - start)
-                   .count());
+  c.nanos->Add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace
@@ -51,9 +50,7 @@ int64_t DeviceData::numel() const {
   return n;
 }
 
-size_t DeviceData::nbytes() const {
-  return static_cast<size_t>(numel()) * c10::elementSize(dtype_);
-}
+size_t DeviceData::nbytes() const { return static_cast<size_t>(numel()) * c10::elementSize(dtype_); }
 
 absl::Status DeviceData::AllocateLocked() {
   absl::StatusOr<c10::DataPtr> buffer = GetNeuronAllocator()->AllocateOn(device_, nbytes());
@@ -62,8 +59,7 @@ absl::Status DeviceData::AllocateLocked() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<DeviceData>> DeviceData::FromHost(int device,
-                                                                 const at::Tensor& host) {
+absl::StatusOr<std::shared_ptr<DeviceData>> DeviceData::FromHost(int device, const at::Tensor& host) {
   if (!host.device().is_cpu()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot copy a tensor on ", host.device().str(),
                                                    " to neuron:", device, " as host memory"));
@@ -130,8 +126,7 @@ void DeviceData::FulfillWithValue(const c10::Scalar& value) {
   if (ready_) return;
   status_ = AllocateLocked();
   if (status_.ok() && nbytes() > 0) {
-    at::from_blob(buffer_.get(), sizes_, at::TensorOptions().dtype(dtype_).device(at::kCPU))
-        .fill_(value);
+    at::from_blob(buffer_.get(), sizes_, at::TensorOptions().dtype(dtype_).device(at::kCPU)).fill_(value);
   }
   ready_ = true;
 }

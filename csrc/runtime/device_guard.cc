@@ -22,8 +22,8 @@ constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
 // "neuron" without an index is the current device.
 c10::Device Resolved(c10::Device device) {
-  return c10::Device(kNeuron, static_cast<c10::DeviceIndex>(
-                                  DeviceRegistry::Global().Resolve(device.has_index() ? device.index() : -1)));
+  return c10::Device(kNeuron, static_cast<c10::DeviceIndex>(DeviceRegistry::Global().Resolve(
+                                  device.has_index() ? device.index() : -1)));
 }
 
 int QueueOf(const c10::Stream& stream) { return Resolved(stream.device()).index(); }
@@ -39,8 +39,7 @@ class NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Device getDevice() const override {
-    return c10::Device(kNeuron,
-                       static_cast<c10::DeviceIndex>(DeviceRegistry::Global().current_device()));
+    return c10::Device(kNeuron, static_cast<c10::DeviceIndex>(DeviceRegistry::Global().current_device()));
   }
 
   void setDevice(c10::Device device) const override {

@@ -25,10 +25,10 @@ DeviceRegistry& DeviceRegistry::Global() {
 
 absl::Status DeviceRegistry::CheckIndex(int index) const {
   if (index >= 0 && index < device_count()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "neuron device index ", index, " is out of range: this process has ", device_count(),
-      " neuron device", device_count() == 1 ? "" : "s", " (valid indices 0..",
-      device_count() - 1, "; set TORCH_NEURON_NUM_DEVICES for more)."));
+  return absl::InvalidArgumentError(
+      absl::StrCat("neuron device index ", index, " is out of range: this process has ", device_count(),
+                   " neuron device", device_count() == 1 ? "" : "s", " (valid indices 0..",
+                   device_count() - 1, "; set TORCH_NEURON_NUM_DEVICES for more)."));
 }
 
 DeviceArena* DeviceRegistry::FindOwner(const void* ptr) {

@@ -33,8 +33,7 @@ bool IsHostOnlyDtype(c10::ScalarType dtype) {
 }
 
 void CheckSupportedDtype(c10::ScalarType dtype) {
-  TORCH_CHECK_TYPE(IsSupportedDtype(dtype), "neuron devices do not support dtype ",
-                   c10::toString(dtype),
+  TORCH_CHECK_TYPE(IsSupportedDtype(dtype), "neuron devices do not support dtype ", c10::toString(dtype),
                    "; supported: float32, float64, float16, bfloat16, complex64, complex128, "
                    "uint8, uint16, uint32, uint64, int8, int16, int32, int64, bool");
 }

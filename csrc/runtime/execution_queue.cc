@@ -128,9 +128,7 @@ void ExecutionQueue::Loop() {
     Work work;
     {
       absl::MutexLock lock(&mu_);
-      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !work_.empty() || stop_;
-      };
+      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !work_.empty() || stop_; };
       mu_.Await(absl::Condition(&has_work));
       if (work_.empty()) return;  // stop_ with nothing left
       work = std::move(work_.front());

@@ -61,8 +61,7 @@ c10::IValue ArgValue(const ProgramArg& arg, const std::vector<c10::IValue>& regs
 }
 
 c10::StorageImpl* StorageOf(const c10::IValue& v) {
-  return v.isTensor() && v.toTensor().has_storage() ? v.toTensor().storage().unsafeGetStorageImpl()
-                                                    : nullptr;
+  return v.isTensor() && v.toTensor().has_storage() ? v.toTensor().storage().unsafeGetStorageImpl() : nullptr;
 }
 
 // The storages an execution's registers hold, with how many registers hold
@@ -185,7 +184,8 @@ absl::Status SpreadReturns(const Instruction& inst, torch::jit::Stack& stack,
     if (!stack[r].isTensorList()) return mismatch(absl::StrCat("return ", r, " is not a Tensor[]"));
     c10::List<at::Tensor> list = stack[r].toTensorList();
     if (list.size() != static_cast<size_t>(width)) {
-      return mismatch(absl::StrCat("return ", r, " has ", list.size(), " tensors, the program expects ", width));
+      return mismatch(
+          absl::StrCat("return ", r, " has ", list.size(), " tensors, the program expects ", width));
     }
     for (int32_t j = 0; j < width; ++j, ++k) {
       if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = list.get(j);
@@ -198,11 +198,10 @@ absl::Status SpreadReturns(const Instruction& inst, torch::jit::Stack& stack,
 
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                                 const std::vector<c10::IValue>& parameters,
-                                                const std::vector<bool>& donated,
-                                                std::vector<int>* in_place, const std::string* source) {
+                                                const std::vector<bool>& donated, std::vector<int>* in_place,
+                                                const std::string* source) {
   if (parameters.size() != program.parameter_registers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("program takes ",
-                                                   program.parameter_registers.size(),
+    return absl::InvalidArgumentError(absl::StrCat("program takes ", program.parameter_registers.size(),
                                                    " parameters, got ", parameters.size()));
   }
   // Inputs never require grad here; skip the autograd layer of every call.
@@ -240,8 +239,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
                                               where.empty() ? "" : " (" + where + ")", ": ", what));
     };
     try {
-      profiler::Scope scope("instruction", inst.op_name,
-                            source == nullptr ? inst.source : *source);
+      profiler::Scope scope("instruction", inst.op_name, source == nullptr ? inst.source : *source);
       inst.op.callBoxed(stack);
     } catch (const c10::Error& e) {
       return failed(e.what_without_backtrace());
@@ -271,13 +269,12 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   for (size_t i = 0; i < program.outputs.size(); ++i) {
     const c10::IValue& v = regs[program.outputs[i]];
     const auto options = at::TensorOptions().dtype(program.output_dtypes[i]);
-    at::Tensor t = v.isTensor() ? v.toTensor()
-                                : at::full(program.output_sizes[i], v.toScalar(), options);
+    at::Tensor t = v.isTensor() ? v.toTensor() : at::full(program.output_sizes[i], v.toScalar(), options);
     if (t.scalar_type() != program.output_dtypes[i]) t = t.to(program.output_dtypes[i]);
     if (t.sizes() != c10::IntArrayRef(program.output_sizes[i])) {
-      return absl::InternalError(absl::StrCat(
-          "neuron execution produced output ", i, " with sizes ", c10::str(t.sizes()),
-          ", expected ", c10::str(c10::IntArrayRef(program.output_sizes[i]))));
+      return absl::InternalError(absl::StrCat("neuron execution produced output ", i, " with sizes ",
+                                              c10::str(t.sizes()), ", expected ",
+                                              c10::str(c10::IntArrayRef(program.output_sizes[i]))));
     }
     // ATen's lazily conjugated and negated views (conj(), mH, a kernel that
     // writes into result.mH(): lu_solve with left=False) keep their bytes and a
@@ -286,8 +283,8 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     // An output that is (a view of) an input buffer gets memory of its own: the
     // caller may reuse input buffers for outputs (donation). A kernel's output
     // written into a donated buffer stays there: the caller takes that buffer.
-    auto param = t.has_storage() ? param_of_storage.find(t.storage().unsafeGetStorageImpl())
-                                 : param_of_storage.end();
+    auto param =
+        t.has_storage() ? param_of_storage.find(t.storage().unsafeGetStorageImpl()) : param_of_storage.end();
     if (param != param_of_storage.end()) {
       const size_t p = param->second;
       if (!written[p]) {

@@ -87,8 +87,7 @@ int64_t ForksWithoutQuiet() { return forks_without_quiet.load(std::memory_order_
 
 void NoteRuntimeThreadStarted() {
   static std::once_flag installed;
-  std::call_once(installed,
-                 [] { ::pthread_atfork(&BeforeFork, &AfterForkInParent, &AfterForkInChild); });
+  std::call_once(installed, [] { ::pthread_atfork(&BeforeFork, &AfterForkInParent, &AfterForkInChild); });
 }
 
 bool InBadFork() { return bad_fork.load(std::memory_order_relaxed); }

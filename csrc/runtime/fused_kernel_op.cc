@@ -78,9 +78,8 @@ void RunSplit(const Body& body, int64_t total, int64_t quantum, int64_t elements
   static metrics::Counter* const split_calls = metrics::GetCounter("kernel.split.count");
   split_calls->Add(1);
   const int64_t pieces = (total + chunk - 1) / chunk;
-  KernelTeam::Global().Run(pieces, static_cast<int>(threads), [&](int64_t piece) {
-    body(piece * chunk, std::min(total, (piece + 1) * chunk));
-  });
+  KernelTeam::Global().Run(pieces, static_cast<int>(threads),
+                           [&](int64_t piece) { body(piece * chunk, std::min(total, (piece + 1) * chunk)); });
 }
 
 std::vector<double> ScalarValues(const c10::IValue& list) {
@@ -93,8 +92,8 @@ std::vector<double> ScalarValues(const c10::IValue& list) {
 std::vector<at::ScalarType> Dtypes(const c10::IValue& list, size_t count, const std::string& kernel,
                                    const char* what) {
   const std::vector<int64_t> codes = list.toIntVector();
-  TORCH_CHECK(codes.size() == count, "kernel ", kernel, ": ", codes.size(), " ", what, " dtypes for ", count, " ",
-              what, "s");
+  TORCH_CHECK(codes.size() == count, "kernel ", kernel, ": ", codes.size(), " ", what, " dtypes for ", count,
+              " ", what, "s");
   std::vector<at::ScalarType> dtypes;
   for (int64_t code : codes) {
     TORCH_CHECK(code >= 0 && code < static_cast<int64_t>(at::ScalarType::NumOptions), "kernel ", kernel,
@@ -127,7 +126,8 @@ struct KernelCall {
   // A new output in device memory: the output's DeviceData adopts the buffer, no copy.
   void AddOutput(c10::IntArrayRef sizes, at::ScalarType dtype) {
     outputs.push_back(at::detail::empty_generic(sizes, DeviceMemoryAsHostAllocator(),
-                                                c10::DispatchKeySet(c10::DispatchKey::CPU), dtype, std::nullopt));
+                                                c10::DispatchKeySet(c10::DispatchKey::CPU), dtype,
+                                                std::nullopt));
     out.push_back(outputs.back().data_ptr());
   }
   void Finish(torch::jit::Stack* stack, size_t num_args) {
@@ -155,8 +155,10 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   // reuse[k] >= 0: output k is written into input reuse[k]'s buffer, which the
   // caller no longer needs (the executor fills this in for donated parameters).
   const std::vector<int64_t> reuse = (*stack)[base + 6].toIntVector();
-  const std::vector<at::ScalarType> in_dtypes = Dtypes((*stack)[base + 7], call.inputs.size(), call.kernel, "input");
-  const std::vector<at::ScalarType> out_dtypes = Dtypes((*stack)[base + 8], num_outputs, call.kernel, "output");
+  const std::vector<at::ScalarType> in_dtypes =
+      Dtypes((*stack)[base + 7], call.inputs.size(), call.kernel, "input");
+  const std::vector<at::ScalarType> out_dtypes =
+      Dtypes((*stack)[base + 8], num_outputs, call.kernel, "output");
 
   // The strided general path reads an input that is not contiguous (a view run
   // as a view) through its strides, with no copy, where its innermost dim is
@@ -168,10 +170,11 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   bool strided = false;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const at::Tensor& t = call.inputs[i];
-    TORCH_CHECK(t.scalar_type() == in_dtypes[i] && t.sizes() == c10::IntArrayRef(sizes), "kernel ", call.kernel,
-                " input ", i, ": expected ", in_dtypes[i], " of sizes ", c10::IntArrayRef(sizes), ", got ",
-                t.scalar_type(), " ", t.sizes());
-    const bool in_place = rank_fits && !t.is_contiguous() && (t.strides().back() <= 1 || t.sizes().back() == 1);
+    TORCH_CHECK(t.scalar_type() == in_dtypes[i] && t.sizes() == c10::IntArrayRef(sizes), "kernel ",
+                call.kernel, " input ", i, ": expected ", in_dtypes[i], " of sizes ", c10::IntArrayRef(sizes),
+                ", got ", t.scalar_type(), " ", t.sizes());
+    const bool in_place =
+        rank_fits && !t.is_contiguous() && (t.strides().back() <= 1 || t.sizes().back() == 1);
     strided |= in_place;
     call.AddInput(i, in_place);
   }
@@ -194,10 +197,13 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
     const StridedKernelFn fn = ValueOrThrow(FindStridedKernel(call.library, call.kernel));
     std::vector<int64_t> geometry = {static_cast<int64_t>(sizes.size())};
     geometry.insert(geometry.end(), sizes.begin(), sizes.end());
-    for (const at::Tensor& t : call.contiguous) geometry.insert(geometry.end(), t.strides().begin(), t.strides().end());
-    RunSplit([&](int64_t begin, int64_t end) {
-      fn(call.in.data(), call.out.data(), call.scalars.data(), begin, end, geometry.data());
-    }, numel, kSplitQuantum, 1);
+    for (const at::Tensor& t : call.contiguous)
+      geometry.insert(geometry.end(), t.strides().begin(), t.strides().end());
+    RunSplit(
+        [&](int64_t begin, int64_t end) {
+          fn(call.in.data(), call.out.data(), call.scalars.data(), begin, end, geometry.data());
+        },
+        numel, kSplitQuantum, 1);
   } else {
     RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, numel, kSplitQuantum, 1);
   }
@@ -226,26 +232,29 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
   const std::vector<int64_t> extents = (*stack)[base + 6].toIntVector();
   const std::vector<int64_t> output_extents = (*stack)[base + 7].toIntVector();
   const std::vector<int64_t> output_sizes = (*stack)[base + 8].toIntVector();
-  const std::vector<at::ScalarType> in_dtypes = Dtypes((*stack)[base + 9], call.inputs.size(), call.kernel, "input");
+  const std::vector<at::ScalarType> in_dtypes =
+      Dtypes((*stack)[base + 9], call.inputs.size(), call.kernel, "input");
 
   TORCH_CHECK(extents.size() == call.inputs.size(), "kernel ", call.kernel, " takes ", extents.size(),
               " inputs, got ", call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const int64_t numel = ExtentNumel(extents[i], rows, row_length);
     const at::Tensor& t = call.inputs[i];
-    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && t.scalar_type() == in_dtypes[i] && t.numel() == numel, "kernel ",
-                call.kernel, " input ", i, ": expected ", in_dtypes[i], " of ", numel, " elements, got ",
-                t.scalar_type(), " ", t.sizes());
+    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && t.scalar_type() == in_dtypes[i] && t.numel() == numel,
+                "kernel ", call.kernel, " input ", i, ": expected ", in_dtypes[i], " of ", numel,
+                " elements, got ", t.scalar_type(), " ", t.sizes());
     call.AddInput(i);
   }
   std::vector<std::vector<int64_t>> shapes;  // per output
   for (size_t at = 0; at < output_sizes.size();) {
     const int64_t rank = output_sizes[at];
-    TORCH_CHECK(rank >= 0 && at + 1 + rank <= output_sizes.size(), "kernel ", call.kernel, ": bad output sizes");
+    TORCH_CHECK(rank >= 0 && at + 1 + rank <= output_sizes.size(), "kernel ", call.kernel,
+                ": bad output sizes");
     shapes.emplace_back(output_sizes.begin() + at + 1, output_sizes.begin() + at + 1 + rank);
     at += 1 + rank;
   }
-  const std::vector<at::ScalarType> out_dtypes = Dtypes((*stack)[base + 10], shapes.size(), call.kernel, "output");
+  const std::vector<at::ScalarType> out_dtypes =
+      Dtypes((*stack)[base + 10], shapes.size(), call.kernel, "output");
   TORCH_CHECK(output_extents.size() == shapes.size(), "kernel ", call.kernel, ": ", output_extents.size(),
               " output extents for ", shapes.size(), " outputs");
   bool by_columns = false;
@@ -269,12 +278,14 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
 }  // namespace
 
 TORCH_LIBRARY(neuron, m) {
-  m.def("fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
-        "int num_outputs, int[] reuse, int[] input_dtypes, int[] output_dtypes) -> Tensor[]");
-  m.def("fused_row_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int rows, "
-        "int row_length, int[] input_extents, int[] output_extents, int[] output_sizes, int[] input_dtypes, "
-        "int[] output_dtypes) "
-        "-> Tensor[]");
+  m.def(
+      "fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
+      "int num_outputs, int[] reuse, int[] input_dtypes, int[] output_dtypes) -> Tensor[]");
+  m.def(
+      "fused_row_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int rows, "
+      "int row_length, int[] input_extents, int[] output_extents, int[] output_sizes, int[] input_dtypes, "
+      "int[] output_dtypes) "
+      "-> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {

@@ -18,9 +18,7 @@ std::function<void(c10::DeviceIndex)>& SyncHook() {
 
 }  // namespace
 
-void SetGeneratorSyncHook(std::function<void(c10::DeviceIndex)> hook) {
-  SyncHook() = std::move(hook);
-}
+void SetGeneratorSyncHook(std::function<void(c10::DeviceIndex)> hook) { SyncHook() = std::move(hook); }
 
 NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex device_index)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device_index),
@@ -46,13 +44,15 @@ uint64_t NeuronGeneratorImpl::seed() {
 }
 
 void NeuronGeneratorImpl::set_offset(uint64_t offset) {
-  TORCH_CHECK(false, "neuron generators are Mersenne Twister streams and have no offset; "
-                     "use get_state()/set_state()");
+  TORCH_CHECK(false,
+              "neuron generators are Mersenne Twister streams and have no offset; "
+              "use get_state()/set_state()");
 }
 
 uint64_t NeuronGeneratorImpl::get_offset() const {
-  TORCH_CHECK(false, "neuron generators are Mersenne Twister streams and have no offset; "
-                     "use get_state()/set_state()");
+  TORCH_CHECK(false,
+              "neuron generators are Mersenne Twister streams and have no offset; "
+              "use get_state()/set_state()");
 }
 
 void NeuronGeneratorImpl::set_state(const c10::TensorImpl& new_state) {

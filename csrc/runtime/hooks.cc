@@ -51,8 +51,7 @@ class NeuronHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void* data) const override {
     DeviceArena* arena = DeviceRegistry::Global().FindOwner(data);
     TORCH_CHECK(arena != nullptr, "pointer ", data, " is not the start of a neuron allocation");
-    return at::Device(c10::DeviceType::PrivateUse1,
-                      static_cast<c10::DeviceIndex>(arena->device_index()));
+    return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(arena->device_index()));
   }
 
   bool isPinnedPtr(const void* data) const override { return IsPinnedHostPtr(data); }

@@ -32,7 +32,8 @@ KernelTeam& KernelTeam::Global() {
   if (current != nullptr && owner.load(std::memory_order_acquire) == ::getpid()) return *current;
   static absl::Mutex create_mu;
   absl::MutexLock lock(&create_mu);
-  if (team.load(std::memory_order_relaxed) == nullptr || owner.load(std::memory_order_relaxed) != ::getpid()) {
+  if (team.load(std::memory_order_relaxed) == nullptr ||
+      owner.load(std::memory_order_relaxed) != ::getpid()) {
     team.store(new KernelTeam(), std::memory_order_release);
     owner.store(::getpid(), std::memory_order_release);
   }

@@ -48,9 +48,9 @@ class KernelTeam {
   struct Job {
     absl::FunctionRef<void(int64_t)> fn;
     int64_t pieces;
-    int64_t next = 0;        // the next piece to claim
-    int64_t unfinished;      // pieces claimed or not yet claimed that have not returned
-    int helpers;             // workers that may still join
+    int64_t next = 0;                    // the next piece to claim
+    int64_t unfinished;                  // pieces claimed or not yet claimed that have not returned
+    int helpers;                         // workers that may still join
     std::exception_ptr error = nullptr;  // the first exception a piece threw
   };
 

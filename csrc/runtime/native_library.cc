@@ -65,8 +65,8 @@ class Registry {
     const char* error = lib.handle == nullptr ? dlerror() : nullptr;
     std::filesystem::remove(path);
     if (lib.handle == nullptr) {
-      return absl::DataLossError(absl::StrCat("native library ", name, " does not load: ",
-                                              error != nullptr ? error : "unknown error"));
+      return absl::DataLossError(absl::StrCat(
+          "native library ", name, " does not load: ", error != nullptr ? error : "unknown error"));
     }
     return absl::OkStatus();
   }

@@ -95,8 +95,7 @@ std::pair<size_t, size_t> NeuronAllocator::getMemoryInfo(c10::DeviceIndex device
   const HostMemory host = HostMemoryInfo();
   if (s.limit_bytes > 0) {
     const int64_t free = std::max<int64_t>(0, s.limit_bytes - s.reserved_bytes);
-    return {static_cast<size_t>(std::min<int64_t>(free, host.available)),
-            static_cast<size_t>(s.limit_bytes)};
+    return {static_cast<size_t>(std::min<int64_t>(free, host.available)), static_cast<size_t>(s.limit_bytes)};
   }
   return {static_cast<size_t>(host.available), static_cast<size_t>(host.total)};
 }

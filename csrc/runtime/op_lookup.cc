@@ -9,8 +9,7 @@ namespace torch_neuron::runtime {
 
 absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op) {
   static absl::Mutex mu;
-  static auto* cache ABSL_GUARDED_BY(mu) =
-      new absl::flat_hash_map<std::string, c10::OperatorHandle>();
+  static auto* cache ABSL_GUARDED_BY(mu) = new absl::flat_hash_map<std::string, c10::OperatorHandle>();
   {
     absl::MutexLock lock(&mu);
     auto it = cache->find(op);
@@ -21,8 +20,7 @@ absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op) {
   const size_t dot = op.find('.', ns == std::string::npos ? 0 : ns + 2);
   const std::string name = dot == std::string::npos ? op : op.substr(0, dot);
   const std::string overload = dot == std::string::npos ? "" : op.substr(dot + 1);
-  std::optional<c10::OperatorHandle> handle =
-      c10::Dispatcher::singleton().findSchema({name, overload});
+  std::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findSchema({name, overload});
   if (!handle) return absl::NotFoundError(absl::StrCat("no operator named ", op));
   absl::MutexLock lock(&mu);
   cache->emplace(op, *handle);
@@ -53,8 +51,8 @@ const std::vector<std::pair<std::string, std::string>>& ViewForms() {
 }
 
 const std::string* ViewFormOf(const std::string& op) {
-  static const auto* views = new absl::flat_hash_map<std::string, std::string>(ViewForms().begin(),
-                                                                               ViewForms().end());
+  static const auto* views =
+      new absl::flat_hash_map<std::string, std::string>(ViewForms().begin(), ViewForms().end());
   auto it = views->find(op);
   return it == views->end() ? nullptr : &it->second;
 }

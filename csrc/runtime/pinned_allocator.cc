@@ -31,7 +31,8 @@ class Pinned final : public at::HostAllocator {
     absl::MutexLock lock(&mu_);
     live_.emplace(ptr, Block{rounded, locked});
     for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.allocations}) s->increase(1);
-    for (c10::CachingAllocator::Stat* s : {&stats_.active_bytes, &stats_.allocated_bytes}) s->increase(rounded);
+    for (c10::CachingAllocator::Stat* s : {&stats_.active_bytes, &stats_.allocated_bytes})
+      s->increase(rounded);
     stats_.num_host_alloc += 1;
     return c10::DataPtr(ptr, ptr, &Delete, cpu);
   }
@@ -48,16 +49,16 @@ class Pinned final : public at::HostAllocator {
   }
   void reset_accumulated_stats() override {
     absl::MutexLock lock(&mu_);
-    for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.active_bytes,
-                                           &stats_.allocations, &stats_.allocated_bytes}) {
+    for (c10::CachingAllocator::Stat* s :
+         {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
       s->reset_accumulated();
     }
     stats_.num_host_alloc = stats_.num_host_free = 0;
   }
   void reset_peak_stats() override {
     absl::MutexLock lock(&mu_);
-    for (c10::CachingAllocator::Stat* s : {&stats_.active_requests, &stats_.active_bytes,
-                                           &stats_.allocations, &stats_.allocated_bytes}) {
+    for (c10::CachingAllocator::Stat* s :
+         {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
       s->reset_peak();
     }
   }

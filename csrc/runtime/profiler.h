@@ -28,7 +28,7 @@ struct Event {
   std::string source;    // the user's line(s), when known
   int64_t start_ns = 0;  // steady clock
   int64_t duration_ns = 0;
-  int64_t thread = 0;    // a small id per thread (ThreadNames)
+  int64_t thread = 0;  // a small id per thread (ThreadNames)
 };
 
 namespace internal {

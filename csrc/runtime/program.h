@@ -22,11 +22,11 @@ namespace torch_neuron::runtime {
 // How an instruction supplies one schema argument.
 struct ProgramArg {
   enum class Kind : uint8_t {
-    kRegister,        // a register as is (tensor, or scalar for a Scalar argument)
-    kRegisterList,    // Tensor[] / Tensor?[] / Scalar[] (-1: None)
-    kWrappedScalar,   // a Tensor argument fed from a scalar register: a 0-dim tensor
-    kGenerator,       // a Generator? argument: the register holds a neuron generator
-    kConstant,        // a fixed value
+    kRegister,       // a register as is (tensor, or scalar for a Scalar argument)
+    kRegisterList,   // Tensor[] / Tensor?[] / Scalar[] (-1: None)
+    kWrappedScalar,  // a Tensor argument fed from a scalar register: a 0-dim tensor
+    kGenerator,      // a Generator? argument: the register holds a neuron generator
+    kConstant,       // a fixed value
   };
   Kind kind = Kind::kConstant;
   std::vector<int32_t> registers;
@@ -42,14 +42,14 @@ struct ProgramArg {
 
 struct Instruction {
   c10::OperatorHandle op;
-  std::string op_name;                // "aten::mul.Tensor", for errors
-  std::string source;                 // user's file:line when recorded
+  std::string op_name;  // "aten::mul.Tensor", for errors
+  std::string source;   // user's file:line when recorded
   std::vector<ProgramArg> args;
-  std::vector<int32_t> outputs;       // register per returned value (-1: unused)
+  std::vector<int32_t> outputs;  // register per returned value (-1: unused)
   // Per schema return: -1 for one value, n for a Tensor[] of n whose elements
   // take the next n outputs (runtime/schema_types.h ReturnWidths).
   std::vector<int32_t> return_widths;
-  std::vector<int32_t> release;       // registers whose last use this is
+  std::vector<int32_t> release;  // registers whose last use this is
 };
 
 struct Program {

@@ -19,18 +19,14 @@ inline c10::TypePtr Unwrapped(const c10::TypePtr& type) {
   return type;
 }
 
-inline bool IsTensorType(const c10::TypePtr& t) {
-  return Unwrapped(t)->kind() == c10::TypeKind::TensorType;
-}
+inline bool IsTensorType(const c10::TypePtr& t) { return Unwrapped(t)->kind() == c10::TypeKind::TensorType; }
 
 inline bool IsGeneratorType(const c10::TypePtr& t) {
   return Unwrapped(t)->kind() == c10::TypeKind::GeneratorType;
 }
 
 // `Scalar` arguments (the schema's NumberType).
-inline bool IsNumberType(const c10::TypePtr& t) {
-  return Unwrapped(t)->kind() == c10::TypeKind::NumberType;
-}
+inline bool IsNumberType(const c10::TypePtr& t) { return Unwrapped(t)->kind() == c10::TypeKind::NumberType; }
 
 // A list (possibly optional) whose elements (possibly optional) are `element`.
 inline bool IsListOf(const c10::TypePtr& t, c10::TypeKind element) {
@@ -52,9 +48,9 @@ inline absl::StatusOr<std::vector<int32_t>> ReturnWidths(const c10::FunctionSche
   }
   const int64_t listed = num_outputs - singles;
   if (listed < 0 || (lists == 0 && listed != 0) || (lists > 0 && listed % lists != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        schema.operator_name().name, " returns ", schema.returns().size(), " values (", lists,
-        " of them lists); ", num_outputs, " outputs do not divide among them"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(schema.operator_name().name, " returns ", schema.returns().size(), " values (", lists,
+                     " of them lists); ", num_outputs, " outputs do not divide among them"));
   }
   std::vector<int32_t> widths;
   for (const c10::Argument& ret : schema.returns()) {

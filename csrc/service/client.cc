@@ -73,7 +73,8 @@ absl::Status Launch(const ClientOptions& options, const std::string& dir) {
     absl::MutexLock lock(&state_mu);
     if (launcher != nullptr) argv = *launcher;
   }
-  if (argv.empty()) return absl::UnavailableError("no way to start a compile service (torch_neuron not imported)");
+  if (argv.empty())
+    return absl::UnavailableError("no way to start a compile service (torch_neuron not imported)");
   argv.insert(argv.end(), {"--dir", dir, "--cache-dir", options.cache_dir});
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
@@ -100,7 +101,8 @@ absl::Status Launch(const ClientOptions& options, const std::string& dir) {
   const int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return absl::UnavailableError(absl::StrCat("could not start ", args[0], ": ", std::strerror(rc)));
+  if (rc != 0)
+    return absl::UnavailableError(absl::StrCat("could not start ", args[0], ": ", std::strerror(rc)));
   Counters().starts->Add(1);
   // Reap it if it exits early (it normally outlives this process: init reaps it then).
   std::thread([pid] {
@@ -164,7 +166,8 @@ absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed) 
     return absl::UnavailableError(absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
   }
   const int lock_fd = ::open((dir + "/start.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) return absl::UnavailableError(absl::StrCat("open ", dir, "/start.lock: ", std::strerror(errno)));
+  if (lock_fd < 0)
+    return absl::UnavailableError(absl::StrCat("open ", dir, "/start.lock: ", std::strerror(errno)));
   const auto give_up = Clock::now() + std::chrono::seconds(60);
   while (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     if (Clock::now() > give_up) {
@@ -206,7 +209,8 @@ absl::StatusOr<proto::ServiceReply> Call(const ClientOptions& options, const pro
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   absl::Status sent = WriteFrame(*fd, request.SerializeAsString(), deadline);
-  absl::StatusOr<std::string> frame = sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
+  absl::StatusOr<std::string> frame =
+      sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
   ::close(*fd);
   if (!frame.ok()) {
     if (frame.status().code() == absl::StatusCode::kNotFound) {
@@ -225,14 +229,16 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::Get(const cache::Exec
   if (request.graph == nullptr || request.fingerprint == nullptr) return absl::NotFoundError("no graph");
   proto::ServiceRequest message;
   message.set_protocol_version(kProtocolVersion);
-  absl::StatusOr<proto::CompileRequest> compile = compiler::MakeCompileRequest(*request.graph, request.options);
+  absl::StatusOr<proto::CompileRequest> compile =
+      compiler::MakeCompileRequest(*request.graph, request.options);
   if (!compile.ok()) {
     NoteFallback(compile.status(), Counters().errors);
     return absl::UnavailableError(compile.status().message());
   }
   *message.mutable_compile()->mutable_request() = *std::move(compile);
   *message.mutable_compile()->mutable_fingerprint() = *request.fingerprint;
-  absl::StatusOr<proto::ServiceReply> reply = Call(options_, message, /*start_if_needed=*/true, options_.timeout_s);
+  absl::StatusOr<proto::ServiceReply> reply =
+      Call(options_, message, /*start_if_needed=*/true, options_.timeout_s);
   if (!reply.ok()) {
     const bool timeout = absl::StrContains(reply.status().message(), "timed out");
     NoteFallback(reply.status(), timeout ? Counters().timeouts : Counters().unreachable);

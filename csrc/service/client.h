@@ -19,10 +19,10 @@
 namespace torch_neuron::service {
 
 struct ClientOptions {
-  std::string mode = "auto";   // "auto" (this user's service, started on need) or a socket path
-  std::string cache_dir;       // where the auto service's directory lives
-  std::string toolchain;       // names the service's directory, with the compiler's sources
-  double timeout_s = 600;      // for a reply
+  std::string mode = "auto";  // "auto" (this user's service, started on need) or a socket path
+  std::string cache_dir;      // where the auto service's directory lives
+  std::string toolchain;      // names the service's directory, with the compiler's sources
+  double timeout_s = 600;     // for a reply
 };
 
 // The service directory and socket `options` lead to.

@@ -72,16 +72,18 @@ absl::StatusOr<std::string> ReadFrame(int fd, Clock::time_point deadline, size_t
   if (*got == 0) return absl::NotFoundError("the peer closed the connection");
   if (*got < 4) return absl::UnavailableError("the peer closed the connection inside a frame header");
   uint32_t length = 0;
-  for (int i = 0; i < 4; ++i) length |= static_cast<uint32_t>(static_cast<unsigned char>(header[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    length |= static_cast<uint32_t>(static_cast<unsigned char>(header[i])) << (8 * i);
   if (length > max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("a frame of ", length, " bytes (the limit is ", max_bytes, ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a frame of ", length, " bytes (the limit is ", max_bytes, ")"));
   }
   std::string body(length, '\0');
   got = ReadFully(fd, body.data(), length, deadline);
   if (!got.ok()) return got.status();
   if (*got < length) {
-    return absl::UnavailableError(absl::StrCat("the peer closed the connection after ", *got, " of ", length,
-                                               " bytes of a frame"));
+    return absl::UnavailableError(
+        absl::StrCat("the peer closed the connection after ", *got, " of ", length, " bytes of a frame"));
   }
   return body;
 }

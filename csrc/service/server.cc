@@ -63,7 +63,8 @@ class Server {
       disk_ = std::make_unique<cache::DiskCache>(options.cache_dir, options.cache_max_mb << 20, false);
     }
     kernel_objects_ = std::make_unique<compiler::KernelObjectCache>(
-        options.cache_dir.empty() ? "" : options.cache_dir + "/kernels", 4096, (options.cache_max_mb << 20) / 10);
+        options.cache_dir.empty() ? "" : options.cache_dir + "/kernels", 4096,
+        (options.cache_max_mb << 20) / 10);
   }
 
   absl::Status Run();
@@ -71,7 +72,8 @@ class Server {
  private:
   void Connection(int fd);
   proto::ServiceReply Handle(const std::string& frame);
-  proto::ServiceReply Compile(const proto::ServiceCompile& compile, std::unique_ptr<compiler::RequestGraph> graph);
+  proto::ServiceReply Compile(const proto::ServiceCompile& compile,
+                              std::unique_ptr<compiler::RequestGraph> graph);
   void CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
                      ir::hash_t key, Flight& flight);
   proto::ServiceStatus Status();
@@ -122,7 +124,8 @@ absl::Status Server::Run() {
   if (st.st_uid != ::getuid()) {
     return absl::PermissionDeniedError(absl::StrCat(options_.dir, " belongs to uid ", st.st_uid));
   }
-  if ((st.st_mode & 077) != 0 && ::chmod(options_.dir.c_str(), 0700) != 0) return Errno("chmod " + options_.dir);
+  if ((st.st_mode & 077) != 0 && ::chmod(options_.dir.c_str(), 0700) != 0)
+    return Errno("chmod " + options_.dir);
 
   const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0) return Errno("socket");
@@ -147,8 +150,8 @@ absl::Status Server::Run() {
     }
   }
   Log(absl::StrCat("serving ", socket_path, " with ", workers_, " compile workers, cache ",
-                   options_.cache_dir.empty() ? "off" : options_.cache_dir, ", idle exit after ", options_.idle_s,
-                   " s"));
+                   options_.cache_dir.empty() ? "off" : options_.cache_dir, ", idle exit after ",
+                   options_.idle_s, " s"));
   while (!stop_.load()) {
     pollfd p{listener, POLLIN, 0};
     const int r = ::poll(&p, 1, 200);
@@ -169,8 +172,8 @@ absl::Status Server::Run() {
     socklen_t len = sizeof(peer);
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::getuid()) {
       refused_++;
-      Log(absl::StrCat("refused a connection from uid ", peer.uid, " (pid ", peer.pid, "): only uid ", ::getuid(),
-                       " is served"));
+      Log(absl::StrCat("refused a connection from uid ", peer.uid, " (pid ", peer.pid, "): only uid ",
+                       ::getuid(), " is served"));
       ::close(fd);
       continue;
     }
@@ -207,7 +210,8 @@ void Server::Connection(int fd) {
       if (frame.status().code() == absl::StatusCode::kResourceExhausted) {
         errors_++;
         Log(absl::StrCat("refused a request: ", frame.status().message()));
-        (void)WriteFrame(fd, ErrorReply(frame.status()).SerializeAsString(), Clock::now() + std::chrono::seconds(5));
+        (void)WriteFrame(fd, ErrorReply(frame.status()).SerializeAsString(),
+                         Clock::now() + std::chrono::seconds(5));
       } else if (frame.status().code() != absl::StatusCode::kNotFound) {
         Log(absl::StrCat("dropped a connection: ", frame.status().message()));
       }
@@ -299,7 +303,9 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
   absl::Status status;
   std::string neff, source;
   const std::string key_hex = ir::HashToHex(key);
-  auto validate = [&](std::string_view bytes) { return neff::ReadNeff(bytes, &fingerprint.fingerprint).status(); };
+  auto validate = [&](std::string_view bytes) {
+    return neff::ReadNeff(bytes, &fingerprint.fingerprint).status();
+  };
   if (disk_ != nullptr) {
     if (std::optional<std::string> found = disk_->Load(key_hex, validate)) {
       disk_hits_++;
@@ -316,7 +322,8 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
       --queued_;
       ++busy_workers_;
     }
-    if (options_.test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_delay_ms));
+    if (options_.test_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_delay_ms));
     try {
       compiler::CompileOptions options = graph.options;
       options.kernel_objects = kernel_objects_.get();
@@ -328,8 +335,9 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
         // (and reports the toolchain's error) itself.
         status = absl::UnavailableError(absl::StrCat("tier 1 did not build here: ", result->tier1_error));
       } else {
-        absl::StatusOr<std::string> bytes = neff::WriteNeff(
-            {result->program.get(), fingerprint.fingerprint, graph.graph.hash, cache::SignatureFor(graph.graph)});
+        absl::StatusOr<std::string> bytes =
+            neff::WriteNeff({result->program.get(), fingerprint.fingerprint, graph.graph.hash,
+                             cache::SignatureFor(graph.graph)});
         if (!bytes.ok()) {
           status = absl::UnavailableError(absl::StrCat("no NEFF form: ", bytes.status().message()));
         } else {

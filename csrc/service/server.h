@@ -36,14 +36,14 @@ struct ParsedRequest {
 absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const std::string& toolchain);
 
 struct ServerOptions {
-  std::string dir;          // the service directory (0700): socket, lock, log, pid
-  std::string cache_dir;    // the disk cache it reads and writes ("": none)
+  std::string dir;        // the service directory (0700): socket, lock, log, pid
+  std::string cache_dir;  // the disk cache it reads and writes ("": none)
   int64_t cache_max_mb = 10240;
-  std::string toolchain;    // tier 1's C++ compiler ("": c++)
+  std::string toolchain;  // tier 1's C++ compiler ("": c++)
   double idle_s = 600;
-  int workers = 0;          // 0: one per core
+  int workers = 0;                // 0: one per core
   double request_timeout_s = 60;  // to read one request once it began
-  int test_delay_ms = 0;    // test only: each compile waits this long first
+  int test_delay_ms = 0;          // test only: each compile waits this long first
 };
 
 // Serves until idle or shut down. Returns an error if the socket cannot be

@@ -73,9 +73,9 @@ TEST(ErrorKindTest, OneTableFromStatusCodeToException) {
   EXPECT_EQ(ErrorKindFor(absl::StatusCode::kInvalidArgument), ErrorKind::kValue);
   EXPECT_EQ(ErrorKindFor(absl::StatusCode::kOutOfRange), ErrorKind::kValue);
   EXPECT_EQ(ErrorKindFor(absl::StatusCode::kUnimplemented), ErrorKind::kNotImplemented);
-  for (absl::StatusCode code : {absl::StatusCode::kInternal, absl::StatusCode::kNotFound,
-                                absl::StatusCode::kFailedPrecondition, absl::StatusCode::kDataLoss,
-                                absl::StatusCode::kUnavailable, absl::StatusCode::kUnknown}) {
+  for (absl::StatusCode code :
+       {absl::StatusCode::kInternal, absl::StatusCode::kNotFound, absl::StatusCode::kFailedPrecondition,
+        absl::StatusCode::kDataLoss, absl::StatusCode::kUnavailable, absl::StatusCode::kUnknown}) {
     EXPECT_EQ(ErrorKindFor(code), ErrorKind::kRuntime) << absl::StatusCodeToString(code);
   }
   EXPECT_STREQ(ErrorKindName(ErrorKind::kOutOfMemory), "torch.OutOfMemoryError");

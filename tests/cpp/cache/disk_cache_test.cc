@@ -149,7 +149,7 @@ TEST_F(DiskCacheTest, OtherWritersAreNoticedWithinAScanPeriod) {
   fs::last_write_time(other.EntryPath(KeyOf(1)), fs::file_time_type::clock::now() - std::chrono::hours(1));
   metrics::Reset();
   for (int i = 2; i < 2 + DiskCache::kStoresPerScan; ++i) ASSERT_TRUE(cache.Store(KeyOf(i), "x").ok());
-  EXPECT_EQ(metrics::CounterValue("cache.scan.count"), 1);  // the last write's
+  EXPECT_EQ(metrics::CounterValue("cache.scan.count"), 1);   // the last write's
   EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);  // the other writer's, the oldest
   EXPECT_FALSE(fs::exists(other.EntryPath(KeyOf(1))));
 }

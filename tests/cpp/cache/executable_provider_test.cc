@@ -192,8 +192,8 @@ class RealChainTest : public ::testing::Test {
     const ir::Shape f32(c10::ScalarType::Float, {4});
     ir::Value a{ir::Node::MakeDeviceData(f32, nullptr), 0};
     ir::Value b{ir::Node::MakeDeviceData(f32, nullptr), 0};
-    roots_ = {ir::Value{ir::Node::MakeOp("aten::mul.Tensor", {a, b}, {ir::Arg::Operand(0), ir::Arg::Operand(1)},
-                                         {f32}), 0}};
+    roots_ = {ir::Value{
+        ir::Node::MakeOp("aten::mul.Tensor", {a, b}, {ir::Arg::Operand(0), ir::Arg::Operand(1)}, {f32}), 0}};
     graph_ = ir::Canonicalize(roots_);  // points into roots_' nodes, kept alive below
     request_.key = graph_.hash;
     request_.graph = &graph_;

@@ -59,7 +59,8 @@ struct LockProbe {
       reached->set_value();
       done->fetch_add(1);
     }).detach();
-    if (got_lock.wait_for(std::chrono::seconds(5)) == std::future_status::ready) free_at_destruction->fetch_add(1);
+    if (got_lock.wait_for(std::chrono::seconds(5)) == std::future_status::ready)
+      free_at_destruction->fetch_add(1);
   }
 };
 

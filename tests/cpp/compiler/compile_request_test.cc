@@ -40,9 +40,9 @@ Sample MakeSample() {
   Value shifted{Node::MakeOp("aten::add.Tensor", {scaled, t, one},
                              {Arg::Operand(0), Arg::Operand(1), Arg::Operand(2)}, {kF32_2x3}),
                 0};
-  ir::NodePtr sorted = Node::MakeOp("aten::sort", {shifted},
-                                    {Arg::Operand(0), Arg::Attr(int64_t{-1}), Arg::Attr(false)},
-                                    {kF32_2x3, Shape(c10::ScalarType::Long, {2, 3})});
+  ir::NodePtr sorted =
+      Node::MakeOp("aten::sort", {shifted}, {Arg::Operand(0), Arg::Attr(int64_t{-1}), Arg::Attr(false)},
+                   {kF32_2x3, Shape(c10::ScalarType::Long, {2, 3})});
   Value rows{Node::MakeOp("aten::index.Tensor", {Value{sorted, 0}, idx},
                           {Arg::Operand(0), Arg::OperandList({1, -1})}, {kF32_2x3}),
              0};
@@ -83,7 +83,8 @@ TEST(CompileRequestTest, RoundTripGivesTheSameGraphHashTextAndOptions) {
   options.cse = false;
   options.max_fold_elements = 77;
   options.fault_op = "aten::mul.Tensor";
-  absl::StatusOr<std::unique_ptr<RequestGraph>> read = ParseCompileRequest(Serialized(s.graph, options), "g++");
+  absl::StatusOr<std::unique_ptr<RequestGraph>> read =
+      ParseCompileRequest(Serialized(s.graph, options), "g++");
   ASSERT_TRUE(read.ok()) << read.status();
   const ir::CanonicalGraph& g = (*read)->graph;
   EXPECT_EQ(g.hash, s.graph.hash);
@@ -147,7 +148,9 @@ TEST(CompileRequestTest, AnythingButAWritersRequestIsAnErrorNamingWhatIsWrong) {
   r.set_format_version(2);
   expect(r, absl::StatusCode::kInvalidArgument, "format 2");
   r = *good;
-  r.mutable_nodes(r.nodes_size() - 1)->mutable_shapes(0)->add_sizes(5);  // a node changed: not the hashed graph
+  r.mutable_nodes(r.nodes_size() - 1)
+      ->mutable_shapes(0)
+      ->add_sizes(5);  // a node changed: not the hashed graph
   expect(r, absl::StatusCode::kDataLoss, "do not hash");
   r = *good;
   r.mutable_graph_hash()->resize(3);
@@ -183,7 +186,8 @@ TEST(CompileRequestTest, AnythingButAWritersRequestIsAnErrorNamingWhatIsWrong) {
   r.mutable_options()->set_opt_level(7);
   expect(r, absl::StatusCode::kInvalidArgument, "opt_level=7");
 
-  EXPECT_EQ(ParseCompileRequest("not a protobuf \xff\xff\xff").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseCompileRequest("not a protobuf \xff\xff\xff").status().code(),
+            absl::StatusCode::kInvalidArgument);
   const std::string big(kMaxCompileRequestBytes + 1, '\0');
   absl::StatusOr<std::unique_ptr<RequestGraph>> oversized = ParseCompileRequest(big);
   ASSERT_FALSE(oversized.ok());

@@ -25,14 +25,16 @@ int64_t Count(const char* name) { return metrics::GetCounter(name)->Value(); }
 TEST(KernelObjectCacheTest, AKernelSharedByTwoGraphsIsBuiltOnce) {
   const Toolchain& toolchain = Toolchain::For("");
   if (toolchain.version.empty()) GTEST_SKIP() << "no C++ compiler";
-  const std::string dir = std::filesystem::temp_directory_path() / ("tn_kernels_" + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("tn_kernels_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   KernelObjectCache objects(dir);
   const int64_t builds = Count("compile.kernel.build.count"), reuses = Count("compile.kernel.reuse.count");
   auto first = BuildSharedObject({{"k_a", Kernel("k_a", 2)}, {"k_b", Kernel("k_b", 3)}}, toolchain, &objects);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(Count("compile.kernel.build.count") - builds, 2);
-  auto second = BuildSharedObject({{"k_b", Kernel("k_b", 3)}, {"k_c", Kernel("k_c", 5)}}, toolchain, &objects);
+  auto second =
+      BuildSharedObject({{"k_b", Kernel("k_b", 3)}, {"k_c", Kernel("k_c", 5)}}, toolchain, &objects);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(Count("compile.kernel.build.count") - builds, 3);
   EXPECT_EQ(Count("compile.kernel.reuse.count") - reuses, 1);
@@ -63,7 +65,8 @@ namespace {
 
 // The directory stays within its bound: the least recently used objects go.
 TEST(KernelObjectCacheTest, TheDirectoryIsBoundedLeastRecentlyUsedFirst) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("tn_kernels_bound_" + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("tn_kernels_bound_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   const std::string object(1000, 'x');
   {
@@ -76,7 +79,9 @@ TEST(KernelObjectCacheTest, TheDirectoryIsBoundedLeastRecentlyUsedFirst) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     objects.Put("e", object);  // 5000 bytes > 4500: down to 3/4 of it, oldest first
   }
-  auto present = [&](const char* key) { return std::filesystem::exists(std::filesystem::path(dir) / (std::string(key) + ".o")); };
+  auto present = [&](const char* key) {
+    return std::filesystem::exists(std::filesystem::path(dir) / (std::string(key) + ".o"));
+  };
   EXPECT_FALSE(present("b"));
   EXPECT_FALSE(present("c"));
   EXPECT_TRUE(present("a"));

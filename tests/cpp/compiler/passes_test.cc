@@ -43,8 +43,7 @@ Value Ones() {
   return Value{Node::MakeOp("aten::ones", {},
                             {Arg::Attr(std::vector<int64_t>{4}),
                              Arg::Attr(static_cast<int64_t>(c10::ScalarType::Float)),
-                             Arg::Attr(c10::IValue()), Arg::Attr(c10::IValue()),
-                             Arg::Attr(c10::IValue())},
+                             Arg::Attr(c10::IValue()), Arg::Attr(c10::IValue()), Arg::Attr(c10::IValue())},
                             {kF32_4}),
                0};
 }
@@ -150,7 +149,8 @@ TEST(ExecutorTest, AFailingOpNamesItselfInTheError) {
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
   EXPECT_EQ(result.status().message().rfind("neuron execution failed in aten::reshape: shape '[3]' is "
-                                            "invalid for input of size 4", 0),
+                                            "invalid for input of size 4",
+                                            0),
             0u)
       << result.status().message();
 }

@@ -16,8 +16,8 @@ Value Binary(const std::string& op, const Value& a, const Value& b, const Shape&
 }
 
 Value AddWithAlpha(const Value& a, const Value& b, int64_t alpha) {
-  return Value{Node::MakeOp("aten::add.Tensor", {a, b},
-                            {Arg::Operand(0), Arg::Operand(1), Arg::Attr(alpha)}, {a.shape()}),
+  return Value{Node::MakeOp("aten::add.Tensor", {a, b}, {Arg::Operand(0), Arg::Operand(1), Arg::Attr(alpha)},
+                            {a.shape()}),
                0};
 }
 
@@ -58,7 +58,7 @@ TEST(GraphHashTest, AnyChangeOfOpAttributeShapeOrDtypeChangesTheHash) {
   EXPECT_NE(base, Canonicalize({AddWithAlpha(Leaf(f32_3x2), Leaf(f32_3x2), 2)}).hash);  // shape
   Shape f64_2x3(c10::ScalarType::Double, {2, 3});
   EXPECT_NE(base, Canonicalize({AddWithAlpha(Leaf(f64_2x3), Leaf(f64_2x3), 2)}).hash);  // dtype
-  EXPECT_EQ(base, Canonicalize({AddWithAlpha(Leaf(), Leaf(), 2)}).hash);  // new data: same
+  EXPECT_EQ(base, Canonicalize({AddWithAlpha(Leaf(), Leaf(), 2)}).hash);                // new data: same
 }
 
 TEST(GraphHashTest, PythonScalarsAreParametersExceptZeroAndOne) {

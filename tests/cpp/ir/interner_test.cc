@@ -29,8 +29,8 @@ TEST(NodeInternerTest, RandomOpsAreNeverMerged) {
   Value a{Node::MakeDeviceData(kShape, nullptr), 0};
   Value gen{Node::MakeGenerator(nullptr), 0};
   auto draw = [&] {
-    return Node::MakeOp("aten::bernoulli.p", {a, gen},
-                        {Arg::Operand(0), Arg::Attr(0.5), Arg::Operand(1)}, {kShape});
+    return Node::MakeOp("aten::bernoulli.p", {a, gen}, {Arg::Operand(0), Arg::Attr(0.5), Arg::Operand(1)},
+                        {kShape});
   };
   EXPECT_NE(interner.Intern(draw()).get(), interner.Intern(draw()).get());
 }

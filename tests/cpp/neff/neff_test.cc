@@ -34,13 +34,13 @@ const Shape kF32_4(c10::ScalarType::Float, {4});
 Value SampleRoot() {
   Value x{Node::MakeDeviceData(kF32_4, nullptr), 0};
   auto ones = [] {
-    return Value{Node::MakeOp("aten::ones", {},
-                              {Arg::Attr(std::vector<int64_t>{4}),
-                               Arg::Attr(static_cast<int64_t>(c10::ScalarType::Float)),
-                               Arg::Attr(c10::IValue()), Arg::Attr(c10::Device(c10::DeviceType::PrivateUse1, 0)),
-                               Arg::Attr(c10::IValue())},
-                              {kF32_4}),
-                 0};
+    return Value{
+        Node::MakeOp("aten::ones", {},
+                     {Arg::Attr(std::vector<int64_t>{4}),
+                      Arg::Attr(static_cast<int64_t>(c10::ScalarType::Float)), Arg::Attr(c10::IValue()),
+                      Arg::Attr(c10::Device(c10::DeviceType::PrivateUse1, 0)), Arg::Attr(c10::IValue())},
+                     {kF32_4}),
+        0};
   };
   Value twos{Node::MakeOp("aten::add.Tensor", {ones(), ones()},
                           {Arg::Operand(0), Arg::Operand(1), Arg::Attr(int64_t{1})}, {kF32_4}),
@@ -119,9 +119,9 @@ TEST(NeffTest, ListAndTensorReturnsRoundTripAndRun) {
   Value b{Node::MakeDeviceData(f32_3, nullptr), 0};
   Value found{Node::MakeDeviceData(f32_1, nullptr), 0};
   Value inv{Node::MakeDeviceData(f32_1, nullptr), 0};
-  ir::NodePtr unscale = Node::MakeOp("aten::_amp_foreach_non_finite_check_and_unscale", {a, b, found, inv},
-                                     {Arg::OperandList({0, 1}), Arg::Operand(2), Arg::Operand(3)},
-                                     {f32_3, f32_3, f32_1});
+  ir::NodePtr unscale =
+      Node::MakeOp("aten::_amp_foreach_non_finite_check_and_unscale", {a, b, found, inv},
+                   {Arg::OperandList({0, 1}), Arg::Operand(2), Arg::Operand(3)}, {f32_3, f32_3, f32_1});
   std::vector<Value> roots{{unscale, 0}, {unscale, 1}, {unscale, 2}};
   ir::CanonicalGraph g = ir::Canonicalize(roots);
   absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, compiler::CompileOptions());
@@ -148,9 +148,10 @@ TEST(NeffTest, ListAndTensorReturnsRoundTripAndRun) {
 
   at::Tensor grad_a = at::arange(3, at::kFloat);
   at::Tensor grad_b = at::full({3}, std::numeric_limits<float>::infinity());
-  const std::vector<std::pair<const ir::Node*, at::Tensor>> values{
-      {a.node.get(), grad_a}, {b.node.get(), grad_b}, {found.node.get(), at::zeros({1})},
-      {inv.node.get(), at::full({1}, 0.5)}};
+  const std::vector<std::pair<const ir::Node*, at::Tensor>> values{{a.node.get(), grad_a},
+                                                                   {b.node.get(), grad_b},
+                                                                   {found.node.get(), at::zeros({1})},
+                                                                   {inv.node.get(), at::full({1}, 0.5)}};
   std::vector<c10::IValue> params;  // in the graph's canonical parameter order
   for (int32_t p : g.parameters) {
     for (const auto& [node, value] : values) {
@@ -284,11 +285,21 @@ TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
   for (int field = 0; field < 5; ++field) {
     proto::CompilerFingerprint changed = fp;
     switch (field) {
-      case 0: changed.set_project_version("9.9.9"); break;
-      case 1: changed.set_torch_version("0.0.0"); break;
-      case 2: changed.set_target_isa("trn1"); break;
-      case 3: changed.set_tier(fp.tier() + 1); break;
-      case 4: changed.set_options(fp.options() + ";x=1"); break;
+      case 0:
+        changed.set_project_version("9.9.9");
+        break;
+      case 1:
+        changed.set_torch_version("0.0.0");
+        break;
+      case 2:
+        changed.set_target_isa("trn1");
+        break;
+      case 3:
+        changed.set_tier(fp.tier() + 1);
+        break;
+      case 4:
+        changed.set_options(fp.options() + ";x=1");
+        break;
     }
     EXPECT_NE(key, compiler::CacheKey(graph, changed)) << "field " << field;
   }
@@ -303,9 +314,9 @@ namespace {
 // Empty lists are constants too (a fused kernel's `reuse`, `sum(dim=[])`): each
 // must come back as an empty list of its kind, not as a value without a kind.
 TEST(ConstantCodecTest, EmptyListsRoundTrip) {
-  const std::vector<c10::IValue> values = {
-      c10::IValue(std::vector<int64_t>{}), c10::IValue(std::vector<double>{}),
-      c10::IValue(c10::List<bool>()), c10::IValue(std::vector<int64_t>{3, -1})};
+  const std::vector<c10::IValue> values = {c10::IValue(std::vector<int64_t>{}),
+                                           c10::IValue(std::vector<double>{}), c10::IValue(c10::List<bool>()),
+                                           c10::IValue(std::vector<int64_t>{3, -1})};
   for (const c10::IValue& v : values) {
     proto::ConstantValue encoded;
     ASSERT_TRUE(EncodeConstant(v, &encoded).ok());

@@ -45,10 +45,11 @@ TEST(EncodeArguments, TensorsScalarsAndOptionalsInSchemaOrder) {
 
 TEST(EncodeArguments, DtypeLayoutAndMemoryFormatByTheirPythonNames) {
   const auto& empty = Op("aten::empty", "memory_format");
-  EXPECT_EQ(Encode(empty, {c10::IValue(std::vector<int64_t>{2}), c10::IValue(static_cast<int64_t>(c10::kHalf)),
-                           c10::IValue(static_cast<int64_t>(c10::kStrided)), c10::IValue(),
-                           c10::IValue(false), c10::IValue(static_cast<int64_t>(c10::MemoryFormat::ChannelsLast))}),
-            R"([[2],{"dtype":"float16"},{"layout":"strided"},null,false,{"memory_format":"channels_last"}])");
+  EXPECT_EQ(
+      Encode(empty, {c10::IValue(std::vector<int64_t>{2}), c10::IValue(static_cast<int64_t>(c10::kHalf)),
+                     c10::IValue(static_cast<int64_t>(c10::kStrided)), c10::IValue(), c10::IValue(false),
+                     c10::IValue(static_cast<int64_t>(c10::MemoryFormat::ChannelsLast))}),
+      R"([[2],{"dtype":"float16"},{"layout":"strided"},null,false,{"memory_format":"channels_last"}])");
 }
 
 TEST(EncodeArguments, FloatsStayFloatsAndSpecialValuesAreJsonTokens) {
@@ -58,7 +59,8 @@ TEST(EncodeArguments, FloatsStayFloatsAndSpecialValuesAreJsonTokens) {
   EXPECT_EQ(Encode(mul, {x, c10::IValue(0.25)}), R"([{"tensor":"float32","shape":[2],"cpu":true},0.25])");
   EXPECT_EQ(Encode(mul, {x, c10::IValue(std::numeric_limits<double>::infinity())}),
             R"([{"tensor":"float32","shape":[2],"cpu":true},Infinity])");
-  EXPECT_EQ(Encode(mul, {x, c10::IValue(std::nan(""))}), R"([{"tensor":"float32","shape":[2],"cpu":true},NaN])");
+  EXPECT_EQ(Encode(mul, {x, c10::IValue(std::nan(""))}),
+            R"([{"tensor":"float32","shape":[2],"cpu":true},NaN])");
 }
 
 TEST(EncodeArguments, StridesOfANonContiguousTensorAndScalarTensorValues) {
@@ -68,8 +70,9 @@ TEST(EncodeArguments, StridesOfANonContiguousTensorAndScalarTensorValues) {
   EXPECT_EQ(Encode(relu, {at::scalar_tensor(2.5, at::kDouble)}),
             R"([{"tensor":"float64","shape":[],"cpu":true,"value":2.5}])");
   const auto& div = Op("aten::div", "Tensor_mode");
-  EXPECT_EQ(Encode(div, {at::ones({1}), at::ones({1}), c10::IValue(std::string("fl\"oor"))}),
-            R"([{"tensor":"float32","shape":[1],"cpu":true},{"tensor":"float32","shape":[1],"cpu":true},"fl\"oor"])");
+  EXPECT_EQ(
+      Encode(div, {at::ones({1}), at::ones({1}), c10::IValue(std::string("fl\"oor"))}),
+      R"([{"tensor":"float32","shape":[1],"cpu":true},{"tensor":"float32","shape":[1],"cpu":true},"fl\"oor"])");
 }
 
 TEST(ShapeRecorder, CountsRepeatsPerTagAndKeepsFallbacksApart) {

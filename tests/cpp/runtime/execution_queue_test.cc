@@ -20,7 +20,10 @@ TEST(ExecutionQueueTest, AThrowingItemBecomesTheQueuesError) {
   std::atomic<int> ran{0};
   queue.Enqueue([]() -> absl::Status { TORCH_CHECK(false, "IValue is not a Scalar"); });
   queue.Enqueue([]() -> absl::Status { throw std::runtime_error("second"); });
-  queue.Enqueue([&]() { ran.fetch_add(1); return absl::OkStatus(); });
+  queue.Enqueue([&]() {
+    ran.fetch_add(1);
+    return absl::OkStatus();
+  });
   queue.Drain();
   EXPECT_EQ(ran.load(), 1);
   absl::Status error = queue.TakeError();
@@ -39,7 +42,7 @@ TEST(ExecutionQueueTest, AnErrorAReaderRaisedIsForgottenOnceTheItemReportedIt) {
   queue.Enqueue([&]() {
     reading.store(true);  // the reader sees the failed buffer now ...
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return failure;        // ... and the queue keeps the error only later
+    return failure;  // ... and the queue keeps the error only later
   });
   while (!reading.load()) std::this_thread::yield();
   queue.ForgetError(failure);

@@ -20,7 +20,8 @@ TEST(KernelTeamTest, RunsEveryPieceExactlyOnce) {
   for (int threads : {1, 2, 4}) {
     std::vector<std::atomic<int>> calls(37);
     team.Run(37, threads, [&](int64_t piece) { calls[piece].fetch_add(1); });
-    for (size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i].load(), 1) << "piece " << i << ", " << threads;
+    for (size_t i = 0; i < calls.size(); ++i)
+      EXPECT_EQ(calls[i].load(), 1) << "piece " << i << ", " << threads;
   }
 }
 
