@@ -15,13 +15,24 @@ neuron, the conversion runs once per tensor object (the same object gives the
 same converted tensor, so shared buffers stay shared), and every module slot
 that held one Parameter ends up holding the one new Parameter made for it,
 whatever the nesting (``register_parameter`` of an existing Parameter,
-parametrizations' ``original``, modules shared by two parents). Conversions
-that do not touch neuron keep PyTorch's behaviour exactly.
+parametrizations' ``original``, modules shared by two parents).
+
+That one Parameter is then the Parameter the module held before: its contents
+are exchanged with the new one (``torch.utils.swap_tensors``), as PyTorch does
+when ``torch.__future__.set_swap_module_params_on_conversion(True)``. An
+optimizer built before ``model.to("neuron")`` (the usual order on CUDA, where
+``param.data =`` keeps identities) therefore updates the parameters the model
+uses; without the exchange it would step stale CPU tensors while the model
+trained nothing, silently. A Parameter that cannot be exchanged (an autograd
+graph still holds it, or a weak reference exists) keeps PyTorch's new object
+and a warning names it. Conversions that do not touch neuron keep PyTorch's
+behaviour exactly.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Callable, Dict, List, Tuple
 
 import torch
@@ -73,6 +84,7 @@ def _apply(self: torch.nn.Module, fn: Callable, recurse: bool = True):
         _state.active = False
     if converted:
         _retie(slots)
+        _keep_identities(self, slots)
     return result
 
 
@@ -90,6 +102,43 @@ def _retie(slots) -> None:
             first[id(before)] = (before, now)
         elif seen[1] is not now and _crosses_neuron(before, seen[1]):
             table[key] = seen[1]
+
+
+def _keep_identities(root: torch.nn.Module, slots) -> None:
+    """Puts each Parameter object that held a slot before the conversion back
+    in it, holding the converted contents, where the conversion crossed neuron
+    and PyTorch made a new Parameter."""
+    names = {id(p): name for name, p in root.named_parameters(remove_duplicate=False)} if slots else {}
+    done: Dict[int, Tuple[torch.nn.Parameter, torch.Tensor]] = {}
+    for table, key, before in slots:
+        now = table.get(key)
+        if now is None or now is before or not isinstance(before, torch.nn.Parameter):
+            continue
+        if not _crosses_neuron(before, now):
+            continue
+        hit = done.get(id(before))
+        if hit is None:
+            keep = _swap(before, now, names.get(id(now), key))
+            done[id(before)] = (before, before if keep else now)
+            hit = done[id(before)]
+        table[key] = hit[1]
+
+
+def _swap(before: torch.nn.Parameter, now: torch.Tensor, name: str) -> bool:
+    """Exchanges the contents of ``before`` and ``now``; False (with a warning)
+    when PyTorch refuses the exchange."""
+    try:
+        torch.utils.swap_tensors(before, now)
+        return True
+    except RuntimeError as error:
+        warnings.warn(
+            f"Module.to(): parameter '{name}' moved to {now.device} as a new Parameter object "
+            f"because the old one could not be exchanged in place ({error}). Anything that "
+            f"holds the old object, such as an optimizer built before .to(), still sees the "
+            f"tensor on {before.device}: build the optimizer after moving the model, or free "
+            f"the autograd graph that holds the parameter first.",
+            stacklevel=4)
+        return False
 
 
 def install() -> None:

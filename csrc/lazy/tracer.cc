@@ -127,9 +127,12 @@ bool IsIdentityOp(const std::string& name) {
          name == "aten::detach" || name == "aten::alias" || name == "aten::lift_fresh_copy";
 }
 
-// Ops that may take CPU index tensors beside neuron tensors (uploaded).
+// Ops that may take CPU tensors beside neuron tensors (uploaded): index
+// tensors, and CTC's length tensors (CUDA's kernels read those from the CPU,
+// and users pass them so).
 bool AllowsCpuTensors(const std::string& name) {
-  return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_");
+  return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_") ||
+         absl::StartsWith(name, "aten::_ctc_loss");
 }
 
 // Factories of constant tensors (zeros, ones, full and their _like/new_ forms)

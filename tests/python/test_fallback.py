@@ -301,6 +301,33 @@ def test_zero_dim_cpu_tensor_is_accepted_as_a_scalar():
     assert torch.equal(torch.add(A.neuron(), scale).cpu(), A + scale)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("lengths", ["cpu", "neuron", "list", "mixed"])
+def test_ctc_loss_takes_its_lengths_from_the_cpu_as_cuda_does(lengths, reduction):
+    # Speech recipes keep the length tensors on the CPU (CUDA's kernels read
+    # them there); the values and the gradient must equal the CPU's.
+    torch.manual_seed(0)
+    T, N, C = 12, 3, 6
+    log_probs = torch.randn(T, N, C).log_softmax(2)
+    targets = torch.randint(1, C, (N, 4))
+    input_lengths, target_lengths = torch.full((N,), T), torch.tensor([4, 3, 2])
+    cpu_in = log_probs.clone().requires_grad_()
+    expected = torch.nn.functional.ctc_loss(cpu_in, targets, input_lengths, target_lengths,
+                                            reduction=reduction)
+    expected.sum().backward()
+    x = log_probs.to("neuron").requires_grad_()
+    if lengths == "list":
+        il, tl = input_lengths.tolist(), target_lengths.tolist()
+    elif lengths == "mixed":
+        il, tl = input_lengths, target_lengths.to("neuron")
+    else:
+        il, tl = input_lengths.to(lengths), target_lengths.to(lengths)
+    loss = torch.nn.functional.ctc_loss(x, targets.to("neuron"), il, tl, reduction=reduction)
+    loss.sum().backward()
+    torch.testing.assert_close(loss.cpu(), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(x.grad.cpu(), cpu_in.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_tensors_on_neuron_zero_and_neuron_one_do_not_mix(two_devices):
     with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
         torch.add(A.to("neuron:0"), B.to("neuron:1"))

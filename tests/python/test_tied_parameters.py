@@ -199,3 +199,85 @@ def test_cpu_conversions_keep_pytorchs_behaviour():
     m.b.register_buffer("t", buf)
     m.half()
     assert m.a.t is not m.b.t and m.a.t.dtype == torch.half
+
+
+def _train(model, opt, x, steps=3):
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("optimizer", ["sgd-momentum", "adamw"])
+def test_an_optimizer_built_before_the_move_trains_the_model(optimizer):
+    # On the CPU and CUDA, Module.to() keeps each Parameter object, so the
+    # usual order (optimizer first, then .to(device)) works. Here PyTorch had
+    # to make new Parameters, and the optimizer stepped the stale CPU ones
+    # while the model never changed: silently wrong training.
+    def make(device):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        before = list(model.parameters())
+        if optimizer == "adamw":
+            opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model.to(device)
+        assert all(p is q for p, q in zip(before, model.parameters()))
+        assert all(p.device.type == device and isinstance(p, nn.Parameter) for p in before)
+        return model, opt
+
+    x = torch.randn(16, 4)
+    cpu, cpu_opt = make("cpu")
+    cpu_losses = _train(cpu, cpu_opt, x)
+    neuron, opt = make("neuron")
+    losses = _train(neuron, opt, x.to("neuron"))
+    assert losses[-1] < losses[0]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), rtol=1e-5, atol=1e-6)
+    for p, q in zip(cpu.parameters(), neuron.parameters()):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_tied_model_keeps_its_parameter_objects_and_gradients_there_and_back():
+    cpu = tiny("gpt2")
+    params = dict(cpu.named_parameters(remove_duplicate=False))
+    ids = torch.randint(0, 64, (2, 8))
+    cpu(ids, labels=ids).loss.backward()
+    grads = {name: p.grad.clone() for name, p in params.items()}
+    cpu.to("neuron")
+    for name, p in cpu.named_parameters(remove_duplicate=False):
+        assert p is params[name], name
+        assert p.device.type == "neuron" and p.grad.device.type == "neuron", name
+        torch.testing.assert_close(p.grad.cpu(), grads[name], msg=name)
+    assert cpu.lm_head.weight is cpu.transformer.wte.weight
+    cpu.cpu()
+    for name, p in cpu.named_parameters(remove_duplicate=False):
+        assert p is params[name] and p.device.type == "cpu", name
+
+
+def test_a_parameter_that_cannot_keep_its_object_is_named_in_a_warning():
+    # A view of the weight holds its CPU tensor, so the object cannot take
+    # the neuron contents; the model still moves, and the user is told.
+    model = nn.Linear(3, 2)
+    old = model.weight
+    row = old[0]
+    with pytest.warns(UserWarning, match=r"parameter 'weight' moved to neuron:0 as a new Parameter"):
+        model.to("neuron")
+    assert model.weight is not old and old.device.type == "cpu" and row.device.type == "cpu"
+    assert model.weight.device.type == "neuron" and model.bias.device.type == "neuron"
+    torch.testing.assert_close(model.weight.detach().cpu(), old.detach())
+
+
+def test_moving_between_forward_and_backward_is_refused_as_pytorch_does():
+    # The swap poisons the old AccumulateGrad node, as PyTorch's own
+    # swap_module_params_on_conversion does: a clear error, never a gradient
+    # on a tensor the model no longer uses.
+    model = nn.Linear(3, 2)
+    loss = model(torch.randn(1, 3)).sum()
+    model.to("neuron")
+    with pytest.raises(RuntimeError, match="poisoned by swap_tensors"):
+        loss.backward()
