@@ -4,7 +4,7 @@
 PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
-.PHONY: setup run test test-all test-cpp test-python wheel wheel-check fuzz bench bench-quick clean \
+.PHONY: setup run test test-all test-cpp test-python test-tiered wheel wheel-check fuzz bench bench-quick clean \
 	conformance conformance-report zoo zoo-subset validate asan tsan registry-test registry-record \
 	pytorch-suites format format-check
 
@@ -30,6 +30,12 @@ test-cpp: setup
 
 test-python: setup
 	@$(PY) -m pytest tests/python -q
+
+# Training tests with tiered compilation on, as users run (the default suite
+# turns it off so compile counts are exact; its zoo subset runs tiered).
+test-tiered: setup
+	@TORCH_NEURON_TIERED_COMPILE=1 $(PY) -m pytest -q tests/python/test_training.py \
+	  tests/python/test_workloads.py -k "not compiles_only_while_warming_up" tests/python/test_tiered_compile.py
 
 wheel: setup
 	@$(PY) -m pip wheel --no-build-isolation --no-deps -w dist .

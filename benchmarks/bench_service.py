@@ -74,7 +74,9 @@ def launch_batch(kind: str, n: int, shared: bool, service: bool, heterogeneous: 
             env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURON_")}
             env.update(TORCH_NEURON_CACHE_DIR=os.path.join(root, "shared" if shared else f"own{i}"),
                        TORCH_NEURON_OPT_LEVEL="1", TORCH_NEURON_COMPILE_SERVICE="auto" if service else "off",
-                       TORCH_NEURON_SERVICE_IDLE_S="30", PYTHONPATH=ROOT)
+                       TORCH_NEURON_SERVICE_IDLE_S="30", PYTHONPATH=ROOT,
+                       # Compiles are what is shared: each new graph waits for tier 1.
+                       TORCH_NEURON_TIERED_COMPILE="0")
             depth = str(i + 1 if heterogeneous else 0)
             procs.append(subprocess.Popen([sys.executable, "-c", STEP_SCRIPT.format(tests=TESTS), kind, depth],
                                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

@@ -130,7 +130,13 @@ def _drain_devices() -> None:
     # forked child has no queue threads to wait for (device.py, bad fork).
     if device._is_in_bad_fork():
         return
-    _C._eager_drop_queued_compiles()  # eager groups nobody will run again
+    # Compiles nobody will use are dropped; those already running end first
+    # (a compile thread must not outlive the interpreter's teardown), and a
+    # tier-1 program that ends is kept in the disk cache for the next run.
+    _C._eager_drop_queued_compiles()
+    _C._drop_queued_background_compiles()
+    _C._eager_wait_compiles()
+    _C._wait_background_compiles()
     for index in range(_C._device_count()):
         try:
             _C._wait_device(index)

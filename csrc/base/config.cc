@@ -145,6 +145,9 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   if (std::string v = lookup("TORCH_NEURON_EAGER_GROUPS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
   }
+  if (std::string v = lookup("TORCH_NEURON_TIERED_COMPILE"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.tiered_compile, ParseBool("TORCH_NEURON_TIERED_COMPILE", v));
+  }
   if (std::string v = lookup("TORCH_NEURON_LAUNCH_BLOCKING"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.launch_blocking, ParseBool("TORCH_NEURON_LAUNCH_BLOCKING", v));
   }

@@ -59,6 +59,11 @@ struct Config {
   // Eager mode groups ops into graphs compiled in the background
   // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
   bool eager_groups = true;
+  // At opt level 1, a graph whose tier-1 program is neither in memory nor in a
+  // persistent cache runs at once at tier 0 while tier 1 compiles in the
+  // background; later runs take tier 1 when it is ready
+  // (TORCH_NEURON_TIERED_COMPILE; 0 waits for tier 1).
+  bool tiered_compile = true;
   // Every execution is waited for where it is queued, so its error is raised
   // there: at the op in eager mode, at the sync in lazy mode
   // (TORCH_NEURON_LAUNCH_BLOCKING, like CUDA_LAUNCH_BLOCKING).

@@ -69,6 +69,7 @@ absl::StatusOr<ProvidedExecutable> LocalCompileProvider::Get(const ExecutableReq
                                                              RequestHolds& holds) {
   (void)holds;
   if (request.graph == nullptr) return absl::NotFoundError("no graph to compile");
+  if (request.stored_only) return absl::NotFoundError("only stored executables were asked for");
   const ir::CanonicalGraph& g = *request.graph;
   CompileCounters().misses->Add(1);
   runtime::profiler::Scope scope("compile", [&] {

@@ -41,6 +41,7 @@ absl::StatusOr<ProviderChain::Answer> ProviderChain::Get(const ExecutableRequest
       return answer;
     }
   }
+  if (request.stored_only) return Search(request);
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
@@ -155,8 +156,9 @@ absl::StatusOr<ProvidedExecutable> DiskProvider::Load(const ExecutableRequest& r
 }
 
 absl::StatusOr<ProvidedExecutable> DiskProvider::Get(const ExecutableRequest& request, RequestHolds& holds) {
+  if (request.stand_in) return absl::NotFoundError("stand-ins are not kept on disk");
   absl::StatusOr<ProvidedExecutable> found = Load(request);
-  if (found.ok() || !lock_until_kept_) return found;
+  if (found.ok() || !lock_until_kept_ || request.stored_only) return found;
   // Miss: wait for any other process compiling this key, then look again. The
   // lock stays held (in `holds`) until the compiled NEFF is kept.
   absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> locked =
@@ -167,7 +169,9 @@ absl::StatusOr<ProvidedExecutable> DiskProvider::Get(const ExecutableRequest& re
 }
 
 absl::Status DiskProvider::Keep(const ExecutableRequest& request, const ProvidedExecutable& found) {
-  if (disk_->read_only() || !found.persistent || found.neff.empty()) return absl::OkStatus();
+  if (disk_->read_only() || !found.persistent || found.neff.empty() || request.stand_in) {
+    return absl::OkStatus();
+  }
   std::unique_ptr<DiskCache::KeyLock> lock;
   if (!lock_until_kept_) {
     absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> locked =

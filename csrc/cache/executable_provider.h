@@ -39,6 +39,17 @@ struct ExecutableRequest {
   const ir::CanonicalGraph* graph = nullptr;  // what a compiling provider compiles
   compiler::CompileOptions options;
   const proto::CompilerFingerprint* fingerprint = nullptr;  // what NEFFs must carry
+  // Ask only the levels that hold executables already (memory, disk, Redis):
+  // providers that would compile answer NOT_FOUND, the disk takes no key lock,
+  // and the request joins no other thread's flight for the key.
+  bool stored_only = false;
+  // Compiled off the user's thread (a tier-1 compile of tiered compilation):
+  // observers that describe the user's code (the recompile report) skip it.
+  bool background = false;
+  // A tier-0 program that runs while the graph's tier-1 program compiles: made
+  // here and kept in memory only (it costs milliseconds to compile; the disk,
+  // Redis and the compile service keep tier-1 programs).
+  bool stand_in = false;
 
   // The key's file-name form (made on demand: a memory hit never needs it).
   std::string KeyHex() const { return ir::HashToHex(key); }

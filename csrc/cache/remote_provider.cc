@@ -236,6 +236,7 @@ absl::StatusOr<std::vector<std::string>> RedisConnection::Keys(const std::string
 absl::StatusOr<ProvidedExecutable> RemoteProvider::Get(const ExecutableRequest& request,
                                                        RequestHolds& holds) {
   (void)holds;
+  if (request.stand_in) return absl::NotFoundError("stand-ins are not kept in Redis");
   const std::string key = RemoteKey(request.KeyHex());
   absl::StatusOr<std::string> bytes = redis_.Get(key);
   if (bytes.status().code() == absl::StatusCode::kNotFound) {
@@ -266,7 +267,7 @@ absl::StatusOr<ProvidedExecutable> RemoteProvider::Get(const ExecutableRequest& 
 }
 
 absl::Status RemoteProvider::Keep(const ExecutableRequest& request, const ProvidedExecutable& found) {
-  if (!found.persistent || found.neff.empty()) return absl::OkStatus();
+  if (!found.persistent || found.neff.empty() || request.stand_in) return absl::OkStatus();
   absl::Status stored = redis_.Set(RemoteKey(request.KeyHex()), found.neff);
   if (stored.ok()) Counters().stores->Add(1);
   // An unreachable Redis was already reported by Get; the executable runs anyway.

@@ -4,13 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <condition_variable>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -22,11 +17,11 @@
 #include "c10/util/Exception.h"
 #include "eager/grouper.h"
 #include "ir/graph.h"
+#include "lazy/compile_pool.h"
 #include "lazy/executable_cache.h"
 #include "lazy/graph_executor.h"
 #include "lazy/lazy_tensor.h"
 #include "lazy/scheduler.h"
-#include "runtime/fork_guard.h"
 #include "runtime/profiler.h"
 
 namespace torch_neuron::eager {
@@ -137,74 +132,6 @@ class GroupBuilder {
   absl::flat_hash_map<const runtime::DeviceData*, ir::Value> produced_;
   std::vector<std::pair<const runtime::DeviceData*, ir::Value>> candidates_;
   std::vector<ir::NodePtr> draws_;
-};
-
-// Compile workers: jobs run in the order queued, on max(1, cores - 1) threads
-// (at most 4). Threads live for the rest of the process.
-class CompilePool {
- public:
-  CompilePool() {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const unsigned n = std::min(4u, std::max(1u, cores - 1));
-    for (unsigned i = 0; i < n; ++i) {
-      std::thread([this, i] {
-        runtime::profiler::NameThisThread("compile worker " + std::to_string(i + 1));
-        Work();
-      }).detach();
-    }
-  }
-
-  void Submit(std::function<void()> job) {
-    // Idle workers hold nothing a forked child could trip on; working ones do.
-    runtime::NoteRuntimeThreadStarted();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-      ++unfinished_;
-    }
-    ready_.notify_one();
-  }
-
-  void WaitIdle() {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [this] { return unfinished_ == 0; });
-  }
-
-  // Forgets the jobs no worker has started (the process is exiting: a compile
-  // whose result nobody will use only delays it).
-  void DropQueued() {
-    std::lock_guard<std::mutex> lock(mu_);
-    unfinished_ -= static_cast<int>(jobs_.size());
-    jobs_.clear();
-    if (unfinished_ == 0) idle_.notify_all();
-  }
-
- private:
-  void Work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [this] { return !jobs_.empty(); });
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      {
-        runtime::ForkQuietScope quiet;  // a fork waits for the compile to end
-        job();                          // never throws (CompileGroup catches everything)
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (--unfinished_ == 0) idle_.notify_all();
-      }
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::condition_variable idle_;
-  std::deque<std::function<void()>> jobs_;
-  int unfinished_ = 0;
 };
 
 enum class VariantState { kCompiling, kReady, kFailed };
@@ -494,7 +421,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
   std::unique_ptr<DeviceGroup> groups_[kMaxDevices];
   std::once_flag created_[kMaxDevices];
   GroupTable table_;
-  CompilePool pool_;
+  lazy::CompilePool pool_{"compile worker"};
 };
 
 AdaptiveScheduler& TheScheduler() {

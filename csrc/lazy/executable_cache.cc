@@ -1,15 +1,18 @@
 #include "lazy/executable_cache.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/config.h"
+#include "base/metrics.h"
 #include "c10/util/Exception.h"
 #include "cache/compile_provider.h"
 #include "cache/disk_cache.h"
@@ -18,7 +21,10 @@
 #include "compiler/fingerprint.h"
 #include "compiler/native_build.h"
 #include "ir/printer.h"
+#include "compiler/compile_request.h"
+#include "lazy/compile_pool.h"
 #include "lazy/execution_mode.h"
+#include "runtime/profiler.h"
 #include "runtime/torch_status.h"
 #include "service/client.h"
 
@@ -154,7 +160,7 @@ void ObserveCompile(const cache::CompileEvent& event) {
         result.tier1_error);
   }
   const Config& config = GlobalConfig();
-  if (config.debug) {
+  if (config.debug && !event.request.background) {
     std::string place = CurrentSourceLocation();
     if (place.empty()) place = "<unknown>";
     std::string reason = Log().Record(place, SignatureOf(g));
@@ -274,14 +280,10 @@ cache::ExecutableRequest RequestFor(const ir::CanonicalGraph& g, compiler::Compi
 
 }  // namespace
 
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
-  return FindOrCompileWith(g, CurrentCompileOptions(), compiled);
-}
+namespace {
 
-std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,
-                                                          compiler::CompileOptions options, bool* compiled) {
+std::shared_ptr<const runtime::Program> Provide(const cache::ExecutableRequest& request, bool* compiled) {
   if (compiled != nullptr) *compiled = false;
-  cache::ExecutableRequest request = RequestFor(g, std::move(options));
   absl::StatusOr<cache::ProviderChain::Answer> answer = TheProviders().chain.Get(request);
   runtime::ThrowIfError(answer.status());
   for (const absl::Status& error : answer->keep_errors) {
@@ -290,6 +292,144 @@ std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGra
   if (compiled != nullptr) *compiled = answer->source == "compile" && !answer->waited;
   return answer->program;
 }
+
+// Tiered compilation: what the process knows about tier-1 programs being
+// built in the background, by cache key.
+struct TierMetrics {
+  // Syncs that ran a tier-0 stand-in while the graph's tier-1 program compiled.
+  metrics::Counter* stand_ins = metrics::GetCounter("compile.tiered.stand_in.count");
+  metrics::Counter* queued = metrics::GetCounter("compile.tiered.background.count");
+  metrics::Counter* background_ns = metrics::GetCounter("compile.tiered.background.ns");
+  metrics::Counter* failed = metrics::GetCounter("compile.tiered.background_failed.count");
+};
+
+const TierMetrics& TierCounters() {
+  static const TierMetrics* counters = new TierMetrics();
+  return *counters;
+}
+
+enum class TierState {
+  kUnknown,      // never asked: look in the persistent levels, then queue tier 1
+  kCompiling,    // tier 1 is queued or compiling: run the stand-in
+  kFailed,       // tier 1 failed in the background: the stand-in runs for good
+  kSynchronous,  // the graph cannot be copied for a background compile: compile tier 1 here
+};
+
+class TierTable {
+ public:
+  TierState Get(ir::hash_t key) {
+    absl::MutexLock lock(&mu_);
+    auto it = states_.find(key);
+    return it == states_.end() ? TierState::kUnknown : it->second;
+  }
+  // Sets kCompiling unless the key has a state; true when this call set it.
+  bool Claim(ir::hash_t key) {
+    absl::MutexLock lock(&mu_);
+    return states_.try_emplace(key, TierState::kCompiling).second;
+  }
+  void Set(ir::hash_t key, TierState state) {
+    absl::MutexLock lock(&mu_);
+    states_[key] = state;
+  }
+  // A compiled tier 1 is found by later lookups (memory, then disk).
+  void Done(ir::hash_t key) {
+    absl::MutexLock lock(&mu_);
+    states_.erase(key);
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<ir::hash_t, TierState> states_ ABSL_GUARDED_BY(mu_);
+};
+
+TierTable& Tiers() {
+  static auto* table = new TierTable();
+  return *table;
+}
+
+CompilePool& BackgroundPool() {
+  static auto* pool = new CompilePool("tier-1 compile");
+  return *pool;
+}
+
+// Queues the tier-1 compile of a copy of `g` (the canonical graph points into
+// IR the sync releases before the compile ends). False when the graph has no
+// self-contained form (an attribute without a serialized form).
+bool QueueTier1(const ir::CanonicalGraph& g, const compiler::CompileOptions& options, ir::hash_t key) {
+  absl::StatusOr<proto::CompileRequest> message = compiler::MakeCompileRequest(g, options);
+  if (!message.ok()) return false;
+  absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> copy =
+      compiler::ReadCompileRequest(*message, options.cxx);
+  if (!copy.ok()) return false;
+  TierCounters().queued->Add(1);
+  std::shared_ptr<compiler::RequestGraph> graph = *std::move(copy);
+  BackgroundPool().Submit([graph, options, key] {
+    runtime::profiler::Scope scope("compile", [&] {
+      return absl::StrCat("tier 1 of graph ", ir::HashToHex(graph->graph.hash).substr(0, 16), " (",
+                          graph->graph.size(), " nodes)");
+    });
+    const auto start = std::chrono::steady_clock::now();
+    bool ok = false;
+    try {
+      cache::ExecutableRequest request = RequestFor(graph->graph, options);
+      request.background = true;
+      ok = TheProviders().chain.Get(request).ok();
+    } catch (...) {
+      ok = false;  // the stand-in keeps running; counted below
+    }
+    TierCounters().background_ns->Add(metrics::NanosSince(start));
+    if (ok) {
+      Tiers().Done(key);
+    } else {
+      TierCounters().failed->Add(1);
+      Tiers().Set(key, TierState::kFailed);
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
+  return FindOrCompileWith(g, CurrentCompileOptions(), compiled);
+}
+
+std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,
+                                                          compiler::CompileOptions options, bool* compiled) {
+  return Provide(RequestFor(g, std::move(options)), compiled);
+}
+
+std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalGraph& g, bool* compiled) {
+  compiler::CompileOptions options = CurrentCompileOptions();
+  if (!GlobalConfig().tiered_compile || options.opt_level < 1) return FindOrCompileWith(g, options, compiled);
+  if (compiled != nullptr) *compiled = false;
+  cache::ExecutableRequest request = RequestFor(g, options);
+  cache::ProviderChain& chain = TheProviders().chain;
+  if (std::shared_ptr<const runtime::Program> program = chain.provider(0)->Lookup(request)) return program;
+  TierState state = Tiers().Get(request.key);
+  if (state == TierState::kUnknown) {
+    request.stored_only = true;
+    absl::StatusOr<cache::ProviderChain::Answer> stored = chain.Get(request);
+    if (stored.ok()) return stored->program;
+    if (Tiers().Claim(request.key) && !QueueTier1(g, options, request.key)) {
+      Tiers().Set(request.key, TierState::kSynchronous);
+    }
+    state = Tiers().Get(request.key);
+  }
+  if (state == TierState::kSynchronous) return FindOrCompileWith(g, options, compiled);
+  // kCompiling, kFailed, or kUnknown again (tier 1 finished meanwhile: the
+  // stand-in is already cheaper to get than a disk read).
+  TierCounters().stand_ins->Add(1);
+  compiler::CompileOptions tier0 = std::move(options);
+  tier0.opt_level = 0;
+  cache::ExecutableRequest stand_in = RequestFor(g, std::move(tier0));
+  stand_in.stand_in = true;
+  return Provide(stand_in, compiled);
+}
+
+void WaitForBackgroundCompiles() { BackgroundPool().WaitIdle(); }
+
+void DropQueuedBackgroundCompiles() { BackgroundPool().DropQueued(); }
 
 ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOptions& options) {
   return RequestFor(g, options).key;

@@ -29,6 +29,22 @@ std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGra
                                                           compiler::CompileOptions options,
                                                           bool* compiled = nullptr);
 
+// Tiered compilation (TORCH_NEURON_TIERED_COMPILE, at opt level 1): the
+// tier-1 program of `g` from memory or a persistent level (disk, Redis) if one
+// holds it; else a tier-0 program (milliseconds to compile, kept in memory
+// only) while tier 1 compiles in the background on a copy of the graph, once
+// per key; later calls take tier 1 as soon as it is in memory. A background
+// compile that fails leaves the tier-0 program in use for good, counted
+// (compile.tiered.background_failed.count). Both tiers compute the same values
+// within the tier-1 tolerance.
+std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalGraph& g,
+                                                            bool* compiled = nullptr);
+
+// Waits for the tier-1 compiles queued so far (tests, config overrides).
+void WaitForBackgroundCompiles();
+// Drops the tier-1 compiles no worker has started (at exit).
+void DropQueuedBackgroundCompiles();
+
 // The cache key of `g` under `options` (graph hash and compiler fingerprint).
 ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOptions& options);
 

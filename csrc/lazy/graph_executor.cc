@@ -171,14 +171,16 @@ std::vector<runtime::DeviceDataPtr> MakeOutputs(int device, const ir::CanonicalG
   return outputs;
 }
 
-// Compiles (or finds) `g`'s program; on failure the outputs take the error as
-// their value, so reading one raises it again and later syncs (a reseed syncs
-// all pending tensors) do not retry a graph that cannot compile.
+// Compiles (or finds) `g`'s program, a tier-0 stand-in while tier 1 compiles
+// unless `tiered` is false (a captured step keeps the program it records); on
+// failure the outputs take the error as their value, so reading one raises it
+// again and later syncs (a reseed syncs all pending tensors) do not retry a
+// graph that cannot compile.
 std::shared_ptr<const runtime::Program> ProgramOrFail(const ir::CanonicalGraph& g,
                                                       const std::vector<runtime::DeviceDataPtr>& outputs,
-                                                      bool* compiled) {
+                                                      bool* compiled, bool tiered = true) {
   try {
-    return FindOrCompile(g, compiled);
+    return tiered ? FindOrCompileTiered(g, compiled) : FindOrCompile(g, compiled);
   } catch (const std::exception& e) {
     const absl::Status status = absl::InternalError(e.what());
     for (const runtime::DeviceDataPtr& out : outputs) out->Fail(status);
@@ -348,7 +350,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
 
   bool compiled = false;
-  if (program == nullptr) program = ProgramOrFail(g, outputs, &compiled);
+  if (program == nullptr) program = ProgramOrFail(g, outputs, &compiled, /*tiered=*/record == nullptr);
   ExecCounters().prepare_ns->Add(NanosSince(start));
   if (compiled && partial) {
     // Only compiles ask where the sync came from: walking Python frames costs

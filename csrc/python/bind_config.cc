@@ -6,6 +6,7 @@
 
 #include "base/config.h"
 #include "eager/adaptive_scheduler.h"
+#include "lazy/executable_cache.h"
 #include "runtime/device_registry.h"
 #include "python/bindings.h"
 
@@ -41,6 +42,7 @@ py::dict ConfigToDict(const Config& c) {
   d["kernel_threads"] = c.kernel_threads;
   d["autograd_thread"] = c.autograd_thread;
   d["eager_groups"] = c.eager_groups;
+  d["tiered_compile"] = c.tiered_compile;
   d["launch_blocking"] = c.launch_blocking;
   d["test_fail_group_compiles"] = c.test_fail_group_compiles;
   return d;
@@ -63,6 +65,7 @@ class QuietOverride {
   static void WaitForCompiles() {
     py::gil_scoped_release release;  // a compile may want the GIL (source lines)
     eager::WaitForGroupCompiles();
+    lazy::WaitForBackgroundCompiles();
   }
   std::unique_ptr<ScopedConfigOverride> override_;
 };
@@ -78,6 +81,12 @@ void BindConfig(py::module_& m) {
     runtime::DeviceRegistry::Global();
   });
   m.def("_config", [] { return ConfigToDict(GlobalConfig()); });
+  // Tiered compilation's background tier-1 compiles (tests, exit).
+  m.def("_wait_background_compiles", [] {
+    py::gil_scoped_release release;
+    lazy::WaitForBackgroundCompiles();
+  });
+  m.def("_drop_queued_background_compiles", [] { lazy::DropQueuedBackgroundCompiles(); });
   // Validates an environment mapping without installing it (tests, CLIs).
   m.def("_parse_config", [](const std::map<std::string, std::string>& env) {
     absl::StatusOr<Config> c = ConfigFromMap(env);

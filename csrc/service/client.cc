@@ -227,6 +227,9 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::Get(const cache::Exec
                                                                cache::RequestHolds& holds) {
   (void)holds;
   if (request.graph == nullptr || request.fingerprint == nullptr) return absl::NotFoundError("no graph");
+  if (request.stored_only || request.stand_in) {
+    return absl::NotFoundError("the service provides stored tier-1 executables only");
+  }
   proto::ServiceRequest message;
   message.set_protocol_version(kProtocolVersion);
   absl::StatusOr<proto::CompileRequest> compile =

@@ -25,11 +25,13 @@ def fresh_cache_dir() -> str:
 
 def child_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment of a child interpreter: the repo importable, no inherited
-    TORCH_NEURON_* settings but an empty compile cache of its own, then
+    TORCH_NEURON_* settings but an empty compile cache of its own and tiered
+    compilation off (compile counts exact, as in conftest.py), then
     ``overrides``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_NEURON_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["TORCH_NEURON_CACHE_DIR"] = fresh_cache_dir()
+    env["TORCH_NEURON_TIERED_COMPILE"] = "0"
     env.update(overrides or {})
     return env
 

@@ -266,6 +266,7 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_SERVICE_IDLE_S": "30",
             "TORCH_NEURON_SERVICE_TIMEOUT_S": "2.5",
             "TORCH_NEURON_EAGER_GROUPS": "0",
+            "TORCH_NEURON_TIERED_COMPILE": "off",
             "TORCH_NEURON_LAUNCH_BLOCKING": "yes",
             "TORCH_NEURON_TEST_FAIL_GROUP_COMPILES": "1",
         }
@@ -295,6 +296,7 @@ def test_parse_converts_every_known_setting():
         "kernel_threads": 3,
         "autograd_thread": True,
         "eager_groups": False,
+        "tiered_compile": False,
         "launch_blocking": True,
         "test_fail_group_compiles": True,
         "cxx": "",

@@ -27,7 +27,8 @@ class FakeProvider : public ExecutableProvider {
  public:
   FakeProvider(const char* name, absl::Status status) : name_(name), status_(std::move(status)) {}
   const char* name() const override { return name_; }
-  absl::StatusOr<ProvidedExecutable> Get(const ExecutableRequest&, RequestHolds&) override {
+  absl::StatusOr<ProvidedExecutable> Get(const ExecutableRequest& request, RequestHolds&) override {
+    if (compiles && request.stored_only) return absl::NotFoundError("compiles only");
     ++gets;
     if (entered != nullptr && !entered->HasBeenNotified()) entered->Notify();
     if (release != nullptr) release->WaitForNotification();
@@ -53,6 +54,7 @@ class FakeProvider : public ExecutableProvider {
   absl::Notification* entered = nullptr;
   absl::Notification* release = nullptr;
   bool throw_on_get = false;
+  bool compiles = false;  // answers stored_only requests with NOT_FOUND, as compilers do
   static inline std::vector<std::string> kept_order;
 };
 
@@ -180,6 +182,31 @@ TEST(ProviderChainTest, AThrowingProviderFailsTheKeyForEveryWaiterWithoutHanging
   EXPECT_TRUE(c.chain->Get(Request(12)).ok());
 }
 
+// A stored-only request (tiered compilation's look for a tier-1 program) does
+// not wait for another thread's compile of the key: it is answered by the
+// levels that store executables, at once.
+TEST(ProviderChainTest, AStoredOnlyRequestJoinsNoFlight) {
+  std::vector<std::unique_ptr<FakeProvider>> p;
+  p.push_back(std::make_unique<FakeProvider>("compile", absl::OkStatus()));
+  Chain c = MakeChain(std::move(p));
+  c.fakes[0]->compiles = true;
+  absl::Notification entered, release;
+  c.fakes[0]->entered = &entered;
+  c.fakes[0]->release = &release;
+  absl::StatusOr<ProviderChain::Answer> compiled;
+  std::thread a([&] { compiled = c.chain->Get(Request(13)); });
+  entered.WaitForNotification();  // the key is in flight, its compile held
+  ExecutableRequest stored = Request(13);
+  stored.stored_only = true;
+  absl::StatusOr<ProviderChain::Answer> answer = c.chain->Get(stored);
+  EXPECT_TRUE(absl::IsNotFound(answer.status())) << answer.status();
+  EXPECT_EQ(c.chain->Waiting(13), 0);
+  release.Notify();
+  a.join();
+  EXPECT_TRUE(compiled.ok());
+  EXPECT_EQ(c.fakes[0]->gets, 1);
+}
+
 // The real providers: memory, disk and the compiler here, on a real graph.
 class RealChainTest : public ::testing::Test {
  protected:
@@ -255,6 +282,33 @@ TEST_F(RealChainTest, ACorruptDiskEntryIsCompiledAgainNotLoaded) {
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->source, "compile");
   EXPECT_EQ(Compiles(), 2);
+}
+
+TEST_F(RealChainTest, StoredOnlyFindsTheDiskEntryAndNeverCompiles) {
+  request_.stored_only = true;
+  absl::StatusOr<ProviderChain::Answer> miss = Make()->Get(request_);
+  EXPECT_TRUE(absl::IsNotFound(miss.status())) << miss.status();
+  EXPECT_EQ(Compiles(), 0);
+  request_.stored_only = false;
+  ASSERT_TRUE(Make()->Get(request_).ok());
+  request_.stored_only = true;
+  absl::StatusOr<ProviderChain::Answer> hit = Make()->Get(request_);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ(hit->source, "disk");
+  EXPECT_EQ(Compiles(), 1);
+}
+
+TEST_F(RealChainTest, AStandInIsCompiledAndKeptInMemoryOnly) {
+  request_.stand_in = true;
+  auto chain = Make();
+  absl::StatusOr<ProviderChain::Answer> first = chain->Get(request_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->source, "compile");
+  EXPECT_FALSE(fs::exists(disk_->EntryPath(request_.KeyHex())));
+  absl::StatusOr<ProviderChain::Answer> again = chain->Get(request_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, "memory");
+  EXPECT_EQ(Compiles(), 1);
 }
 
 TEST_F(RealChainTest, TwoThreadsOnOneUncompiledGraphCompileItOnce) {
