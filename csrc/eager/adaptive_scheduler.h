@@ -6,7 +6,9 @@
 // group ends, the graph of the whole group (its ops rebuilt over leaves that
 // hold no buffers, its outputs the values still alive) compiles in the
 // background on a pool of compile workers, through the provider chain (so the
-// disk cache and the compile service serve it). Once a group's graph is
+// disk cache and the compile service serve it; with tiered compilation the
+// group is ready once its tier-0 stand-in is built, and tier 1 follows in
+// the background, lazy/executable_cache.h). Once a group's graph is
 // compiled, the next occurrence of its first ops is held back as pending IR;
 // if the group comes out the same, it runs as that one graph; if it diverges
 // (other ops, other live outputs) the held ops run op by op at once and the

@@ -399,9 +399,30 @@ std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGra
   return Provide(RequestFor(g, std::move(options)), compiled);
 }
 
+namespace {
+
+bool Tiered(const compiler::CompileOptions& options) {
+  return GlobalConfig().tiered_compile && options.opt_level >= 1;
+}
+
+// The memory-only request of `g`'s tier-0 stand-in under `options`.
+cache::ExecutableRequest StandInRequest(const ir::CanonicalGraph& g, compiler::CompileOptions options) {
+  options.opt_level = 0;
+  cache::ExecutableRequest request = RequestFor(g, std::move(options));
+  request.stand_in = true;
+  return request;
+}
+
+}  // namespace
+
 std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalGraph& g, bool* compiled) {
-  compiler::CompileOptions options = CurrentCompileOptions();
-  if (!GlobalConfig().tiered_compile || options.opt_level < 1) return FindOrCompileWith(g, options, compiled);
+  return FindOrCompileTieredWith(g, CurrentCompileOptions(), compiled);
+}
+
+std::shared_ptr<const runtime::Program> FindOrCompileTieredWith(const ir::CanonicalGraph& g,
+                                                                compiler::CompileOptions options,
+                                                                bool* compiled) {
+  if (!Tiered(options)) return FindOrCompileWith(g, std::move(options), compiled);
   if (compiled != nullptr) *compiled = false;
   cache::ExecutableRequest request = RequestFor(g, options);
   cache::ProviderChain& chain = TheProviders().chain;
@@ -420,11 +441,7 @@ std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalG
   // kCompiling, kFailed, or kUnknown again (tier 1 finished meanwhile: the
   // stand-in is already cheaper to get than a disk read).
   TierCounters().stand_ins->Add(1);
-  compiler::CompileOptions tier0 = std::move(options);
-  tier0.opt_level = 0;
-  cache::ExecutableRequest stand_in = RequestFor(g, std::move(tier0));
-  stand_in.stand_in = true;
-  return Provide(stand_in, compiled);
+  return Provide(StandInRequest(g, std::move(options)), compiled);
 }
 
 void WaitForBackgroundCompiles() { BackgroundPool().WaitIdle(); }
@@ -436,8 +453,16 @@ ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOpt
 }
 
 std::shared_ptr<const runtime::Program> FindInMemory(const ir::CanonicalGraph& g) {
-  cache::ExecutableRequest request = RequestFor(g, CurrentCompileOptions());
-  return TheProviders().chain.provider(0)->Lookup(request);
+  compiler::CompileOptions options = CurrentCompileOptions();
+  cache::ExecutableRequest request = RequestFor(g, options);
+  cache::ExecutableProvider* memory = TheProviders().chain.provider(0);
+  if (std::shared_ptr<const runtime::Program> program = memory->Lookup(request)) return program;
+  if (!Tiered(options)) return nullptr;
+  const TierState state = Tiers().Get(request.key);
+  if (state != TierState::kCompiling && state != TierState::kFailed) return nullptr;
+  std::shared_ptr<const runtime::Program> stand_in = memory->Lookup(StandInRequest(g, std::move(options)));
+  if (stand_in != nullptr) TierCounters().stand_ins->Add(1);
+  return stand_in;
 }
 
 std::string LastRecompileReason() { return Log().LastReason(); }

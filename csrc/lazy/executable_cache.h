@@ -39,6 +39,10 @@ std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGra
 // within the tier-1 tolerance.
 std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalGraph& g,
                                                             bool* compiled = nullptr);
+// The same under `options` fixed by the caller (eager mode's group compiles).
+std::shared_ptr<const runtime::Program> FindOrCompileTieredWith(const ir::CanonicalGraph& g,
+                                                                compiler::CompileOptions options,
+                                                                bool* compiled = nullptr);
 
 // Waits for the tier-1 compiles queued so far (tests, config overrides).
 void WaitForBackgroundCompiles();
@@ -48,8 +52,9 @@ void DropQueuedBackgroundCompiles();
 // The cache key of `g` under `options` (graph hash and compiler fingerprint).
 ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOptions& options);
 
-// The program of `g` if the in-memory cache holds it, else nullptr: no disk
-// read, no compile, no waiting.
+// The program of `g` if the in-memory cache holds it (with tiered
+// compilation, its tier-0 stand-in while tier 1 compiles), else nullptr: no
+// disk read, no compile, no waiting.
 std::shared_ptr<const runtime::Program> FindInMemory(const ir::CanonicalGraph& g);
 
 // Why the last graph compiled although an earlier one came from the same place.

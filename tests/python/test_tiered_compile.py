@@ -88,25 +88,31 @@ model = MLP().to("neuron")
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 x, y = make_batches("mlp", 1, batch=32)[0]
 x, y = x.to("neuron"), y.to("neuron")
-losses = []
+torch_neuron.mark_step()
+losses, shares = [], []
+if {eager!r}:
+    torch_neuron.set_mode("eager")
 for _ in range(4):
     loss = loss_fn("mlp", model, x, y)
     opt.zero_grad(); loss.backward(); opt.step()
     torch_neuron.mark_step()
     losses.append(loss.item())
+    if {eager!r}:
+        torch_neuron._C._eager_wait_compiles()  # this step's group compiles end before the next step
+        shares.append(metrics.grouped_share(1))
 if {wait!r}:
     torch_neuron._C._wait_background_compiles()
-print(json.dumps(dict(losses=losses, stand_ins=metrics.counter("compile.tiered.stand_in.count"),
+print(json.dumps(dict(losses=losses, shares=shares, stand_ins=metrics.counter("compile.tiered.stand_in.count"),
                       queued=metrics.counter("compile.tiered.background.count"),
                       compiles=metrics.counter("graph.compile.count"),
                       disk_hits=metrics.counter("cache.disk_hit.count"))))
 """
 
 
-def run_worker(cache_dir, tiered, wait=False):
+def run_worker(cache_dir, tiered, wait=False, eager=False):
     env = dict(os.environ, TORCH_NEURON_CACHE_DIR=str(cache_dir), TORCH_NEURON_COMPILE_SERVICE="off",
                TORCH_NEURON_TIERED_COMPILE=tiered, TORCH_NEURON_OPT_LEVEL="1")
-    proc = subprocess.run([sys.executable, "-c", WORKER.format(here=HERE, wait=wait)], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", WORKER.format(here=HERE, wait=wait, eager=eager)], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -128,3 +134,16 @@ def test_training_is_the_same_and_the_next_process_starts_at_tier_1(tmp_path):
     assert (warm["stand_ins"], warm["queued"], warm["compiles"]) == (0, 0, 0)
     assert warm["disk_hits"] == cold["queued"]
     assert warm["losses"] == reference["losses"]
+
+
+def test_eager_groups_run_as_graphs_from_the_third_step_on_a_cold_cache(tmp_path):
+    # A group's first compile is its tier-0 stand-in (milliseconds), so it runs
+    # as one graph from its next occurrence; without tiering it waited for the
+    # system C++ compiler, seconds on a cold cache. Step 2 is op by op either
+    # way (the optimizer's new state makes new groups).
+    reference = run_worker(tmp_path / "lazy", "0")
+    cold = run_worker(tmp_path / "eager", "1", eager=True)
+    assert cold["shares"][0] < 0.5 and cold["shares"][2] == 1.0 and cold["shares"][3] == 1.0, cold["shares"]
+    assert cold["queued"] > 0 and cold["stand_ins"] > 0
+    torch.testing.assert_close(torch.tensor(cold["losses"]), torch.tensor(reference["losses"]),
+                               rtol=1e-5, atol=1e-6)
