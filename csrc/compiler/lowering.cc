@@ -79,8 +79,8 @@ std::vector<bool> RunAsViews(const CompileGraph& g) {
 
 }  // namespace
 
-absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g) {
-  const std::vector<bool> as_view = RunAsViews(g);
+absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool views_in_place) {
+  const std::vector<bool> as_view = views_in_place ? RunAsViews(g) : std::vector<bool>(g.nodes.size(), false);
   runtime::Program program;
   // Register of each (node, output).
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> reg;

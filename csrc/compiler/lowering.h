@@ -8,6 +8,12 @@
 
 namespace torch_neuron::compiler {
 
-absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& graph);
+// With `views_in_place` (tier 1), a copying view op whose readers all take any
+// strides runs as the view (see lowering.cc); without it (tier 0) every view
+// result is a contiguous copy, as an op run on its own (eager mode, a graph
+// boundary) gives its readers: BLAS and reductions then see the same layouts,
+// and so sum in the same order, however the ops were cut into graphs. That
+// keeps opt level 0 bit-identical between lazy and eager mode.
+absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& graph, bool views_in_place);
 
 }  // namespace torch_neuron::compiler

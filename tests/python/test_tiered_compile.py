@@ -72,7 +72,7 @@ def test_captured_steps_record_tier_1(tiered):
     g = torch_neuron.NeuronGraph()
     with torch_neuron.graph(g):
         y = (x @ w).relu()
-    assert metrics.counter(STAND_INS) == 0 and metrics.counter(QUEUED) == 0
+    assert (metrics.counter(STAND_INS), metrics.counter(QUEUED)) == (0, 0), metrics.counters()
     g.replay()
     torch.testing.assert_close(y.cpu(), (x.cpu() @ w.cpu()).relu(), rtol=1e-5, atol=1e-5)
 

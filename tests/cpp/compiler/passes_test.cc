@@ -125,7 +125,7 @@ TEST(LoweringTest, RunsTheGraphAndReleasesRegistersAfterLastUse) {
   Value prod = Op("aten::mul.Tensor", {a, b});
   Value out = Op("aten::sub.Tensor", {Op("aten::add.Tensor", {prod, a}), b});
   CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g);
+  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
   ASSERT_TRUE(program.ok()) << program.status();
   ASSERT_EQ(program->instructions.size(), 3u);
   // The product dies at the add; the inputs live until their last readers.
@@ -143,7 +143,7 @@ TEST(ExecutorTest, AFailingOpNamesItselfInTheError) {
                          {Shape(c10::ScalarType::Float, {3})}),
             0};
   absl::StatusOr<runtime::Program> program =
-      LowerToProgram(CompileGraph::FromCanonical(ir::Canonicalize({bad})));
+      LowerToProgram(CompileGraph::FromCanonical(ir::Canonicalize({bad})), /*views_in_place=*/true);
   ASSERT_TRUE(program.ok());
   absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {at::arange(4, at::kFloat)});
   ASSERT_FALSE(result.ok());
