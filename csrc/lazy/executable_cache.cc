@@ -178,11 +178,12 @@ struct Providers {
 };
 
 // The chain of the process, built once from the config: memory, then disk
-// (unless TORCH_NEURON_CACHE=0), then Redis (TORCH_NEURON_REMOTE_CACHE), then
-// the compile service (unless
-// TORCH_NEURON_COMPILE_SERVICE=off), then the compiler here. With no service
-// below the disk, the disk's key lock is held across the compile, so one process
-// compiles a graph and the others load its NEFF.
+// (unless TORCH_NEURON_CACHE=0), then the compile service (unless
+// TORCH_NEURON_COMPILE_SERVICE=off), which reads and writes Redis
+// (TORCH_NEURON_REMOTE_CACHE) for its clients, then the compiler here. Without
+// a service, or when it cannot answer, Redis is asked from this process. With
+// no service below the disk, the disk's key lock is held across the compile, so
+// one process compiles a graph and the others load its NEFF.
 Providers& TheProviders() {
   static Providers* providers = [] {
     const Config& config = GlobalConfig();
@@ -200,10 +201,13 @@ Providers& TheProviders() {
       // only around the re-check and the write.
       chain.push_back(std::make_unique<cache::DiskProvider>(disk, /*lock_until_kept=*/!service));
     }
+    std::unique_ptr<cache::ExecutableProvider> remote;
+    std::string remote_url;
     if (!config.remote_cache.empty()) {
       absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(config.remote_cache);
       if (address.ok()) {
-        chain.push_back(std::make_unique<cache::RemoteProvider>(*std::move(address)));
+        remote = std::make_unique<cache::RemoteProvider>(*std::move(address));
+        remote_url = config.remote_cache;
       } else {
         TORCH_WARN_ONCE("torch_neuron: ", address.status().message(), "; no remote compile cache");
       }
@@ -214,7 +218,10 @@ Providers& TheProviders() {
       options.cache_dir = dir;
       options.toolchain = config.cxx;
       options.timeout_s = config.service_timeout_s;
-      chain.push_back(std::make_unique<service::ServiceProvider>(std::move(options)));
+      options.remote_cache = remote_url;
+      chain.push_back(std::make_unique<service::ServiceProvider>(std::move(options), std::move(remote)));
+    } else if (remote != nullptr) {
+      chain.push_back(std::move(remote));
     }
     auto compile = std::make_unique<cache::LocalCompileProvider>();
     compile->AddObserver(ObserveCompile);

@@ -40,6 +40,10 @@ py::dict StatusDict(const proto::ServiceStatus& s) {
   d["in_flight"] = s.in_flight();
   d["kernel_builds"] = s.kernel_builds();
   d["kernel_reuses"] = s.kernel_reuses();
+  d["lookups"] = s.lookups();
+  d["remote_hits"] = s.remote_hits();
+  d["remote_stores"] = s.remote_stores();
+  d["remote_corrupt"] = s.remote_corrupt();
   return d;
 }
 

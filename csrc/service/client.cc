@@ -34,6 +34,7 @@ struct ClientMetrics {
   metrics::Counter* timeouts = metrics::GetCounter("service.fallback.timeout.count");
   metrics::Counter* errors = metrics::GetCounter("service.fallback.error.count");
   metrics::Counter* starts = metrics::GetCounter("service.start.count");
+  metrics::Counter* lookups = metrics::GetCounter("service.lookup_hit.count");
 };
 
 const ClientMetrics& Counters() {
@@ -225,13 +226,51 @@ absl::StatusOr<proto::ServiceReply> Call(const ClientOptions& options, const pro
 
 absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::Get(const cache::ExecutableRequest& request,
                                                                cache::RequestHolds& holds) {
-  (void)holds;
-  if (request.graph == nullptr || request.fingerprint == nullptr) return absl::NotFoundError("no graph");
-  if (request.stored_only || request.stand_in) {
-    return absl::NotFoundError("the service provides stored tier-1 executables only");
-  }
+  if (request.stand_in) return absl::NotFoundError("the service provides stored tier-1 executables only");
+  absl::StatusOr<cache::ProvidedExecutable> found = AskService(request);
+  if (found.status().code() != absl::StatusCode::kUnavailable || direct_remote_ == nullptr) return found;
+  // No service to ask: the remote level is asked from here.
+  absl::StatusOr<cache::ProvidedExecutable> remote = direct_remote_->Get(request, holds);
+  if (remote.ok() || remote.status().code() != absl::StatusCode::kNotFound) return remote;
+  return found;  // UNAVAILABLE: the chain compiles here (and Keep writes the remote level)
+}
+
+absl::Status ServiceProvider::Keep(const cache::ExecutableRequest& request,
+                                   const cache::ProvidedExecutable& found) {
+  return direct_remote_ != nullptr ? direct_remote_->Keep(request, found) : absl::OkStatus();
+}
+
+absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::AskService(
+    const cache::ExecutableRequest& request) {
+  if (request.fingerprint == nullptr) return absl::NotFoundError("no fingerprint");
   proto::ServiceRequest message;
   message.set_protocol_version(kProtocolVersion);
+  if (request.stored_only) {
+    // A lookup: the key, not the graph. Not a fallback when no service answers
+    // (nothing was to be compiled); a service is not started for it.
+    proto::ServiceLookup& lookup = *message.mutable_lookup();
+    lookup.set_key(request.KeyHex());
+    *lookup.mutable_fingerprint() = *request.fingerprint;
+    lookup.set_remote_cache(options_.remote_cache);
+    absl::StatusOr<proto::ServiceReply> reply =
+        Call(options_, message, /*start_if_needed=*/false, options_.timeout_s);
+    if (!reply.ok()) return absl::UnavailableError(reply.status().message());
+    if (reply->code() == static_cast<int32_t>(absl::StatusCode::kNotFound)) {
+      return absl::NotFoundError(reply->message());
+    }
+    if (reply->code() != 0) return absl::UnavailableError(absl::StrCat("the service: ", reply->message()));
+    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(reply->neff(), request.fingerprint);
+    if (!loaded.ok())
+      return absl::UnavailableError(absl::StrCat("the service's NEFF: ", loaded.status().message()));
+    runtime::LoadNativeObjects(loaded->program->native_objects);
+    Counters().lookups->Add(1);
+    cache::ProvidedExecutable found;
+    found.program = loaded->program;
+    found.bytes = reply->neff().size();
+    found.neff = reply->neff();
+    return found;
+  }
+  if (request.graph == nullptr) return absl::NotFoundError("no graph");
   absl::StatusOr<proto::CompileRequest> compile =
       compiler::MakeCompileRequest(*request.graph, request.options);
   if (!compile.ok()) {
@@ -240,6 +279,7 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::Get(const cache::Exec
   }
   *message.mutable_compile()->mutable_request() = *std::move(compile);
   *message.mutable_compile()->mutable_fingerprint() = *request.fingerprint;
+  message.mutable_compile()->set_remote_cache(options_.remote_cache);
   absl::StatusOr<proto::ServiceReply> reply =
       Call(options_, message, /*start_if_needed=*/true, options_.timeout_s);
   if (!reply.ok()) {

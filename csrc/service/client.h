@@ -5,8 +5,15 @@
 // refused connection, a timeout, an error reply, a reply the reader rejects) is
 // UNAVAILABLE: the chain compiles here, counted in service.fallback.count (and
 // by reason), never an error of the user's program.
+//
+// The service stands in front of the remote cache: it reads and writes Redis
+// for its clients on the one connection it keeps (the client names the URL in
+// each request), so a process whose service answers never connects to Redis.
+// Only when the service cannot answer does the provider ask the remote level
+// itself (`direct_remote`), and it writes what the local compiler then makes.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +30,7 @@ struct ClientOptions {
   std::string cache_dir;      // where the auto service's directory lives
   std::string toolchain;      // names the service's directory, with the compiler's sources
   double timeout_s = 600;     // for a reply
+  std::string remote_cache;   // TORCH_NEURON_REMOTE_CACHE, passed on to the service ("": none)
 };
 
 // The service directory and socket `options` lead to.
@@ -51,13 +59,22 @@ std::string LastFallbackReason();
 
 class ServiceProvider : public cache::ExecutableProvider {
  public:
-  explicit ServiceProvider(ClientOptions options) : options_(std::move(options)) {}
+  // `direct_remote`: the remote level, asked here only when the service
+  // cannot answer (nullptr: no remote cache).
+  ServiceProvider(ClientOptions options, std::unique_ptr<cache::ExecutableProvider> direct_remote)
+      : options_(std::move(options)), direct_remote_(std::move(direct_remote)) {}
   const char* name() const override { return "service"; }
   absl::StatusOr<cache::ProvidedExecutable> Get(const cache::ExecutableRequest& request,
                                                 cache::RequestHolds& holds) override;
+  // Called only when a provider below answered (the service could not): the
+  // remote level keeps what was compiled here.
+  absl::Status Keep(const cache::ExecutableRequest& request, const cache::ProvidedExecutable& found) override;
 
  private:
+  absl::StatusOr<cache::ProvidedExecutable> AskService(const cache::ExecutableRequest& request);
+
   const ClientOptions options_;
+  const std::unique_ptr<cache::ExecutableProvider> direct_remote_;
 };
 
 }  // namespace torch_neuron::service

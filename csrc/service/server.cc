@@ -22,6 +22,7 @@
 #include "cache/compile_provider.h"
 #include "base/metrics.h"
 #include "cache/disk_cache.h"
+#include "cache/remote_provider.h"
 #include "compiler/compile_request.h"
 #include "compiler/fingerprint.h"
 #include "compiler/native_build.h"
@@ -74,8 +75,16 @@ class Server {
   proto::ServiceReply Handle(const std::string& frame);
   proto::ServiceReply Compile(const proto::ServiceCompile& compile,
                               std::unique_ptr<compiler::RequestGraph> graph);
+  proto::ServiceReply Lookup(const proto::ServiceLookup& lookup);
   void CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
-                     ir::hash_t key, Flight& flight);
+                     ir::hash_t key, cache::RedisConnection* redis, Flight& flight);
+  // The executable stored under `key_hex` on the disk or in Redis (written to
+  // the disk when Redis had it), verified against `fingerprint`; "" if none.
+  std::string FindStored(const std::string& key_hex, const proto::CompilerFingerprint& fingerprint,
+                         cache::RedisConnection* redis, std::string* source);
+  // The connection to the Redis at `url` ("" or an invalid URL: none), made
+  // once and kept for every client that names it.
+  cache::RedisConnection* Redis(const std::string& url);
   proto::ServiceStatus Status();
   bool Idle() {
     absl::MutexLock lock(&mu_);
@@ -97,8 +106,11 @@ class Server {
   absl::flat_hash_map<ir::hash_t, std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(mu_);
   int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, std::unique_ptr<cache::RedisConnection>> redis_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<int64_t> requests_{0}, compiles_{0}, joins_{0}, disk_hits_{0}, errors_{0}, refused_{0};
+  std::atomic<int64_t> remote_hits_{0}, remote_stores_{0}, remote_corrupt_{0}, lookups_{0};
+  std::atomic<bool> redis_warned_{false};
 };
 
 proto::ServiceReply ErrorReply(const absl::Status& status) {
@@ -249,6 +261,8 @@ proto::ServiceReply Server::Handle(const std::string& frame) {
   switch (request.body_case()) {
     case proto::ServiceRequest::kCompile:
       return Compile(request.compile(), std::move(parsed->graph));
+    case proto::ServiceRequest::kLookup:
+      return Lookup(request.lookup());
     case proto::ServiceRequest::kStatus:
       *reply.mutable_status() = Status();
       return reply;
@@ -282,7 +296,7 @@ proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile,
     flight = slot;
   }
   if (leader) {
-    CompileFlight(*graph, fingerprint, key, *flight);
+    CompileFlight(*graph, fingerprint, key, Redis(compile.remote_cache()), *flight);
     absl::MutexLock lock(&mu_);
     flights_.erase(key);
   } else {
@@ -298,21 +312,73 @@ proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile,
   return reply;
 }
 
-void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
-                           ir::hash_t key, Flight& flight) {
-  absl::Status status;
-  std::string neff, source;
-  const std::string key_hex = ir::HashToHex(key);
-  auto validate = [&](std::string_view bytes) {
-    return neff::ReadNeff(bytes, &fingerprint.fingerprint).status();
-  };
+cache::RedisConnection* Server::Redis(const std::string& url) {
+  if (url.empty()) return nullptr;
+  absl::MutexLock lock(&mu_);
+  auto it = redis_.find(url);
+  if (it == redis_.end()) {
+    absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(url);
+    if (!address.ok()) Log(absl::StrCat("no remote cache for ", url, ": ", address.status().message()));
+    it = redis_.emplace(url, address.ok() ? std::make_unique<cache::RedisConnection>(*address) : nullptr)
+             .first;
+  }
+  return it->second.get();
+}
+
+std::string Server::FindStored(const std::string& key_hex, const proto::CompilerFingerprint& fingerprint,
+                               cache::RedisConnection* redis, std::string* source) {
+  auto validate = [&](std::string_view bytes) { return neff::ReadNeff(bytes, &fingerprint).status(); };
   if (disk_ != nullptr) {
     if (std::optional<std::string> found = disk_->Load(key_hex, validate)) {
       disk_hits_++;
-      neff = *std::move(found);
-      source = "disk";
+      *source = "disk";
+      return *std::move(found);
     }
   }
+  if (redis == nullptr) return "";
+  const std::string remote_key = cache::RemoteKey(key_hex);
+  absl::StatusOr<std::string> bytes = redis->Get(remote_key);
+  if (!bytes.ok()) {
+    // A miss, or a Redis that cannot answer (logged once): compile without it.
+    if (bytes.status().code() != absl::StatusCode::kNotFound && !redis_warned_.exchange(true)) {
+      Log(absl::StrCat("the remote cache is unavailable: ", bytes.status().message()));
+    }
+    return "";
+  }
+  if (absl::Status valid = validate(*bytes); !valid.ok()) {
+    remote_corrupt_++;
+    Log(absl::StrCat("deleted the corrupt remote entry ", remote_key, ": ", valid.message()));
+    (void)redis->Delete(remote_key);
+    return "";
+  }
+  remote_hits_++;
+  *source = "remote";
+  if (disk_ != nullptr) {
+    absl::Status stored = disk_->Store(key_hex, *bytes);
+    if (!stored.ok()) Log(absl::StrCat("could not write ", key_hex, ": ", stored.message()));
+  }
+  return *std::move(bytes);
+}
+
+proto::ServiceReply Server::Lookup(const proto::ServiceLookup& lookup) {
+  lookups_++;
+  std::string source;
+  std::string neff = FindStored(lookup.key(), lookup.fingerprint(), Redis(lookup.remote_cache()), &source);
+  if (neff.empty())
+    return ErrorReply(absl::NotFoundError(absl::StrCat("no stored executable for ", lookup.key())));
+  proto::ServiceReply reply;
+  reply.set_protocol_version(kProtocolVersion);
+  reply.set_neff(std::move(neff));
+  reply.set_source(source);
+  return reply;
+}
+
+void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
+                           ir::hash_t key, cache::RedisConnection* redis, Flight& flight) {
+  absl::Status status;
+  std::string source;
+  const std::string key_hex = ir::HashToHex(key);
+  std::string neff = FindStored(key_hex, fingerprint.fingerprint, redis, &source);
   if (source.empty()) {
     {
       absl::MutexLock lock(&mu_);
@@ -348,6 +414,7 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
             absl::Status stored = disk_->Store(key_hex, neff);
             if (!stored.ok()) Log(absl::StrCat("could not write ", key_hex, ": ", stored.message()));
           }
+          if (redis != nullptr && redis->Set(cache::RemoteKey(key_hex), neff).ok()) remote_stores_++;
         }
       }
     } catch (const std::exception& e) {
@@ -376,6 +443,10 @@ proto::ServiceStatus Server::Status() {
   s.set_workers(workers_);
   s.set_kernel_builds(metrics::GetCounter("compile.kernel.build.count")->Value());
   s.set_kernel_reuses(metrics::GetCounter("compile.kernel.reuse.count")->Value());
+  s.set_remote_hits(remote_hits_.load());
+  s.set_remote_stores(remote_stores_.load());
+  s.set_remote_corrupt(remote_corrupt_.load());
+  s.set_lookups(lookups_.load());
   absl::MutexLock lock(&mu_);
   s.set_queue_length(queued_);
   s.set_in_flight(static_cast<int64_t>(flights_.size()));
@@ -399,6 +470,13 @@ absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const 
           compiler::ReadCompileRequest(parsed.message.compile().request(), toolchain);
       if (!graph.ok()) return graph.status();
       parsed.graph = *std::move(graph);
+      break;
+    }
+    case proto::ServiceRequest::kLookup: {
+      const std::string& key = parsed.message.lookup().key();
+      if (key.size() != 32 || key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return absl::InvalidArgumentError("malformed request: a lookup key is 32 lowercase hex digits");
+      }
       break;
     }
     case proto::ServiceRequest::kStatus:

@@ -38,6 +38,9 @@ with warnings.catch_warnings(record=True) as caught:
         losses.append(loss.item())
 c = torch_neuron.metrics.counters()
 print(json.dumps({{"losses": losses, "compiles": c.get("graph.compile.count", 0),
+                  "service": c.get("service.compile.count", 0), "lookups": c.get("service.lookup_hit.count", 0),
+                  "fallback": c.get("service.fallback.count", 0),
+                  "stand_ins": c.get("compile.tiered.stand_in.count", 0),
                   **{{k: c.get("remote." + k + ".count", 0) for k in ("hit", "miss", "corrupt", "store", "unavailable")}},
                   "warnings": [str(w.message) for w in caught if "remote compile cache" in str(w.message)]}}))
 """.format(here=os.path.dirname(os.path.abspath(__file__)))
@@ -80,12 +83,19 @@ def redis(tmp_path):
     proc.wait(timeout=30)
 
 
-def _steps(cache, url):
-    done = run_python(STEPS, {"TORCH_NEURON_CACHE_DIR": str(cache), "TORCH_NEURON_REMOTE_CACHE": url}, timeout=300)
+def _steps(cache, url, **env):
+    done = run_python(STEPS, {"TORCH_NEURON_CACHE_DIR": str(cache), "TORCH_NEURON_REMOTE_CACHE": url, **env},
+                      timeout=300)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     out["warnings"] += [line for line in done.stderr.splitlines() if "remote compile cache" in line]
     return out
+
+
+def _connections(port):
+    """Connections Redis has accepted so far (this query's own included)."""
+    reply = _command(port, "INFO", "stats").decode()
+    return int(reply.split("total_connections_received:")[1].split("\r\n")[0])
 
 
 def _keys(port):
@@ -144,3 +154,74 @@ def test_a_malformed_remote_url_is_a_clear_error_at_import():
     assert done.returncode != 0
     assert "TORCH_NEURON_REMOTE_CACHE='http://cache:6379' is not valid: expected a redis://host[:port][/db] URL" \
         in done.stderr
+
+
+# -------------------------------------------------------- through the service
+
+def _service(cache, *args):
+    env = child_env({"TORCH_NEURON_CACHE_DIR": str(cache), "TORCH_NEURON_COMPILE_SERVICE": "auto"})
+    code = "import json, sys, torch_neuron; print(json.dumps(getattr(torch_neuron.service, sys.argv[1])()))"
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          cwd=str(REPO_ROOT), timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def machines(tmp_path):
+    """Cache dirs standing for machines, each with its own compile service
+    (stopped afterwards)."""
+    made = []
+
+    def machine(name):
+        made.append(tmp_path / name)
+        return made[-1]
+
+    yield machine
+    for cache in made:
+        _service(cache, "stop")
+
+
+def test_the_service_reads_and_writes_redis_for_its_clients_on_one_connection(machines, redis):
+    url = f"redis://127.0.0.1:{redis}/0"
+    service = {"TORCH_NEURON_COMPILE_SERVICE": "auto", "TORCH_NEURON_SERVICE_IDLE_S": "120"}
+    client_side = ("hit", "miss", "corrupt", "store", "unavailable")
+    before = _connections(redis)
+    # Machine 1 compiles in its service, which writes every graph to Redis.
+    machine1 = machines("machine1")
+    first = _steps(machine1, url, **service)
+    assert first["compiles"] == 0 and first["fallback"] == 0 and first["service"] > 0, first
+    graphs = first["service"]
+    status1 = _service(machine1, "status")
+    assert (status1["compiles"], status1["remote_stores"], status1["remote_hits"]) == (graphs, graphs, 0), status1
+    assert len(_keys(redis)) == graphs
+    # Machine 2 (an empty cache dir, a service of its own) gets them all from
+    # Redis through its service; machine 3 too, by lookups, with tiering on.
+    machine2, machine3 = machines("machine2"), machines("machine3")
+    second = _steps(machine2, url, **service)
+    # A lookup starts no service (a client asks Redis itself while its
+    # service is still starting): machine 3's is up before its process.
+    _service(machine3, "start")
+    third = _steps(machine3, url, TORCH_NEURON_TIERED_COMPILE="1", **service)
+    for out in (first, second, third):
+        assert out["losses"] == first["losses"]
+        assert [out[k] for k in client_side] == [0] * 5, out  # no client asked Redis itself
+    assert second["compiles"] == 0 and second["service"] == graphs, second
+    assert third["compiles"] == 0 and third["stand_ins"] == 0 and third["lookups"] == graphs, third
+    status2, status3 = _service(machine2, "status"), _service(machine3, "status")
+    assert (status2["compiles"], status2["remote_hits"], status2["remote_stores"]) == (0, graphs, 0), status2
+    assert (status3["compiles"], status3["lookups"], status3["remote_hits"]) == (0, graphs, graphs), status3
+    # One connection per service, whatever its clients asked; the other two
+    # since `before` are this test's own (_keys, and this _connections).
+    assert _connections(redis) - before == 3 + 2, "the clients connected to Redis themselves"
+
+
+def test_without_a_service_to_answer_a_client_uses_redis_itself(tmp_path, redis):
+    url = f"redis://127.0.0.1:{redis}/0"
+    first = _steps(tmp_path / "machine1", url)  # no service: this process writes Redis
+    assert first["store"] == first["compiles"] > 0, first
+    nowhere = {"TORCH_NEURON_COMPILE_SERVICE": str(tmp_path / "no-service.sock")}
+    second = _steps(tmp_path / "machine2", url, **nowhere)
+    assert second["losses"] == first["losses"]
+    assert second["compiles"] == 0 and second["hit"] == first["compiles"], second
+    assert second["fallback"] == first["compiles"], second  # each graph: the service did not answer

@@ -11,6 +11,11 @@ request. A process that cannot reach it, or gets no answer in time
 (``TORCH_NEURON_SERVICE_TIMEOUT_S``), compiles the graph itself (counted in
 ``service.fallback.count``).
 
+With ``TORCH_NEURON_REMOTE_CACHE`` set, the service reads the remote cache
+(Redis) after its disk and writes it after compiling, on one connection it
+keeps for all its clients: a process whose service answers opens none of its
+own (it does only when the service cannot answer).
+
     python -m torch_neuron.service start    # start one now (if none runs)
     python -m torch_neuron.service status   # pid, uptime, requests, compiles, joins, queue
     python -m torch_neuron.service stop

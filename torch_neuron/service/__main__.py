@@ -40,7 +40,8 @@ def main(argv=None) -> int:
     where = paths(args.socket)
     print(f"service at {where['socket']}")
     for key in ("pid", "uptime_s", "requests", "compiles", "joins", "disk_hits", "errors", "refused_peers",
-                "queue_length", "in_flight", "workers", "kernel_builds", "kernel_reuses"):
+                "queue_length", "in_flight", "workers", "kernel_builds", "kernel_reuses", "lookups",
+                "remote_hits", "remote_stores", "remote_corrupt"):
         value = info[key]
         print(f"  {key:14s} {value:.1f}" if isinstance(value, float) else f"  {key:14s} {value}")
     return 0
