@@ -56,11 +56,19 @@ absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, absl::S
   return status;
 }
 
+// An error of the graph's own execution, naming the sync that launched the
+// graph (an input's error came from an earlier graph and names its own).
+absl::Status LaunchedAt(const absl::Status& status, const std::string& launched_at) {
+  if (launched_at.empty()) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), " (in the graph launched by the sync at ",
+                                                  launched_at, ")"));
+}
+
 absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& program,
                                std::vector<c10::IValue> params,
                                std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
                                const std::vector<runtime::DeviceDataPtr>& outputs,
-                               const std::optional<std::string>& source) {
+                               const std::optional<std::string>& source, const std::string& launched_at) {
   auto start = Clock::now();
   auto fail_all = [&](const absl::Status& status) { return FailAll(outputs, status); };
   // Donation: an input buffer that only this execution still holds (its tensor
@@ -77,7 +85,7 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
   std::vector<int> in_place;
   absl::StatusOr<std::vector<at::Tensor>> results =
       runtime::Execute(*program, params, donated, &in_place, source ? &*source : nullptr);
-  if (!results.ok()) return fail_all(results.status());
+  if (!results.ok()) return fail_all(LaunchedAt(results.status(), launched_at));
   // Counted before the outputs become readable, so a reader sees the count.
   ExecCounters().executions->Add(1);
   ExecCounters().executed_nodes->Add(program->num_nodes);
@@ -126,17 +134,21 @@ absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& pr
 absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program, std::vector<c10::IValue> params,
                       std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
                       const std::vector<runtime::DeviceDataPtr>& outputs,
-                      const std::optional<std::string>& source) {
+                      const std::optional<std::string>& source, const std::string& launched_at) {
   try {
     runtime::profiler::Scope scope(
         "execute", [&] { return absl::StrCat("graph (", program->num_nodes, " nodes)"); },
         source ? std::string_view(*source) : std::string_view());
-    return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs, source);
+    return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs, source, launched_at);
   } catch (const c10::Error& e) {
     return FailAll(
-        outputs, absl::InternalError(absl::StrCat("neuron execution failed: ", e.what_without_backtrace())));
+        outputs,
+        LaunchedAt(absl::InternalError(absl::StrCat("neuron execution failed: ", e.what_without_backtrace())),
+                   launched_at));
   } catch (const std::exception& e) {
-    return FailAll(outputs, absl::InternalError(absl::StrCat("neuron execution failed: ", e.what())));
+    return FailAll(
+        outputs,
+        LaunchedAt(absl::InternalError(absl::StrCat("neuron execution failed: ", e.what())), launched_at));
   }
 }
 
@@ -385,9 +397,15 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   // (TORCH_NEURON_IR_DEBUG), or a group of eager mode compiled from its first
   // occurrence, whose lines a loop repeats.
   std::optional<std::string> source;
-  if (!GlobalConfig().ir_debug && CurrentMode() != ExecutionMode::kEager) source = "";
+  std::string launched_at;
+  if (CurrentMode() != ExecutionMode::kEager) {
+    if (!GlobalConfig().ir_debug) source = "";
+    // Its errors name this sync's line (in eager mode each op names its own).
+    // A walk of the Python frames: about a microsecond.
+    launched_at = CurrentSourceLocation();
+  }
   Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
-         std::move(source));
+         std::move(source), std::move(launched_at));
   return true;
 }
 
@@ -446,7 +464,8 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
 void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> program,
                            std::vector<c10::IValue> params,
                            std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                           std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source) {
+                           std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source,
+                           std::string launched_at) {
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   auto job = std::make_shared<
       std::tuple<std::vector<c10::IValue>, std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
@@ -456,10 +475,12 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
   // meanwhile).
   queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
                  threads = GlobalConfig().kernel_threads, source = std::move(source),
+                 launched_at = std::move(launched_at),
                  listeners = runtime::profiler::CaptureTorchListeners()]() {
     runtime::profiler::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
     runtime::ScopedKernelThreads team(threads);
-    return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source);
+    return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source,
+                    launched_at);
   });
   if (GlobalConfig().launch_blocking) DrainDevice(device);
 }

@@ -107,9 +107,13 @@ class GraphExecutor {
   // `inputs`), fulfilling `outputs`. The caller holds no other reference to
   // an input it means to donate. `source` is the user's line its errors name
   // ("": none; nullopt: the lines the program was compiled with).
+  // `launched_at` is the user's line of the sync that launched it ("": none):
+  // an execution error surfaces at a later sync, perhaps in other code, and
+  // names this one.
   void Launch(int device, std::shared_ptr<const runtime::Program> program, std::vector<c10::IValue> params,
               std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-              std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source = "");
+              std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source = "",
+              std::string launched_at = "");
 
  private:
   GraphExecutor() = default;

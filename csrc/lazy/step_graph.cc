@@ -195,7 +195,7 @@ void StepGraph::Replay() {
   std::optional<std::string> source;  // the captured program's lines, if recorded
   if (!GlobalConfig().ir_debug) source = "";
   executor.Launch(device_, record_.program, record_.params, std::move(inputs), std::move(outputs),
-                  std::move(source));
+                  std::move(source), /*launched_at=*/CurrentSourceLocation());
 }
 
 }  // namespace torch_neuron::lazy

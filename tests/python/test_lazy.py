@@ -8,6 +8,7 @@ run on the device's own thread and would otherwise land in the middle of a test.
 """
 
 import gc
+import inspect
 
 import pytest
 import torch
@@ -296,10 +297,12 @@ INDEX_ERROR = "neuron execution failed in aten::index_select: index out of range
 def test_an_error_in_a_queued_graph_surfaces_at_the_next_sync(quiet):
     x = materialized(torch.arange(6.0))
     bad = torch.index_select(x, 0, materialized(torch.tensor([0, 7])))
+    line = inspect.currentframe().f_lineno + 1
     torch_neuron.mark_step()  # queues the graph: nothing is raised here
     with pytest.raises(RuntimeError) as info:
         torch_neuron.wait_device_ops()
-    assert str(info.value) == INDEX_ERROR
+    # The error names the sync that launched the failed graph.
+    assert str(info.value) == f"{INDEX_ERROR} (in the graph launched by the sync at {__file__}:{line})"
     assert quiet.counter("graph.execute.errors") == 1
     # The error was raised once: the next sync is clean, the failed result stays failed.
     torch_neuron.wait_device_ops()
