@@ -162,3 +162,17 @@ def test_copies_between_devices_are_laid_out_as_the_cpu_lays_out_a_clone():
     assert (cl.to("neuron", memory_format=torch.channels_last).stride()
             == cl.to(memory_format=torch.channels_last).stride())
     assert on_device.to("cpu", memory_format=torch.contiguous_format).is_contiguous()
+
+
+@pytest.mark.parametrize("resize", [
+    lambda t: t.resize_as_(torch.empty(2, 3, device=t.device)),  # as many elements, another shape
+    lambda t: t.resize_(2, 2),  # fewer
+    lambda t: t.resize_as_(torch.empty(4, 5, device=t.device)),  # more: the first six are kept
+], ids=["resize_as_same_numel", "resize_smaller", "resize_as_larger"])
+def test_resize_and_resize_as_of_a_tensor_made_from_data_act_as_on_the_cpu(resize):
+    # torch.tensor(...) on neuron once gave a view of a lifted constant, which
+    # resize_as_ left unchanged (a 3x2 tensor stayed 3x2).
+    data = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    cpu, dev = resize(torch.tensor(data)), resize(torch.tensor(data, device="neuron"))
+    assert (dev.shape, dev.stride(), dev.storage_offset()) == (cpu.shape, cpu.stride(), cpu.storage_offset())
+    assert torch.equal(dev.cpu().flatten()[:min(6, cpu.numel())], cpu.flatten()[:min(6, cpu.numel())])
