@@ -141,6 +141,42 @@ def _embedding_bag_check(weight, indices, offsets, scale_grad_by_freq=False, mod
             f"'per_sample_weights'; but type torch.{w}Tensor does not equal torch.{p}Tensor")
 
 
+_warned_once = set()
+
+
+def _warn_once(message):
+    # The CPU kernel's TORCH_WARN_ONCE: once per process.
+    if message not in _warned_once:
+        _warned_once.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _non_contiguous_warnings(values, boundaries, sorter=None):
+    # searchsorted and bucketize copy non-contiguous arguments on the CPU and
+    # warn once that it costs; neuron tensors report the CPU's strides, so the
+    # same warning comes at the call (the kernel that runs later sees dense data).
+    for what, t in (("input value", values), ("boundary", boundaries), ("sorter", sorter)):
+        if isinstance(t, torch.Tensor) and not t.is_contiguous():
+            _warn_once(f"torch.searchsorted(): {what} tensor is non-contiguous, this will lower the performance "
+                       f"due to extra data copy when converting non-contiguous tensor to contiguous, please use "
+                       f"contiguous {what} tensor if possible. This message will only appear once per program.")
+
+
+def _searchsorted_check(sorted_sequence, values, *rest, sorter=None, **kwargs):
+    _non_contiguous_warnings(values, sorted_sequence, sorter)
+
+
+def _bucketize_check(values, boundaries, *rest, **kwargs):
+    _non_contiguous_warnings(values, boundaries)
+
+
+def _dim_mask_check(self, dim=None, *rest, **kwargs):
+    # The CPU's reductions over named dims keep them in a 64-bit mask and
+    # refuse tensors of more dims, in the kernel (these Meta kernels do not).
+    if isinstance(self, torch.Tensor) and self.dim() > 64 and dim is not None and dim != []:
+        raise RuntimeError("only tensors with up to 64 dims are supported")
+
+
 def _index_put_check(self, indices, values, *rest, **kwargs):
     if isinstance(values, torch.Tensor) and values.dtype != self.dtype and self.dtype in _C_NAMES \
             and values.dtype in _C_NAMES:
@@ -268,6 +304,11 @@ KERNEL_CHECKS = {
     "polar": _elementwise_probe(torch.polar),
     "index_put": _index_put_check,
     "_index_put_impl": _index_put_check,
+    "searchsorted": _searchsorted_check,
+    "nansum": _dim_mask_check,
+    "argmax": _dim_mask_check,
+    "argmin": _dim_mask_check,
+    "bucketize": _bucketize_check,
     "_embedding_bag": _embedding_bag_check,
     "_embedding_bag_forward_only": _embedding_bag_check,
     "max": _nonempty_reduction("max"),

@@ -399,3 +399,37 @@ def test_reductions_over_an_empty_dim_fail_at_the_call_as_on_the_cpu(call):
     # The Meta kernels gave empty results; the CPU refuses (there is no value).
     cpu, neuron = _outcomes(call, errors=(RuntimeError, IndexError))
     assert neuron == cpu
+
+
+_D65 = torch.zeros([1] * 65)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch.nansum(_D65.to(d), dim=-1), id="nansum"),
+    pytest.param(lambda d: torch.argmax(_D65.to(d), dim=64), id="argmax"),
+    pytest.param(lambda d: torch.argmin(_D65.to(d), dim=0, keepdim=True), id="argmin"),
+    pytest.param(lambda d: torch.sum(_D65.to(d), dim=3), id="sum"),
+    pytest.param(lambda d: torch.argmax(_D65.to(d)).cpu(), id="argmax_of_all_is_fine"),
+    pytest.param(lambda d: torch.nansum(_D65.to(d)).cpu(), id="nansum_of_all_is_fine"),
+])
+def test_reductions_over_a_dim_of_a_tensor_of_65_dims_fail_at_the_call(call):
+    # The CPU's dim mask holds 64 dims; nansum, argmax and argmin were accepted
+    # and failed when the graph ran.
+    cpu, neuron = _outcomes(call)
+    assert neuron == cpu
+
+
+def test_searchsorted_warns_of_non_contiguous_arguments_as_the_cpu_does(monkeypatch):
+    monkeypatch.setattr(_meta_checks, "_warned_once", set())
+    boundaries = torch.tensor([[1.0, 3.0], [2.0, 4.0]]).t()  # each column sorted
+    values = torch.tensor([[2, 0], [3, 5]]).t()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = torch.searchsorted(boundaries.to(DEV), values.to(DEV))
+        again = torch.bucketize(values.to(DEV), torch.tensor([1, 2, 3], device=DEV))
+    messages = [str(w.message) for w in caught]
+    assert [m.split(",")[0] for m in messages] == [
+        "torch.searchsorted(): input value tensor is non-contiguous",
+        "torch.searchsorted(): boundary tensor is non-contiguous"]  # once each per process, as the CPU
+    assert torch.equal(result.cpu(), torch.searchsorted(boundaries, values))
+    assert torch.equal(again.cpu(), torch.bucketize(values, torch.tensor([1, 2, 3])))
