@@ -232,6 +232,21 @@ def _elementwise_probe(fn):
     return check
 
 
+def _alpha_probe(fn):
+    # add, sub and rsub: the CPU kernels refuse subtraction with bool tensors
+    # and an alpha of the wrong kind for the result's dtype (a float alpha for
+    # integral or bool results, a bool alpha for others); PyTorch's Meta kernel
+    # makes only some of these checks. The same call on one-element CPU tensors
+    # raises the CPU's error.
+    def check(self, other, *rest, alpha=1, out=None, **kwargs):
+        if not isinstance(self, torch.Tensor):
+            return
+        tensor = isinstance(other, torch.Tensor)
+        key = (fn, self.dtype, other.dtype if tensor else type(other), tensor and other.dim() == 0, type(alpha))
+        _probe_once(key, lambda: fn(_small(self), _small(other) if tensor else other, alpha=alpha))
+    return check
+
+
 def _bernoulli_check(self, p=None, *args, **kwargs):
     if isinstance(p, (int, float)):  # torch.bernoulli(x, p): the CPU checks p as bernoulli_ does
         _cpu_probe("bernoulli_")(self, p)
@@ -305,6 +320,9 @@ KERNEL_CHECKS = {
     "index_put": _index_put_check,
     "_index_put_impl": _index_put_check,
     "searchsorted": _searchsorted_check,
+    "add": _alpha_probe(torch.add),
+    "sub": _alpha_probe(torch.sub),
+    "rsub": _alpha_probe(torch.rsub),
     "nansum": _dim_mask_check,
     "argmax": _dim_mask_check,
     "argmin": _dim_mask_check,
@@ -317,6 +335,11 @@ KERNEL_CHECKS = {
     "nanmedian": _nonempty_reduction("nanmedian", reported="median"),
     "mode": _nonempty_reduction("mode"),
 }
+
+
+# Kernel checks whose outcome depends on the arguments' signature alone
+# (dtypes, ranks, scalar kinds), not on scalar values.
+SIGNATURE_CHECKS = {"add", "sub", "rsub"}
 
 
 # The in-place random ops: their CPU kernels check the parameters (from < to
@@ -541,8 +564,10 @@ def _checking(op, python_meta, broadcast, overlap, functional=None):
     # depend on its arguments' signature alone: a signature that passed once
     # passes again, and the Python Meta kernel (a torch._refs function, about
     # 100 us a call) need not run again. Ops with a kernel check (CPU probes of
-    # parameter values) always run it.
-    passed = set() if torch.Tag.pointwise in op.tags and kernel_check is None else None
+    # parameter values) always run it, unless the check too depends on the
+    # signature alone (SIGNATURE_CHECKS).
+    memo = kernel_check is None or op._schema.name.split("::")[1].rstrip("_") in SIGNATURE_CHECKS
+    passed = set() if torch.Tag.pointwise in op.tags and memo else None
     if passed is not None:
         _passed[op] = passed
     _python_metas[op] = python_meta

@@ -433,3 +433,21 @@ def test_searchsorted_warns_of_non_contiguous_arguments_as_the_cpu_does(monkeypa
         "torch.searchsorted(): boundary tensor is non-contiguous"]  # once each per process, as the CPU
     assert torch.equal(result.cpu(), torch.searchsorted(boundaries, values))
     assert torch.equal(again.cpu(), torch.bucketize(values, torch.tensor([1, 2, 3])))
+
+
+_B2 = torch.ones(2, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: _B2.to(d) - 1, id="bool_minus_a_number"),
+    pytest.param(lambda d: 1 - _B2.to(d), id="a_number_minus_bool"),
+    pytest.param(lambda d: torch.zeros(2, device=d).sub_(_B2.to(d)), id="sub_in_place_of_a_bool_tensor"),
+    pytest.param(lambda d: torch.add(_B2.to(d), _B2.to(d), alpha=1.5), id="bool_add_float_alpha"),
+    pytest.param(lambda d: torch.add(torch.ones(2, device=d), 1, alpha=True), id="bool_alpha_of_a_float_result"),
+    pytest.param(lambda d: torch.add(_B2.to(d), _B2.to(d), alpha=2).cpu(), id="bool_add_int_alpha_is_fine"),
+    pytest.param(lambda d: (torch.arange(3, device=d) - 1.5).cpu(), id="int_minus_a_float_is_fine"),
+])
+def test_add_and_sub_refuse_what_the_cpu_refuses_at_the_call(call):
+    # Accepted at the call, these failed when the graph ran (at a later sync).
+    cpu, neuron = _outcomes(call)
+    assert neuron == cpu

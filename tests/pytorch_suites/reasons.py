@@ -100,12 +100,6 @@ EXPECTED_FAILURES = [
      "an out= that partly overlaps an input (out=x[:-1] of input x[1:]) is accepted: the CPU's "
      "check of partial overlap between out and the inputs is not made on neuron yet (internal "
      "overlap, an expanded out, is refused); the values are those of a copy-in"),
-    ("test_binary_ufuncs.py", "test_sub_typing_neuron", "*RuntimeError not raised*",
-     "a bool tensor minus a Python number (or the reverse) is accepted: the CPU refuses it in its "
-     "sub kernel, PyTorch's Meta kernel does not, and the check is not made on neuron yet"),
-    ("test_type_promotion.py", "test_alpha_mismatch_neuron", "*RuntimeError not raised*",
-     "add of two bool tensors with a float alpha is accepted: the CPU refuses it in its add "
-     "kernel, PyTorch's Meta kernel does not (an integer tensor's float alpha is refused)"),
     # Decisions and limits of a functionalizing device.
     ("*", "*", "RuntimeError: *(*): the out= argument * is a view of shape *",
      "an out= view that the result must grow (values[::2] of 3 elements for 6 results) is refused at "
