@@ -397,8 +397,16 @@ def _as_strided_scatter_check(self, src, size, stride, storage_offset=None, *arg
         raise RuntimeError(_OVERLAP)
 
 
+def _copy_check(self, src, *args, **kwargs):
+    # copy_ into a tensor whose elements share memory (an expanded tensor): the
+    # CPU refuses it; functionalization's write-back through expand would sum
+    # the copies of each element, a wrong result.
+    if torch._debug_has_internal_overlap(self) == 1:
+        raise RuntimeError(_OVERLAP)
+
+
 # Ops whose Meta kernel is C++: the check, then it.
-CPP_META_CHECKS = {"as_strided_scatter": _as_strided_scatter_check}
+CPP_META_CHECKS = {"as_strided_scatter": _as_strided_scatter_check, "copy_": _copy_check}
 
 # Checks of in-place forms only, by the op's name.
 INPLACE_CHECKS = {"abs_": _complex_abs_in_place}
@@ -755,8 +763,11 @@ def install() -> None:
             _originals[op] = original
         for name, check in CPP_META_CHECKS.items():
             for overload in getattr(torch.ops.aten, name).overloads():
-                op = getattr(getattr(torch.ops.aten, name), overload)
-                original = torch.library.get_kernel(op, "Meta")
+                try:
+                    op = getattr(getattr(torch.ops.aten, name), overload)
+                    original = torch.library.get_kernel(op, "Meta")
+                except (AttributeError, RuntimeError):
+                    continue  # an overload TorchScript knows and the dispatcher does not (copy_.Tensor)
                 if op in _originals or "_meta_registrations" in repr(original):
                     continue
                 library.impl(op, _probing(check, original), "Meta")

@@ -1,6 +1,7 @@
 #include "lazy/out_checks.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/core/enum_tag.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/range.h>
@@ -212,6 +213,29 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
                 "memory location. Please clone() the tensor before performing the operation.");
   }
   const std::string& name = op.schema().name();
+  // An out that partly overlaps an input (pow(x[1:], 2, out=x[:-1]), cat into
+  // one of its inputs): the CPU's elementwise kernels and cat refuse it (the
+  // result would depend on the order of the writes); functionalization would
+  // quietly compute from the values before the write. (Reductions and some
+  // other kernels allow it on the CPU: they are left alone.)
+  if (op.hasTag(at::Tag::pointwise) || name == "aten::cat" || name == "aten::concat" ||
+      name == "aten::concatenate") {
+    for (size_t i = 0; i < num_args; ++i) {
+      const c10::IValue& out = (*stack)[base + i];
+      if (!op.schema().arguments()[i].is_out() || !out.isTensor() || !out.toTensor().defined()) continue;
+      for (size_t j = 0; j < num_args; ++j) {
+        const c10::IValue& in = (*stack)[base + j];
+        if (op.schema().arguments()[j].is_out()) continue;
+        if (in.isTensor() && in.toTensor().defined()) {
+          at::assert_no_partial_overlap(out.toTensor(), in.toTensor());
+        } else if (in.isTensorList()) {
+          for (const at::Tensor& t : in.toTensorList().vec()) {
+            if (t.defined()) at::assert_no_partial_overlap(out.toTensor(), t);
+          }
+        }
+      }
+    }
+  }
   // linspace, logspace, arange and range resize out only where its element count
   // differs from the sequence's: an out of the right count keeps its shape and
   // takes the values in its logical order. (Their refs' Meta kernels resize by

@@ -307,3 +307,18 @@ def test_numpy_of_a_tensor_requiring_grad_needs_detach_or_force_like_cpu():
     assert str(on_neuron.value) == str(on_cpu.value)
     assert device.numpy(force=True).tolist() == cpu.numpy(force=True).tolist() == [1.0, 1.0]
     assert device.detach().numpy().tolist() == [1.0, 1.0]
+
+
+def test_copy_into_an_expanded_tensor_is_refused_as_on_the_cpu():
+    # Functionalization's write-back through expand summed the copies of each
+    # element: zeros copied into ones expanded to 2 rows read back as -1.
+    outcomes = []
+    for device in ("cpu", "neuron"):
+        target = torch.ones(1, 3, device=device).expand(2, 3)
+        try:
+            target.copy_(torch.zeros(2, 3, device=device))
+            outcomes.append(("accepted", target.cpu().tolist()))
+        except RuntimeError as e:
+            outcomes.append(("RuntimeError", str(e)))
+    assert outcomes[1] == outcomes[0]
+    assert "more than one element of the written-to tensor refers to a single memory location" in outcomes[0][1]

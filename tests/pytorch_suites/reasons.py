@@ -95,11 +95,6 @@ EXPECTED_FAILURES = [
     ("nn/test_embedding.py", "test_embedding_max_norm_fwd_AD_*", "*Cannot access storage*",
      "forward-mode AD of embedding with max_norm: the dual tensor's in-place renorm reaches for "
      "the storage of a functional tensor, which has none (backward-mode AD of it works)"),
-    # Bad input neuron still accepts (docs/SUPPORT.md lists them).
-    ("test_binary_ufuncs.py", "test_pow_scalar_overloads_mem_overlap_*", "*RuntimeError not raised*",
-     "an out= that partly overlaps an input (out=x[:-1] of input x[1:]) is accepted: the CPU's "
-     "check of partial overlap between out and the inputs is not made on neuron yet (internal "
-     "overlap, an expanded out, is refused); the values are those of a copy-in"),
     # Decisions and limits of a functionalizing device.
     ("*", "*", "RuntimeError: *(*): the out= argument * is a view of shape *",
      "an out= view that the result must grow (values[::2] of 3 elements for 6 results) is refused at "
