@@ -224,6 +224,26 @@ absl::StatusOr<proto::ServiceReply> Call(const ClientOptions& options, const pro
   return reply;
 }
 
+namespace {
+
+// The executable of a reply's NEFF, read (and verified against the client's
+// fingerprint) as any NEFF is; UNAVAILABLE for one the reader refuses.
+absl::StatusOr<cache::ProvidedExecutable> LoadReply(const proto::ServiceReply& reply,
+                                                    const proto::CompilerFingerprint* fingerprint) {
+  absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(reply.neff(), fingerprint);
+  if (!loaded.ok()) {
+    return absl::UnavailableError(absl::StrCat("the service's NEFF: ", loaded.status().message()));
+  }
+  runtime::LoadNativeObjects(loaded->program->native_objects);
+  cache::ProvidedExecutable found;
+  found.program = loaded->program;
+  found.bytes = reply.neff().size();
+  found.neff = reply.neff();
+  return found;
+}
+
+}  // namespace
+
 absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::Get(const cache::ExecutableRequest& request,
                                                                cache::RequestHolds& holds) {
   if (request.stand_in) return absl::NotFoundError("the service provides stored tier-1 executables only");
@@ -259,15 +279,8 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::AskService(
       return absl::NotFoundError(reply->message());
     }
     if (reply->code() != 0) return absl::UnavailableError(absl::StrCat("the service: ", reply->message()));
-    absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(reply->neff(), request.fingerprint);
-    if (!loaded.ok())
-      return absl::UnavailableError(absl::StrCat("the service's NEFF: ", loaded.status().message()));
-    runtime::LoadNativeObjects(loaded->program->native_objects);
-    Counters().lookups->Add(1);
-    cache::ProvidedExecutable found;
-    found.program = loaded->program;
-    found.bytes = reply->neff().size();
-    found.neff = reply->neff();
+    absl::StatusOr<cache::ProvidedExecutable> found = LoadReply(*reply, request.fingerprint);
+    if (found.ok()) Counters().lookups->Add(1);
     return found;
   }
   if (request.graph == nullptr) return absl::NotFoundError("no graph");
@@ -292,17 +305,12 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::AskService(
     NoteFallback(error, Counters().errors);
     return absl::UnavailableError(absl::StrCat("the service: ", reply->message()));
   }
-  absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(reply->neff(), request.fingerprint);
-  if (!loaded.ok()) {
-    NoteFallback(loaded.status(), Counters().errors);
-    return absl::UnavailableError(absl::StrCat("the service's NEFF: ", loaded.status().message()));
+  absl::StatusOr<cache::ProvidedExecutable> found = LoadReply(*reply, request.fingerprint);
+  if (!found.ok()) {
+    NoteFallback(found.status(), Counters().errors);
+    return found;
   }
-  runtime::LoadNativeObjects(loaded->program->native_objects);
   Counters().answered->Add(1);
-  cache::ProvidedExecutable found;
-  found.program = loaded->program;
-  found.bytes = reply->neff().size();
-  found.neff = reply->neff();
   return found;
 }
 
