@@ -162,11 +162,29 @@ def _non_contiguous_warnings(values, boundaries, sorter=None):
                        f"contiguous {what} tensor if possible. This message will only appear once per program.")
 
 
-def _searchsorted_check(sorted_sequence, values, *rest, sorter=None, **kwargs):
+def _searchsorted_check(sorted_sequence, values, *rest, out_int32=False, right=False, side=None, sorter=None,
+                        out=None, **kwargs):
+    # The CPU kernel checks side, right, the sorter and the out's dtype, where
+    # the Meta kernel converts or ignores: the same call on one-element CPU
+    # tensors raises the CPU's error (the sorter's size, cut away there, first).
+    if not isinstance(sorted_sequence, torch.Tensor):
+        return
+    if isinstance(sorter, torch.Tensor) and sorter.shape != sorted_sequence.shape:
+        raise RuntimeError(f"torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
+                           f"tensor {list(sorted_sequence.shape)}and got sorter tensor {list(sorter.shape)}")
+    tensor = isinstance(values, torch.Tensor)
+    key = (torch.searchsorted, sorted_sequence.dtype, sorted_sequence.dim(), values.dtype if tensor else type(values),
+           out_int32, right, side, None if sorter is None else sorter.dtype, None if out is None else out.dtype)
+    _probe_once(key, lambda: torch.searchsorted(
+        _small(sorted_sequence), _small(values) if tensor else values, out_int32=out_int32, right=right, side=side,
+        sorter=None if sorter is None else torch.zeros_like(_small(sorter)),
+        out=None if out is None else torch.empty(0, dtype=out.dtype)))
     _non_contiguous_warnings(values, sorted_sequence, sorter)
 
 
 def _bucketize_check(values, boundaries, *rest, **kwargs):
+    if isinstance(boundaries, torch.Tensor) and boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.dim()})")
     _non_contiguous_warnings(values, boundaries)
 
 

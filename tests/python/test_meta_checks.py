@@ -419,6 +419,32 @@ def test_reductions_over_a_dim_of_a_tensor_of_65_dims_fail_at_the_call(call):
     assert neuron == cpu
 
 
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch.bucketize(torch.ones(2, 3, device=d), torch.ones(2, 3, device=d)),
+                 id="bucketize_2d_boundaries"),
+    pytest.param(lambda d: torch.bucketize(2, torch.ones(2, 3, device=d)), id="bucketize_scalar_2d_boundaries"),
+    pytest.param(lambda d: torch.searchsorted(torch.arange(4, device=d), torch.arange(4, device=d),
+                                              out=torch.empty(4, device=d)), id="searchsorted_float_out"),
+    pytest.param(lambda d: torch.searchsorted(torch.arange(4, device=d), torch.arange(4, device=d), out_int32=True,
+                                              out=torch.empty(4, dtype=torch.int64, device=d)),
+                 id="searchsorted_long_out_of_int32"),
+    pytest.param(lambda d: torch.searchsorted(torch.arange(4, device=d), torch.arange(4, device=d), out_int32=True,
+                                              out=torch.empty(4, dtype=torch.int32, device=d)).cpu(),
+                 id="searchsorted_int32_out_is_fine"),
+    pytest.param(lambda d: torch.searchsorted(torch.arange(4.0, device=d), torch.ones(2, device=d), side="bad"),
+                 id="searchsorted_bad_side"),
+    pytest.param(lambda d: torch.searchsorted(torch.arange(4.0, device=d), torch.ones(2, device=d),
+                                              sorter=torch.arange(3, device=d)), id="searchsorted_short_sorter"),
+    pytest.param(lambda d: torch.searchsorted(torch.arange(4.0, device=d), torch.ones(2, device=d),
+                                              sorter=torch.arange(4.0, device=d)), id="searchsorted_float_sorter"),
+    pytest.param(lambda d: torch.bucketize(torch.ones(2, 3, device=d), torch.arange(3.0, device=d)).cpu(),
+                 id="bucketize_1d_boundaries_is_fine"),
+])
+def test_bucketize_and_searchsorted_refuse_what_the_cpu_refuses_at_the_call(call):
+    cpu, neuron = _outcomes(call)
+    assert neuron == cpu
+
+
 def test_searchsorted_warns_of_non_contiguous_arguments_as_the_cpu_does(monkeypatch):
     monkeypatch.setattr(_meta_checks, "_warned_once", set())
     boundaries = torch.tensor([[1.0, 3.0], [2.0, 4.0]]).t()  # each column sorted
