@@ -404,9 +404,9 @@ def main(argv=None):
             tree = work_tree(source, args.state, "neuron")
             ids = collect(tree, suite, "neuron", args.keyword)
             chosen = sample(ids, args.sample)
-            if args.keyword is None:  # a -k rerun of some tests keeps the suite's own count
-                (args.state / f"{key}.sample.json").write_text(
-                    json.dumps({"collected": len(ids), "every": args.sample}))
+            plan = args.state / f"{key}.sample.json"
+            if args.keyword is None or not plan.exists():  # a -k rerun keeps the suite's own count
+                plan.write_text(json.dumps({"collected": len(ids), "every": args.sample}))
             log(f"{suite}: {len(ids)} neuron tests" + (f", running {len(chosen)} (1 in {args.sample})"
                                                          if args.sample > 1 else ""))
             ids = chosen
