@@ -469,11 +469,18 @@ def _out_probe(op):
     return check
 
 
-def _probing(probe, cpp_meta):
+def _probing(probe, cpp_meta, op):
     meta_keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+    # A Python kernel gets a wrapped number (x.copy_(0.5)) as a Python number;
+    # the C++ kernel is called with it as a tensor again.
+    tensor_args = [i for i, a in enumerate(op._schema.arguments) if str(a.type) == "Tensor"]
 
     def meta(*args, **kwargs):
         probe(*args, **kwargs)
+        if any(i < len(args) and isinstance(args[i], (bool, int, float, complex)) for i in tensor_args):
+            device = next((a.device for a in args if isinstance(a, torch.Tensor)), "meta")
+            args = tuple(torch.tensor(a, device=device) if i in tensor_args and isinstance(a, (bool, int, float, complex))
+                         else a for i, a in enumerate(args))
         with _ProbedMeta():
             return cpp_meta.call_boxed(meta_keys, *args, **kwargs)
     return meta
@@ -788,7 +795,7 @@ def install() -> None:
                     continue  # an overload TorchScript knows and the dispatcher does not (copy_.Tensor)
                 if op in _originals or "_meta_registrations" in repr(original):
                     continue
-                library.impl(op, _probing(check, original), "Meta")
+                library.impl(op, _probing(check, original, op), "Meta")
                 _originals[op] = original
         # The random ops whose Meta kernel is C++ (random_): the probe, then it.
         for name in CPU_PROBED:
@@ -797,7 +804,7 @@ def install() -> None:
                 if op in _originals:
                     continue  # a Python Meta kernel: _checking probes first
                 original = torch.library.get_kernel(op, "Meta")
-                library.impl(op, _probing(_cpu_probe(name), original), "Meta")
+                library.impl(op, _probing(_cpu_probe(name), original, op), "Meta")
                 _originals[op] = original
     _library = library
 
