@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import torch_neuron
-from torch_neuron import _meta_checks
+from torch_neuron import _kernel_checks, _meta_checks
 
 DEV = "neuron"
 
@@ -446,7 +446,7 @@ def test_bucketize_and_searchsorted_refuse_what_the_cpu_refuses_at_the_call(call
 
 
 def test_searchsorted_warns_of_non_contiguous_arguments_as_the_cpu_does(monkeypatch):
-    monkeypatch.setattr(_meta_checks, "_warned_once", set())
+    monkeypatch.setattr(_kernel_checks, "_warned_once", set())
     boundaries = torch.tensor([[1.0, 3.0], [2.0, 4.0]]).t()  # each column sorted
     values = torch.tensor([[2, 0], [3, 5]]).t()
     with warnings.catch_warnings(record=True) as caught:
