@@ -162,13 +162,13 @@ absl::StatusOr<ir::NodePtr> ReadNode(size_t i, const proto::GraphNode& n,
             return Invalid(i, absl::StrCat("argument kind ", static_cast<int>(a.kind())));
         }
       }
-      made = ir::Node::MakeOp(n.op(), std::move(operands), std::move(args), std::move(shapes));
+      made = ir::Node::MakeOp(n.op(), std::move(operands), std::move(args), std::move(shapes),
+                              n.source().substr(0, 4096));
       break;
     }
     default:
       return Invalid(i, absl::StrCat("node kind ", static_cast<int>(n.kind())));
   }
-  if (!n.source().empty()) made->set_source(n.source().substr(0, 4096));
   return made;
 }
 

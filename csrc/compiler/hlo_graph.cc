@@ -98,8 +98,7 @@ ValueRef NodeBuilder::Op(const std::string& op, const std::vector<Input>& inputs
       args.push_back(ir::Arg::Attr(std::get<c10::IValue>(input)));
     }
   }
-  ir::NodePtr node = ir::Node::MakeOp(op, std::move(placeholders), std::move(args), {shape});
-  node->set_source(source);
+  ir::NodePtr node = ir::Node::MakeOp(op, std::move(placeholders), std::move(args), {shape}, source);
   g_.owned_ir.push_back(node);
   call.ir = node.get();
   nodes_.push_back(std::move(call));

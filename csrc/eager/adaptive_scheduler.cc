@@ -21,6 +21,7 @@
 #include "lazy/executable_cache.h"
 #include "lazy/graph_executor.h"
 #include "lazy/lazy_tensor.h"
+#include "lazy/ran_values.h"
 #include "lazy/scheduler.h"
 #include "runtime/profiler.h"
 
@@ -71,12 +72,13 @@ class GroupBuilder {
       draw |= v.node->kind() == ir::NodeKind::kGenerator;
       operands.push_back(*std::move(mapped));
     }
-    ir::NodePtr copy = ir::Node::MakeOp(node->op(), std::move(operands), node->args(), node->shapes());
-    copy->set_source(node->source());  // the group's program names the lines it ran
+    // The group's program names the lines it ran.
+    ir::NodePtr copy =
+        ir::Node::MakeOp(node->op(), std::move(operands), node->args(), node->shapes(), node->source());
     copies_[node.get()] = copy;
-    for (int k = 0; k < node->num_outputs(); ++k) {
-      if (node->materialized().empty()) break;
-      const runtime::DeviceDataPtr* buffer = LeafBuffer(*node->materialized()[k]);
+    const std::vector<ir::NodePtr> ran = lazy::RanValues::Global().Leaves(*node);
+    for (size_t k = 0; k < ran.size(); ++k) {
+      const runtime::DeviceDataPtr* buffer = LeafBuffer(*ran[k]);
       if (buffer == nullptr) continue;
       const runtime::DeviceData* data = buffer->get();
       produced_[data] = ir::Value{copy, k};
@@ -102,7 +104,7 @@ class GroupBuilder {
  private:
   std::optional<ir::Value> Map(const ir::Value& v) {
     if (auto it = copies_.find(v.node.get()); it != copies_.end()) return ir::Value{it->second, v.index};
-    const ir::Value resolved = ir::Resolve(v);
+    const ir::Value resolved = lazy::RanValues::Global().Resolve(v);
     const ir::Node& n = *resolved.node;
     switch (n.kind()) {
       case ir::NodeKind::kOp:
@@ -277,7 +279,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
     const ir::NodePtr node = created[0]->pending().node;
     // An op traced again on the same operands whose node already ran (the
     // interner gave the node back): its tensors take the results.
-    const bool ran_before = !node->materialized().empty();
+    const bool ran_before = lazy::RanValues::Global().HasRun(*node);
     try {
       const bool ends = d.grouper.Add(op_key);
       const uint64_t prefix = d.grouper.prefix();

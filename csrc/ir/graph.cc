@@ -7,12 +7,22 @@
 
 namespace torch_neuron::ir {
 
-CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::vector<Value>& ordered) {
+CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::vector<Value>& ordered,
+                            const ValueResolver* resolver) {
   CanonicalGraph g;
+  // A value substituted by the resolver is pinned: the graph then points only
+  // at nodes it holds, directly or through the roots.
+  auto resolve = [&](const Value& v) -> Value {
+    if (resolver == nullptr) return v;
+    Value r = resolver->Resolve(v);
+    if (r.node != v.node) g.pinned.push_back(r.node);
+    return r;
+  };
   std::vector<Value> roots;
   roots.reserve(given_roots.size() + ordered.size());
-  for (const Value& v : given_roots) roots.push_back(Resolve(v));
-  for (const Value& v : ordered) roots.push_back(Resolve(v));
+  for (const Value& v : given_roots) roots.push_back(resolve(v));
+  for (const Value& v : ordered) roots.push_back(resolve(v));
+  for (const Value& v : roots) g.pinned.push_back(v.node);
 
   // Canonical root order: the ordered roots as given, then the others by
   // structural hash, stable for ties.
@@ -40,7 +50,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
       Frame& top = stack.back();
       const auto& ops = top.node->operands();
       if (top.next_operand < ops.size()) {
-        const Node* child = Resolve(ops[top.next_operand++]).node.get();
+        const Node* child = resolve(ops[top.next_operand++]).node.get();
         if (!position.contains(child)) stack.push_back({child, 0});
         continue;
       }
@@ -58,7 +68,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
     const Node* n = g.nodes[i];
     if (n->is_parameter()) g.parameters.push_back(static_cast<int32_t>(i));
     for (const Value& operand : n->operands()) {
-      const Value v = Resolve(operand);
+      const Value v = resolver == nullptr ? operand : resolver->Resolve(operand);
       g.operands[i].emplace_back(position.at(v.node.get()), v.index);
     }
   }

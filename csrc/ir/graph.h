@@ -5,8 +5,9 @@
 // walked first, in their order, so draws run in trace order; the other roots are
 // ordered by their structural hash (ties keep the given order), so the same
 // computation gives the same graph however the user's program interleaved its
-// ops. Random ops that already ran are read through their materialized leaves
-// (Resolve). Parameters are numbered by first use. The graph
+// ops. Values that already ran (random draws, eager mode's ops) are read
+// through the caller's ValueResolver, which names the leaves standing for them.
+// Parameters are numbered by first use. The graph
 // hash is XXH3-128 over each node's local hash and its operands' canonical
 // positions, then the outputs: it is identical across processes and changes with
 // any op, attribute, shape, dtype or wiring.
@@ -19,6 +20,15 @@
 #include "ir/node.h"
 
 namespace torch_neuron::ir {
+
+// Maps a value to the value that stands for it from now on: the device-data
+// leaf holding its result once it has run, else the value itself. The IR is
+// immutable; which values ran is the lazy tensor layer's knowledge, kept there.
+class ValueResolver {
+ public:
+  virtual ~ValueResolver() = default;
+  virtual Value Resolve(const Value& v) const = 0;
+};
 
 struct CanonicalGraph {
   // Every node once, operands before users.
@@ -33,11 +43,18 @@ struct CanonicalGraph {
   // its entry in `outputs`.
   std::vector<int32_t> root_to_output;
   hash_t hash = 0;
+  // Holds the roots as resolved, and so every node above, plus each leaf a
+  // resolver substituted: `nodes` stays valid while these live. Release them
+  // (`pinned.clear()`) before launching a job that may donate its inputs'
+  // buffers: a leaf held here keeps its buffer from being donated.
+  std::vector<NodePtr> pinned;
 
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
 };
 
-CanonicalGraph Canonicalize(const std::vector<Value>& roots, const std::vector<Value>& ordered = {});
+// `resolver` may be null (nothing has run).
+CanonicalGraph Canonicalize(const std::vector<Value>& roots, const std::vector<Value>& ordered = {},
+                            const ValueResolver* resolver = nullptr);
 
 // The graph hash of `g` from its nodes' local hashes, its wiring and its
 // outputs (what Canonicalize stores in g.hash; a graph rebuilt from a

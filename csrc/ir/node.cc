@@ -67,12 +67,6 @@ const char* NodeKindName(NodeKind kind) {
   return "?";
 }
 
-Value Resolve(const Value& v) {
-  const auto& leaves = v.node->materialized();
-  if (leaves.empty()) return v;
-  return Value{leaves.at(v.index), 0};
-}
-
 const Shape& Value::shape() const { return node->shape(index); }
 
 hash_t Value::hash() const { return HashCombine(node->hash(), Hash(index)); }
@@ -153,10 +147,11 @@ void Node::ComputeHashes() {
 }
 
 NodePtr Node::MakeOp(std::string op, std::vector<Value> operands, std::vector<Arg> args,
-                     std::vector<Shape> shapes) {
+                     std::vector<Shape> shapes, std::string source) {
   auto node = std::shared_ptr<Node>(new Node());
   node->kind_ = NodeKind::kOp;
   node->op_ = std::move(op);
+  node->source_ = std::move(source);
   node->operands_ = std::move(operands);
   node->args_ = std::move(args);
   node->shapes_ = std::move(shapes);

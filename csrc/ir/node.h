@@ -73,9 +73,10 @@ struct Arg {
 
 class Node {
  public:
-  // An operator call. `op` is "aten::add.Tensor" style (name.overload).
+  // An operator call. `op` is "aten::add.Tensor" style (name.overload);
+  // `source` is where it was traced from ("train.py:42"), or empty.
   static NodePtr MakeOp(std::string op, std::vector<Value> operands, std::vector<Arg> args,
-                        std::vector<Shape> shapes);
+                        std::vector<Shape> shapes, std::string source = {});
   static NodePtr MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data);
   // A Python scalar of `dtype`; 0 and 1 become kConstant. Where it feeds a Tensor
   // argument it becomes a 0-dim tensor: a wrapped number (a Python number, which
@@ -112,13 +113,6 @@ class Node {
 
   // Where the op was traced from ("train.py:42"), when recorded; never hashed.
   const std::string& source() const { return source_; }
-  void set_source(std::string source) const { source_ = std::move(source); }
-
-  // A random op that has run: per output, the device-data leaf that stands for
-  // its result from then on, so graphs built later read the draw instead of
-  // drawing again. Metadata like source(): set once, on the tracing thread.
-  const std::vector<NodePtr>& materialized() const { return materialized_; }
-  void set_materialized(std::vector<NodePtr> leaves) const { materialized_ = std::move(leaves); }
 
   // Frees operand chains iteratively: a graph of 100,000 chained nodes released
   // recursively would overflow the stack.
@@ -138,16 +132,11 @@ class Node {
   hash_t local_hash_ = 0;
   hash_t hash_ = 0;
   std::vector<hash_t> shape_hashes_;
-  // Metadata only: set once right after construction by the tracer.
-  mutable std::string source_;
-  mutable std::vector<NodePtr> materialized_;
+  std::string source_;  // metadata, never hashed
 };
 
 // "2.5", "3", "true": a scalar in IR text.
 std::string ScalarToString(const c10::Scalar& s);
-
-// `v`, or the leaf standing for it when its node is a random op that has run.
-Value Resolve(const Value& v);
 
 // Hash of an attribute value. Returns false (and leaves *out alone) for a value
 // the IR cannot hash (objects, tensors), which the tracer must not put in a node.

@@ -16,6 +16,7 @@
 #include "lazy/cpu_fallback.h"
 #include "lazy/graph_executor.h"
 #include "lazy/layouts.h"
+#include "lazy/ran_values.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/tracer.h"
 #include "runtime/device_registry.h"
@@ -214,7 +215,7 @@ std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const 
   if (element == nullptr) return std::nullopt;
   const ir::Value& value = t.pending();
   const ir::Node& node = *element;
-  const ir::Value source = ir::Resolve(node.operands()[0]);
+  const ir::Value source = RanValues::Global().Resolve(node.operands()[0]);
   if (source.node->kind() != ir::NodeKind::kDeviceData) return std::nullopt;
   const runtime::DeviceDataPtr* buffer = LeafBuffer(*source.node);
   if (buffer == nullptr || (*buffer)->sizes().size() != 1) return std::nullopt;
@@ -235,7 +236,7 @@ std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const 
 }
 
 // A 0-dim element (unbind or select) of a pending 1-d value: runs that value
-// as a graph of its own and marks its node as run (ir::Resolve), so that this
+// as a graph of its own and records its node as run (RanValues), so that this
 // element and the vector's others read it from its buffer. Iterating over a
 // pending vector ran its whole graph once per element.
 void MaterializeVectorOf(const LazyTensor& t) {
@@ -243,12 +244,12 @@ void MaterializeVectorOf(const LazyTensor& t) {
   if (element == nullptr) return;
   const ir::Value& vector = element->operands()[0];
   if (vector.node->kind() != ir::NodeKind::kOp || vector.node->num_outputs() != 1 ||
-      !vector.node->materialized().empty() || vector.shape().dim() != 1) {
+      RanValues::Global().HasRun(*vector.node) || vector.shape().dim() != 1) {
     return;
   }
   LazyTensorPtr base = LazyTensor::FromValue(vector, t.device());
   GraphExecutor::Get().Sync({base});
-  vector.node->set_materialized({base->GetValue().node});
+  RanValues::Global().Record(vector.node, {base->GetValue().node});
 }
 
 at::Scalar LocalScalarDense(const at::Tensor& self) {

@@ -15,6 +15,7 @@
 #include "base/metrics.h"
 #include "lazy/executable_cache.h"
 #include "lazy/graph_growth.h"
+#include "lazy/ran_values.h"
 #include "lazy/execution_mode.h"
 #include "lazy/scheduler.h"
 #include "runtime/device_registry.h"
@@ -332,10 +333,10 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   std::vector<ir::NodePtr> draws = TakePendingDraws(device);
   std::vector<ir::Value> ordered;
   for (const ir::NodePtr& draw : draws) {
-    if (!draw->materialized().empty()) continue;
+    if (RanValues::Global().HasRun(*draw)) continue;
     for (int k = 0; k < draw->num_outputs(); ++k) ordered.push_back(ir::Value{draw, k});
   }
-  ir::CanonicalGraph g = ir::Canonicalize(roots, ordered);
+  ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered);
   std::shared_ptr<const runtime::Program> program;
   if (only_if_cached) {
     program = FindInMemory(g);
@@ -358,7 +359,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
       const runtime::DeviceDataPtr& data = outputs[g.root_to_output[tensors.size() + j]];
       leaves.push_back(ir::Node::MakeDeviceData(draw->shape(k), std::make_shared<DeviceDataLeaf>(data)));
     }
-    draw->set_materialized(std::move(leaves));
+    RanValues::Global().Record(draw, std::move(leaves));
   }
 
   bool compiled = false;
@@ -393,6 +394,8 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   roots.clear();
   ordered.clear();
   draws.clear();
+  g.pinned.clear();
+  RanValues::Global().Sweep();  // draws whose tensors are gone
   // The program's own lines where they are this graph's: recorded for it
   // (TORCH_NEURON_IR_DEBUG), or a group of eager mode compiled from its first
   // occurrence, whose lines a loop repeats.
@@ -419,14 +422,14 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
   runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(device).TakeError());
   const bool had_draws = HasPendingDraws(device);
   for (const ir::NodePtr& node : nodes) {
-    if (!node->materialized().empty()) continue;
+    if (RanValues::Global().HasRun(*node)) continue;
     ExecCounters().syncs->Add(1);
     auto start = Clock::now();
     std::vector<ir::Value> roots;
     for (int k = 0; k < node->num_outputs(); ++k) {
       if (node->shape(k).dtype() != c10::ScalarType::Undefined) roots.push_back(ir::Value{node, k});
     }
-    ir::CanonicalGraph g = ir::Canonicalize(roots);
+    ir::CanonicalGraph g = CanonicalizeResolved(roots);
     std::vector<c10::IValue> params;
     std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
     BindParameters(g, &params, &inputs);
@@ -439,26 +442,28 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
           node->shape(k).dtype() == c10::ScalarType::Undefined ? nullptr : outputs[g.root_to_output[r++]];
       leaves.push_back(ir::Node::MakeDeviceData(node->shape(k), std::make_shared<DeviceDataLeaf>(data)));
     }
-    node->set_materialized(std::move(leaves));
+    RanValues::Global().Record(node, std::move(leaves));
     std::shared_ptr<const runtime::Program> program = ProgramOrFail(g, outputs, nullptr);
     ExecCounters().prepare_ns->Add(NanosSince(start));
     roots.clear();
+    g.pinned.clear();
     Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
            node->source());
   }
   // Tensors whose values ran take their buffers.
   for (const LazyTensorPtr& t : bind != nullptr ? *bind : PendingTensors(device)) {
     if (!t->is_pending()) continue;
-    const ir::Value v = ir::Resolve(t->pending());
+    const ir::Value v = RanValues::Global().Resolve(t->pending());
     if (v.node->kind() != ir::NodeKind::kDeviceData) continue;
     if (const runtime::DeviceDataPtr* buffer = LeafBuffer(*v.node)) t->SetData(*buffer);
   }
   if (had_draws) {
     // Draws that ran leave the list; the others keep their order.
     for (ir::NodePtr& draw : TakePendingDraws(device)) {
-      if (draw->materialized().empty()) AddPendingDraw(device, std::move(draw));
+      if (!RanValues::Global().HasRun(*draw)) AddPendingDraw(device, std::move(draw));
     }
   }
+  RanValues::Global().Sweep();
 }
 
 void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> program,
@@ -490,7 +495,7 @@ ir::CanonicalGraph GraphExecutor::PendingGraph(const std::vector<LazyTensorPtr>&
   for (const LazyTensorPtr& t : tensors) {
     if (t && t->is_pending()) roots.push_back(t->pending());
   }
-  return ir::Canonicalize(roots);
+  return CanonicalizeResolved(roots);
 }
 
 std::string GraphExecutor::LastRecompileReason() const { return lazy::LastRecompileReason(); }

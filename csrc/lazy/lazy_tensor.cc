@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "lazy/ran_values.h"
 #include "runtime/fork_guard.h"
 
 namespace torch_neuron::lazy {
@@ -77,6 +78,12 @@ LazyTensor::~LazyTensor() {
   // (tensors dropped at its exit must not wait for that lock).
   if (runtime::InBadFork()) return;
   Registry().Remove(id_);
+  // A node that ran may die with this tensor (its pending value, or its
+  // buffer the only one left of what the node ran into): the table lets go.
+  pending_ = ir::Value();
+  data_leaf_ = ir::Value();
+  data_ = nullptr;
+  RanValues::Global().Sweep();
 }
 
 LazyTensorPtr LazyTensor::FromValue(ir::Value value, int device) {

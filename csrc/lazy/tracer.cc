@@ -655,12 +655,12 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   static ir::NodeInterner* interner = new ir::NodeInterner();
-  ir::NodePtr node =
-      interner->Intern(ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes));
   // Eager mode always records the user's line: its execution errors name it.
-  if ((GlobalConfig().ir_debug || CurrentMode() == ExecutionMode::kEager) && node->source().empty()) {
-    node->set_source(CurrentSourceLocation());
-  }
+  // (An op interned earlier keeps the line it was first traced from.)
+  std::string source;
+  if (GlobalConfig().ir_debug || CurrentMode() == ExecutionMode::kEager) source = CurrentSourceLocation();
+  ir::NodePtr node = interner->Intern(
+      ir::Node::MakeOp(name, std::move(operands), std::move(args), meta->shapes, std::move(source)));
 
   // A view's base: its first tensor argument.
   LazyTensorPtr view_base;

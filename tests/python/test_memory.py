@@ -170,6 +170,39 @@ def test_graph_intermediates_and_fallback_temporaries_hold_no_memory(empty_devic
     assert torch.neuron.memory_stats()["active.all.current"] == active
 
 
+def test_an_op_eager_mode_ran_gives_its_buffer_back_when_its_tensor_goes(empty_device):
+    # What an op ran into is kept for its node (later graphs read it instead of
+    # running it again); it must go with the last tensor, not at some later op.
+    x = torch.ones(1000, device="neuron")
+    materialize(x)
+    base = torch.neuron.memory_allocated()
+    with torch_neuron.mode("eager"):
+        y = x.neg()
+        z = y * 2
+        torch_neuron.wait_device_ops()
+        assert torch.neuron.memory_allocated() - base == 2 * rounded(4000)
+        del y
+        assert allocated_once_released(base + rounded(4000)) == base + rounded(4000)
+        assert torch.equal(z.cpu(), torch.full((1000,), -2.0))
+        del z
+        assert allocated_once_released(base) == base
+    torch_neuron.wait_device_ops()
+
+
+def test_a_draw_that_ran_gives_its_buffer_back_when_its_last_reader_goes(empty_device):
+    # A draw that ran is read from its result by graphs built later; once the
+    # tensors that could read it are gone, so is its buffer (with no new sync).
+    base = torch.neuron.memory_allocated()
+    a = torch.rand(1000, device="neuron")
+    b = a + 1  # pending, reads the draw
+    materialize(a)
+    assert torch.equal(b.cpu(), a.cpu() + 1)  # b read the draw, not a new one
+    torch_neuron.wait_device_ops()
+    del a, b
+    gc.collect()
+    assert allocated_once_released(base) == base
+
+
 def test_graph_output_on_neuron_one_is_counted_on_neuron_one(empty_device, two_devices):
     base0, base1 = torch.neuron.memory_allocated(0), torch.neuron.memory_allocated(1)
     t = torch.full((1000,), 2.0, device="neuron:1")

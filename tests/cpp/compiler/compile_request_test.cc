@@ -61,9 +61,8 @@ Sample MakeSample() {
   Value tagged{Node::MakeOp("test::tagged", {zeros},
                             {Arg::Operand(0), Arg::Attr(std::string("mean")), Arg::Attr(c10::IValue(nested)),
                              Arg::Attr(c10::List<bool>({true, false}))},
-                            {kF32_2x3}),
+                            {kF32_2x3}, "train.py:42"),
                0};
-  tagged.node->set_source("train.py:42");
   s.roots = {rows, Value{sorted, 1}, tagged};
   s.ordered = {drawn};
   s.graph = ir::Canonicalize(s.roots, s.ordered);

@@ -102,6 +102,58 @@ TEST(GraphHashTest, DeepChainsDoNotRecurse) {
   EXPECT_EQ(g.size(), 20001);
 }
 
+// Stands a fixed leaf for one node, as the lazy layer does for values that ran.
+class OneSubstitution : public ValueResolver {
+ public:
+  OneSubstitution(const Node* ran, NodePtr leaf) : ran_(ran), leaf_(std::move(leaf)) {}
+  Value Resolve(const Value& v) const override { return v.node.get() == ran_ ? Value{leaf_, 0} : v; }
+
+ private:
+  const Node* ran_;
+  NodePtr leaf_;
+};
+
+TEST(GraphResolverTest, AValueThatRanIsReadFromItsLeafAndTheGraphPinsIt) {
+  Value a = Leaf(), b = Leaf();
+  Value drawn{Node::MakeOp("aten::rand_like", {a}, {Arg::Operand(0)}, {kF32_2x3}), 0};
+  Value sum = Binary("aten::add.Tensor", drawn, b);
+  CanonicalGraph g;
+  {
+    // The leaf is held by the resolver only, and the resolver dies first.
+    OneSubstitution ran(drawn.node.get(), Node::MakeDeviceData(kF32_2x3, nullptr));
+    g = Canonicalize({sum}, {}, &ran);
+  }
+  // add(leaf, b): the draw and its operand are gone from the graph.
+  ASSERT_EQ(g.size(), 3);
+  EXPECT_EQ(g.nodes[0]->kind(), NodeKind::kDeviceData);
+  EXPECT_EQ(g.parameters.size(), 2u);
+  const Value c = Leaf(), d = Leaf();
+  EXPECT_EQ(g.hash, Canonicalize({Binary("aten::add.Tensor", c, d)}).hash);
+  // The graph holds what it points at: the substituted leaf and the root.
+  drawn = {};
+  sum = {};
+  EXPECT_EQ(g.nodes[0]->shape(), kF32_2x3);
+  EXPECT_EQ(g.nodes[2]->op(), "aten::add.Tensor");
+  EXPECT_EQ(g.pinned.size(), 2u);
+}
+
+TEST(GraphResolverTest, ANullResolverPinsTheRootsOnly) {
+  Value a = Leaf();
+  CanonicalGraph g = Canonicalize({Binary("aten::add.Tensor", a, a), Binary("aten::mul.Tensor", a, a)});
+  EXPECT_EQ(g.pinned.size(), 2u);
+  EXPECT_EQ(g.size(), 3);
+  EXPECT_EQ(g.nodes[2]->operands()[0].node.get(), g.nodes[0]);  // still alive: pinned
+}
+
+TEST(NodeTest, TheSourceLineIsSetAtConstructionAndNotHashed) {
+  Value a = Leaf();
+  NodePtr with = Node::MakeOp("aten::neg", {a}, {Arg::Operand(0)}, {kF32_2x3}, "train.py:7");
+  NodePtr without = Node::MakeOp("aten::neg", {a}, {Arg::Operand(0)}, {kF32_2x3});
+  EXPECT_EQ(with->source(), "train.py:7");
+  EXPECT_EQ(without->source(), "");
+  EXPECT_EQ(with->hash(), without->hash());
+}
+
 TEST(PrinterTest, TextNamesParametersConstantsAndOutputs) {
   Value a = Leaf();
   Value two{Node::MakeScalar(2.5, c10::ScalarType::Double), 0};

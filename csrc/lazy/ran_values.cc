@@ -1,0 +1,106 @@
+#include "lazy/ran_values.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace torch_neuron::lazy {
+namespace {
+
+// Below this size every Record sweeps the whole table; above it, sweeps wait
+// until the table has doubled (amortized constant cost per Record).
+constexpr size_t kSweepEveryTimeBelow = 256;
+
+}  // namespace
+
+RanValues& RanValues::Global() {
+  static RanValues* table = new RanValues();  // outlives exit-time syncs
+  return *table;
+}
+
+const RanValues::Entry* RanValues::Find(const ir::Node& node) const {
+  auto it = entries_.find(&node);
+  if (it == entries_.end() || it->second.node.expired()) return nullptr;  // or a dead node's address
+  return &it->second;
+}
+
+void RanValues::SweepLocked(std::vector<Entry>* dead) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.node.expired()) {
+      dead->push_back(std::move(it->second));
+      entries_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  sweep_at_ = std::max(kSweepEveryTimeBelow, entries_.size() * 2);
+  count_.store(entries_.size(), std::memory_order_relaxed);
+}
+
+void RanValues::Record(const ir::NodePtr& node, std::vector<ir::NodePtr> leaves) {
+  // Dead nodes' entries (and the buffers they hold) are destroyed after the
+  // lock is released.
+  std::vector<Entry> dead;
+  absl::MutexLock lock(&mu_);
+  if (entries_.size() < kSweepEveryTimeBelow || entries_.size() >= sweep_at_) SweepLocked(&dead);
+  Entry& entry = entries_[node.get()];
+  if (!entry.node.expired()) return;
+  dead.push_back(std::exchange(entry, Entry{node, std::move(leaves)}));
+  count_.store(entries_.size(), std::memory_order_relaxed);
+}
+
+void RanValues::Sweep() {
+  if (count_.load(std::memory_order_relaxed) == 0) return;
+  std::vector<Entry> dead;
+  absl::MutexLock lock(&mu_);
+  if (entries_.size() < kSweepEveryTimeBelow || entries_.size() >= sweep_at_) SweepLocked(&dead);
+}
+
+bool RanValues::HasRun(const ir::Node& node) const {
+  if (count_.load(std::memory_order_relaxed) == 0) return false;
+  absl::ReaderMutexLock lock(&mu_);
+  return Find(node) != nullptr;
+}
+
+std::vector<ir::NodePtr> RanValues::Leaves(const ir::Node& node) const {
+  if (count_.load(std::memory_order_relaxed) == 0) return {};
+  absl::ReaderMutexLock lock(&mu_);
+  const Entry* entry = Find(node);
+  return entry == nullptr ? std::vector<ir::NodePtr>{} : entry->leaves;
+}
+
+ir::Value RanValues::Resolve(const ir::Value& v) const {
+  if (count_.load(std::memory_order_relaxed) == 0) return v;
+  absl::ReaderMutexLock lock(&mu_);
+  const Entry* entry = Find(*v.node);
+  return entry == nullptr ? v : ir::Value{entry->leaves.at(v.index), 0};
+}
+
+RanValues::ScopedResolver::ScopedResolver(const RanValues& table)
+    : table_(table), locked_(table.count_.load(std::memory_order_relaxed) != 0) {
+  if (locked_) table_.mu_.ReaderLock();
+}
+
+RanValues::ScopedResolver::~ScopedResolver() {
+  if (locked_) table_.mu_.ReaderUnlock();
+}
+
+ir::Value RanValues::ScopedResolver::Resolve(const ir::Value& v) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const Entry* entry = table_.Find(*v.node);
+  return entry == nullptr ? v : ir::Value{entry->leaves.at(v.index), 0};
+}
+
+size_t RanValues::size() {
+  std::vector<Entry> dead;
+  absl::MutexLock lock(&mu_);
+  SweepLocked(&dead);
+  return entries_.size();
+}
+
+ir::CanonicalGraph CanonicalizeResolved(const std::vector<ir::Value>& roots,
+                                        const std::vector<ir::Value>& ordered) {
+  RanValues::ScopedResolver resolver(RanValues::Global());
+  return ir::Canonicalize(roots, ordered, resolver.get());
+}
+
+}  // namespace torch_neuron::lazy
