@@ -12,6 +12,7 @@
 #include "compiler/kernel_helpers.h"
 #include "compiler/kernel_rules.h"
 #include "ir/hash.h"
+#include "runtime/dtypes.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -19,30 +20,8 @@ namespace {
 // The C type of one element of `dtype` in a kernel's buffers (bfloat16 and
 // float16: their bits).
 const char* CType(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float:
-      return "float";
-    case c10::ScalarType::Double:
-      return "double";
-    case c10::ScalarType::Bool:
-      return "bool";
-    case c10::ScalarType::Byte:
-      return "uint8_t";
-    case c10::ScalarType::Char:
-      return "int8_t";
-    case c10::ScalarType::Short:
-      return "int16_t";
-    case c10::ScalarType::Int:
-      return "int32_t";
-    case c10::ScalarType::Long:
-      return "int64_t";
-    case c10::ScalarType::BFloat16:
-      return "uint16_t";
-    case c10::ScalarType::Half:
-      return "uint16_t";
-    default:
-      return nullptr;
-  }
+  const runtime::DtypeFacts* facts = runtime::FactsOf(dtype);
+  return facts != nullptr ? facts->kernel_c_type : nullptr;
 }
 
 std::string Substitute(const std::string& expr, const std::vector<std::string>& operands) {
@@ -608,18 +587,8 @@ bool RoundsTo(const std::string& rule, c10::ScalarType dtype) {
 }
 
 bool ExactInFloat(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float:
-    case c10::ScalarType::Bool:
-    case c10::ScalarType::Byte:
-    case c10::ScalarType::Char:
-    case c10::ScalarType::Short:
-    case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Half:
-      return true;
-    default:
-      return false;
-  }
+  const runtime::DtypeFacts* facts = runtime::FactsOf(dtype);
+  return facts != nullptr && facts->exact_in_float32;
 }
 
 bool CanGenerate(const std::string& op, const std::vector<bool>& operand_is_scalar) {

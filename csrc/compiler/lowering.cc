@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ir/op_traits.h"
 #include "runtime/op_lookup.h"
 #include "runtime/schema_types.h"
 
@@ -16,44 +17,7 @@ using runtime::IsTensorType;
 
 bool IsScalarListType(const c10::TypePtr& type) { return runtime::IsListOf(type, c10::TypeKind::NumberType); }
 
-// Readers that take any strides and storage offset, so a view may feed them in
-// place of a copy: generated kernels (they make their inputs contiguous),
-// BLAS calls, and TensorIterator elementwise ops and reductions.
-bool StrideAgnostic(const std::string& op) {
-  static const auto* ops = new absl::flat_hash_set<std::string>{"neuron::fused_kernel",
-                                                                "neuron::fused_row_kernel",
-                                                                "aten::mm",
-                                                                "aten::bmm",
-                                                                "aten::addmm",
-                                                                "aten::baddbmm",
-                                                                "aten::mv",
-                                                                "aten::addmv",
-                                                                "aten::add.Tensor",
-                                                                "aten::sub.Tensor",
-                                                                "aten::mul.Tensor",
-                                                                "aten::div.Tensor",
-                                                                "aten::add.Scalar",
-                                                                "aten::mul.Scalar",
-                                                                "aten::neg",
-                                                                "aten::exp",
-                                                                "aten::tanh",
-                                                                "aten::sigmoid",
-                                                                "aten::relu",
-                                                                "aten::gelu",
-                                                                "aten::gelu_backward",
-                                                                "aten::tanh_backward",
-                                                                "aten::threshold_backward",
-                                                                "aten::where.self",
-                                                                "aten::masked_fill.Scalar",
-                                                                "aten::sum.dim_IntList",
-                                                                "aten::mean.dim",
-                                                                "aten::amax",
-                                                                "aten::clone",
-                                                                "aten::_to_copy"};
-  return ops->contains(op);
-}
-
-// Per node: whether it is a copying view op run as its view (ViewFormOf), which
+// Per node: whether it is a copying view op run as its view (OpTraits::view_form), which
 // it is when every reader takes a view: a stride-agnostic op, another view op
 // run as a view, or the graph's output (the executor gives outputs that alias
 // anything memory of their own).
@@ -68,11 +32,12 @@ std::vector<bool> RunAsViews(const CompileGraph& g) {
   for (size_t i = size; i-- > 0;) {  // readers come later: decided first
     const CompileNode& n = g.nodes[i];
     if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp ||
-        runtime::ViewFormOf(n.ir->op()) == nullptr) {
+        ir::TraitsOf(n.ir->op()).view_form.empty()) {
       continue;
     }
-    as_view[i] = std::all_of(readers[i].begin(), readers[i].end(),
-                             [&](int32_t r) { return as_view[r] || StrideAgnostic(g.nodes[r].ir->op()); });
+    as_view[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](int32_t r) {
+      return as_view[r] || ir::TraitsOf(g.nodes[r].ir->op()).stride_agnostic;
+    });
   }
   return as_view;
 }
@@ -106,7 +71,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
       continue;
     }
     // A view run as a view is named as such in the program (and its NEFF).
-    const std::string& op_name = as_view[i] ? *runtime::ViewFormOf(n.ir->op()) : n.ir->op();
+    const std::string op_name = as_view[i] ? std::string(ir::TraitsOf(n.ir->op()).view_form) : n.ir->op();
     absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(op_name);
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();

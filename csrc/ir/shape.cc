@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/dtypes.h"
 
 namespace torch_neuron::ir {
 
@@ -21,36 +22,8 @@ hash_t Hash(const Shape& shape) {
 }
 
 const char* DtypeShortName(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float:
-      return "f32";
-    case c10::ScalarType::Double:
-      return "f64";
-    case c10::ScalarType::Half:
-      return "f16";
-    case c10::ScalarType::BFloat16:
-      return "bf16";
-    case c10::ScalarType::Byte:
-      return "u8";
-    case c10::ScalarType::Char:
-      return "i8";
-    case c10::ScalarType::Short:
-      return "i16";
-    case c10::ScalarType::Int:
-      return "i32";
-    case c10::ScalarType::Long:
-      return "i64";
-    case c10::ScalarType::UInt16:
-      return "u16";
-    case c10::ScalarType::UInt32:
-      return "u32";
-    case c10::ScalarType::UInt64:
-      return "u64";
-    case c10::ScalarType::Bool:
-      return "b8";
-    default:
-      return c10::toString(dtype);
-  }
+  const runtime::DtypeFacts* facts = runtime::FactsOf(dtype);
+  return facts != nullptr ? facts->short_name : c10::toString(dtype);
 }
 
 }  // namespace torch_neuron::ir

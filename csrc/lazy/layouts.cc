@@ -81,10 +81,6 @@ TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_form
   return TensorLayout::Of(at::empty_like(meta, at::TensorOptions(), format));
 }
 
-bool AddressesStorage(const std::string& name) {
-  return name == "aten::as_strided_copy" || name == "aten::_reshape_alias_copy";
-}
-
 void TraceAddressingStorage(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string& name = op.schema().name();
   const size_t num_args = op.schema().arguments().size();

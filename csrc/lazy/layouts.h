@@ -29,10 +29,8 @@ at::Tensor MetaTensor(const ir::Shape& shape, const TensorLayout& layout);
 // keeps a dense input's strides, otherwise the suggested format).
 TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_format);
 
-// Ops whose arguments address their first tensor's storage.
-bool AddressesStorage(const std::string& name);
-
-// Traces such an op (its first tensor reporting a layout other than the
+// Traces an op whose arguments address its first tensor's storage
+// (ir::OpTraits::addresses_storage) (its first tensor reporting a layout other than the
 // default) as the same op on the dense data, reporting the CPU's layout.
 // as_strided of a view that reaches storage outside the view's own elements
 // raises NotImplementedError: the device does not keep them.

@@ -22,6 +22,7 @@
 #include "base/metrics.h"
 #include "ir/interner.h"
 #include "ir/node.h"
+#include "ir/op_traits.h"
 #include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
@@ -88,51 +89,15 @@ using runtime::IsNumberType;
 using runtime::IsTensorType;
 using runtime::Unwrapped;
 
-// Ops whose output shape depends on the data: never traced.
-bool IsDataDependent(const std::string& name) {
-  static const char* const kOps[] = {"aten::nonzero",
-                                     "aten::masked_select",
-                                     "aten::unique",
-                                     "aten::_unique",
-                                     "aten::repeat_interleave.Tensor",
-                                     "aten::bincount",
-                                     "aten::argwhere"};
-  if (absl::StartsWith(name, "aten::nonzero_static")) return false;  // its size is an argument
-  for (const char* op : kOps) {
-    if (absl::StartsWith(name, op)) return true;
-  }
-  return false;
-}
-
 // Random ops without a Generator argument (rand, randn_like, native_dropout...)
 // draw from the CPU's default generator inside their kernels; they must not be
 // traced as they are but decomposed into ops that take the device generator.
-bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op) {
-  const std::string& name = op.schema().name();
-  static const char* const kRandomWords[] = {"rand",        "normal",     "bernoulli",   "dropout",
-                                             "multinomial", "poisson",    "exponential", "cauchy",
-                                             "geometric",   "log_normal", "uniform"};
-  bool random = false;
-  for (const char* word : kRandomWords) random |= name.find(word) != std::string::npos;
-  if (!random) return false;
+bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op, const ir::OpTraits& traits) {
+  if (!traits.random) return false;
   for (const c10::Argument& arg : op.schema().arguments()) {
     if (IsGeneratorType(arg.type())) return false;
   }
   return true;
-}
-
-// Ops whose result is their first argument's value.
-bool IsIdentityOp(const std::string& name) {
-  return name == "aten::detach_copy" || name == "aten::alias_copy" || name == "aten::clone" ||
-         name == "aten::detach" || name == "aten::alias" || name == "aten::lift_fresh_copy";
-}
-
-// Ops that may take CPU tensors beside neuron tensors (uploaded): index
-// tensors, and CTC's length tensors (CUDA's kernels read those from the CPU,
-// and users pass them so).
-bool AllowsCpuTensors(const std::string& name) {
-  return absl::StartsWith(name, "aten::index") || absl::StartsWith(name, "aten::_index_put_impl_") ||
-         absl::StartsWith(name, "aten::_ctc_loss");
 }
 
 // Factories of constant tensors (zeros, ones, full and their _like/new_ forms)
@@ -147,19 +112,22 @@ struct FillFactory {
   int value_arg = -1;
 };
 
-FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const std::string& name) {
+FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const ir::OpTraits& traits) {
   FillFactory f;
-  for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"}) {
-    if (name == op) f.is_factory = true;
-  }
-  for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"}) {
-    if (name == op) f.is_factory = true, f.constant = 1;
-  }
-  for (const char* op : {"aten::full", "aten::full_like", "aten::new_full"}) {
-    if (name == op) {
-      std::optional<int> index = schema.argumentIndexWithName("fill_value");
-      if (index) f.is_factory = true, f.value_arg = *index;
-    }
+  switch (traits.fill) {
+    case ir::FillKind::kNone:
+      break;
+    case ir::FillKind::kZeros:
+      f.is_factory = true;
+      break;
+    case ir::FillKind::kOnes:
+      f.is_factory = true, f.constant = 1;
+      break;
+    case ir::FillKind::kFull:
+      if (std::optional<int> index = schema.argumentIndexWithName("fill_value")) {
+        f.is_factory = true, f.value_arg = *index;
+      }
+      break;
   }
   return f;
 }
@@ -168,7 +136,9 @@ FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const std::string&
 // aten::slice_copy.Tensor), if any.
 std::optional<c10::OperatorHandle> ViewOpOf(const c10::FunctionSchema& schema) {
   const std::string& name = schema.name();
-  if (!absl::EndsWith(name, "_copy") || IsIdentityOp(name) || name == "aten::_to_copy") return std::nullopt;
+  if (!absl::EndsWith(name, "_copy") || ir::TraitsOf(name).identity || name == "aten::_to_copy") {
+    return std::nullopt;
+  }
   std::optional<c10::OperatorHandle> view = c10::Dispatcher::singleton().findOp(
       c10::OperatorName(name.substr(0, name.size() - 5), schema.overload_name()));
   if (!view || !view->hasSchema()) return std::nullopt;
@@ -231,22 +201,21 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
         slot->never_traced = "it returns a value that is not a tensor";
       }
     }
-    if (IsDataDependent(slot->name)) slot->never_traced = "its output shape depends on the data";
-    slot->identity = IsIdentityOp(slot->name);
-    slot->allows_cpu_tensors = AllowsCpuTensors(slot->name);
-    for (const char* prefix : {"aten::arange", "aten::range", "aten::linspace", "aten::logspace"}) {
-      slot->shape_from_scalar_values |= absl::StartsWith(slot->name, prefix);
-    }
+    const ir::OpTraits& traits = ir::TraitsOf(slot->name);
+    if (traits.data_dependent) slot->never_traced = "its output shape depends on the data";
+    slot->identity = traits.identity;
+    slot->allows_cpu_tensors = traits.cpu_index_tensors;
+    slot->shape_from_scalar_values = traits.shape_from_scalar_values;
     // A collective's world size and split sizes shape its result.
     slot->collective = runtime::IsCollectiveOp(slot->name);
     slot->shape_from_scalar_values |= slot->collective;
     slot->meta_fixup = MetaFixupFor(slot->name);
-    slot->fill = FillFactoryFor(schema, slot->name);
+    slot->fill = FillFactoryFor(schema, traits);
     for (const c10::Argument& ret : schema.returns()) {
       if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) slot->view = true;
     }
     slot->view_of = ViewOpOf(schema);
-    slot->addresses_storage = AddressesStorage(slot->name);
+    slot->addresses_storage = traits.addresses_storage;
     slot->hidden_mutation = HasHiddenMutation(slot->name);
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const c10::Argument& arg = schema.arguments()[i];
@@ -743,8 +712,9 @@ int RegisterTracerForCompositeOps() {
       // but composite kernels and Python custom ops running below it mutate
       // fresh neuron tensors, and the device-generic composite kernels of those
       // ops would reach a storage-less tensor's (missing) memory.
-      if (IsDataDependent(OpName(op))) return;
-      if (UsesDefaultGeneratorImplicitly(op)) return;
+      const ir::OpTraits& traits = ir::TraitsOf(OpName(op));
+      if (traits.data_dependent) return;
+      if (UsesDefaultGeneratorImplicitly(op, traits)) return;
       bool tensor_returns = true;
       for (const c10::Argument& ret : op.schema().returns()) {
         tensor_returns &= IsTensorType(ret.type()) || IsListOf(ret.type(), c10::TypeKind::TensorType);

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_split.h"
+#include "runtime/dtypes.h"
 #include "runtime/schema_types.h"
 
 namespace torch_neuron::registry {
@@ -17,40 +18,8 @@ using runtime::Unwrapped;
 
 // torch's Python names of the dtypes ("float32", not c10's "Float").
 const char* DtypeName(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float:
-      return "float32";
-    case c10::ScalarType::Double:
-      return "float64";
-    case c10::ScalarType::Half:
-      return "float16";
-    case c10::ScalarType::BFloat16:
-      return "bfloat16";
-    case c10::ScalarType::Byte:
-      return "uint8";
-    case c10::ScalarType::Char:
-      return "int8";
-    case c10::ScalarType::Short:
-      return "int16";
-    case c10::ScalarType::Int:
-      return "int32";
-    case c10::ScalarType::Long:
-      return "int64";
-    case c10::ScalarType::Bool:
-      return "bool";
-    case c10::ScalarType::ComplexFloat:
-      return "complex64";
-    case c10::ScalarType::ComplexDouble:
-      return "complex128";
-    case c10::ScalarType::UInt16:
-      return "uint16";
-    case c10::ScalarType::UInt32:
-      return "uint32";
-    case c10::ScalarType::UInt64:
-      return "uint64";
-    default:
-      return c10::toString(t);
-  }
+  const runtime::DtypeFacts* facts = runtime::FactsOf(t);
+  return facts != nullptr ? facts->python_name : c10::toString(t);
 }
 
 // torch's Python names of the layouts (torch.strided, torch.sparse_coo, ...).

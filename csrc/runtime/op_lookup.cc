@@ -27,36 +27,6 @@ absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op) {
   return *handle;
 }
 
-const std::vector<std::pair<std::string, std::string>>& ViewForms() {
-  static const auto* forms = new std::vector<std::pair<std::string, std::string>>{
-      {"aten::view_copy", "aten::reshape"},
-      {"aten::_unsafe_view", "aten::reshape"},
-      {"aten::t_copy", "aten::t"},
-      {"aten::transpose_copy.int", "aten::transpose.int"},
-      {"aten::permute_copy", "aten::permute"},
-      {"aten::expand_copy", "aten::expand"},
-      {"aten::unsqueeze_copy", "aten::unsqueeze"},
-      {"aten::squeeze_copy", "aten::squeeze"},
-      {"aten::squeeze_copy.dim", "aten::squeeze.dim"},
-      {"aten::squeeze_copy.dims", "aten::squeeze.dims"},
-      {"aten::slice_copy.Tensor", "aten::slice.Tensor"},
-      {"aten::select_copy.int", "aten::select.int"},
-      {"aten::split_copy.Tensor", "aten::split.Tensor"},
-      {"aten::split_with_sizes_copy", "aten::split_with_sizes"},
-      {"aten::unbind_copy.int", "aten::unbind.int"},
-      {"aten::alias_copy", "aten::alias"},
-      {"aten::diagonal_copy", "aten::diagonal"},
-  };
-  return *forms;
-}
-
-const std::string* ViewFormOf(const std::string& op) {
-  static const auto* views =
-      new absl::flat_hash_map<std::string, std::string>(ViewForms().begin(), ViewForms().end());
-  auto it = views->find(op);
-  return it == views->end() ? nullptr : &it->second;
-}
-
 c10::IValue HostAttr(const c10::IValue& attr) {
   if (attr.isDevice() && attr.toDevice().type() == c10::DeviceType::PrivateUse1) {
     return c10::Device(c10::DeviceType::CPU);

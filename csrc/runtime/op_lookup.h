@@ -16,16 +16,6 @@ namespace torch_neuron::runtime {
 // "aten::add.Tensor" -> the handle of aten::add, overload Tensor. Cached.
 absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op);
 
-// Functionalization records every view as a copying op (view_copy, t_copy,
-// expand_copy, ...). Where the copy's readers do not care about strides or
-// storage, a program may run the view itself: the same values, no copy
-// (compiler/lowering.cc decides). The copying ops that have such a view form,
-// with it (view_copy's is reshape: its input may itself be a strided view).
-const std::vector<std::pair<std::string, std::string>>& ViewForms();
-
-// The view form of `op`, or nullptr.
-const std::string* ViewFormOf(const std::string& op);
-
 // A traced attribute as the host kernel takes it: a neuron device becomes the CPU
 // (the emulated device's kernels run on the host).
 c10::IValue HostAttr(const c10::IValue& attr);

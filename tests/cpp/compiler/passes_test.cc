@@ -8,6 +8,7 @@
 #include "compiler/pass_pipeline.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
+#include "ir/op_traits.h"
 #include "runtime/op_lookup.h"
 #include "absl/strings/str_split.h"
 
@@ -186,14 +187,13 @@ TEST(ForeachExpansionTest, EveryFormMatchesBothSchemas) {
 // Programs may run functionalization's *_copy view ops as the views
 // themselves: each pair names two real operators taking the same arguments.
 TEST(ViewFormsTest, EveryCopyOpHasAViewTakingTheSameArguments) {
-  for (const auto& [copy, view] : runtime::ViewForms()) {
-    SCOPED_TRACE(copy);
-    absl::StatusOr<c10::OperatorHandle> traced = runtime::FindOperator(copy);
-    absl::StatusOr<c10::OperatorHandle> run = runtime::FindOperator(view);
+  for (const auto& [copy, view] : ir::ViewForms()) {
+    SCOPED_TRACE(std::string(copy));
+    absl::StatusOr<c10::OperatorHandle> traced = runtime::FindOperator(std::string(copy));
+    absl::StatusOr<c10::OperatorHandle> run = runtime::FindOperator(std::string(view));
     ASSERT_TRUE(traced.ok()) << traced.status();
     ASSERT_TRUE(run.ok()) << run.status();
-    ASSERT_NE(runtime::ViewFormOf(copy), nullptr);
-    EXPECT_EQ(*runtime::ViewFormOf(copy), view);
+    EXPECT_EQ(ir::TraitsOf(copy).view_form, view);
     const auto& a = traced->schema().arguments();
     const auto& b = run->schema().arguments();
     ASSERT_EQ(a.size(), b.size());
@@ -203,7 +203,7 @@ TEST(ViewFormsTest, EveryCopyOpHasAViewTakingTheSameArguments) {
       EXPECT_EQ(a[i].kwarg_only(), b[i].kwarg_only()) << a[i].name();
     }
   }
-  EXPECT_EQ(runtime::ViewFormOf("aten::add.Tensor"), nullptr);
+  EXPECT_TRUE(ir::TraitsOf("aten::add.Tensor").view_form.empty());
 }
 
 }  // namespace

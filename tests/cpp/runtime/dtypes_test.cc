@@ -1,0 +1,73 @@
+#include "runtime/dtypes.h"
+
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace torch_neuron::runtime {
+namespace {
+
+using c10::ScalarType;
+
+TEST(DtypeTableTest, FifteenDtypesOnceEachWithDistinctNames) {
+  std::set<ScalarType> types;
+  std::set<std::string> short_names, python_names;
+  for (const DtypeFacts& row : SupportedDtypes()) {
+    types.insert(row.type);
+    short_names.insert(row.short_name);
+    python_names.insert(row.python_name);
+    EXPECT_EQ(FactsOf(row.type), &row);
+  }
+  EXPECT_EQ(SupportedDtypes().size(), 15u);
+  EXPECT_EQ(types.size(), 15u);
+  EXPECT_EQ(short_names.size(), 15u);
+  EXPECT_EQ(python_names.size(), 15u);
+}
+
+TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
+  for (ScalarType t : {ScalarType::ComplexHalf, ScalarType::QInt8, ScalarType::Float8_e4m3fn, ScalarType::Bits8,
+                       ScalarType::Undefined}) {
+    EXPECT_EQ(FactsOf(t), nullptr) << c10::toString(t);
+    EXPECT_FALSE(IsSupportedDtype(t));
+  }
+  try {
+    CheckSupportedDtype(ScalarType::ComplexHalf);
+    FAIL() << "ComplexHalf was accepted";
+  } catch (const c10::TypeError& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace())
+                  .find("neuron devices do not support dtype ComplexHalf; supported: float32, float64, float16, "
+                        "bfloat16, complex64, complex128, uint8, uint16, uint32, uint64, int8, int16, int32, "
+                        "int64, bool"),
+              std::string::npos)
+        << e.what_without_backtrace();
+  }
+  CheckSupportedDtype(ScalarType::BFloat16);  // no throw
+}
+
+TEST(DtypeTableTest, TheFactsStagesReadAgreeWithTorch) {
+  for (const DtypeFacts& row : SupportedDtypes()) {
+    SCOPED_TRACE(row.python_name);
+    // Host-only: exactly the unsigned types wider than a byte.
+    EXPECT_EQ(row.host_only, row.type == ScalarType::UInt16 || row.type == ScalarType::UInt32 ||
+                                 row.type == ScalarType::UInt64);
+    EXPECT_EQ(IsHostOnlyDtype(row.type), row.host_only);
+    // Exact in float32: float32's 24-bit significand holds every value.
+    const bool exact = row.type == ScalarType::Float || row.type == ScalarType::Half ||
+                       row.type == ScalarType::BFloat16 || row.type == ScalarType::Bool ||
+                       (c10::isIntegralType(row.type, false) && c10::elementSize(row.type) <= 2 && !row.host_only);
+    EXPECT_EQ(row.exact_in_float32, exact);
+    // Kernels store every non-complex dtype they load, in a C type of its size.
+    if (row.kernel_c_type != nullptr) {
+      EXPECT_FALSE(c10::isComplexType(row.type));
+      EXPECT_FALSE(row.host_only);
+    }
+  }
+  EXPECT_STREQ(FactsOf(ScalarType::BFloat16)->kernel_c_type, "uint16_t");
+  EXPECT_STREQ(FactsOf(ScalarType::Float)->short_name, "f32");
+  EXPECT_STREQ(FactsOf(ScalarType::ComplexDouble)->python_name, "complex128");
+}
+
+}  // namespace
+}  // namespace torch_neuron::runtime
