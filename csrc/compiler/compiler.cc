@@ -31,6 +31,8 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
     absl::StrAppend(sources, kernels.back().second, "\n");
   }
   if (kernels.empty()) return std::pair<std::string, std::string>();
+  // The ABI version symbol the runtime checks when it loads the library.
+  kernels.emplace_back("tn_kernel_abi", AbiVersionSource());
   absl::StatusOr<std::string> bytes =
       BuildSharedObject(kernels, Toolchain::For(options.cxx), options.kernel_objects);
   if (!bytes.ok()) return bytes.status();

@@ -257,16 +257,19 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
   for (int32_t i = 0; i < static_cast<int32_t>(kernel.outputs.size()); ++i) {
     output_dtypes.push_back(static_cast<int64_t>(kernel.OutputDtype(i)));
   }
-  std::vector<ir::Arg> args = {
-      ir::Arg::Attr(c10::IValue(library)),
-      ir::Arg::Attr(c10::IValue(kernel.name)),
-      ir::Arg::OperandList(tensors),
-      ir::Arg::OperandList(scalars),
+  // Each argument at its position in the kernel ABI's call layout.
+  namespace abi = runtime::kernel_abi;
+  auto common = [&](size_t num_args) {
+    std::vector<ir::Arg> args(num_args);
+    args[abi::fused_kernel::kLibrary] = ir::Arg::Attr(c10::IValue(library));
+    args[abi::fused_kernel::kKernel] = ir::Arg::Attr(c10::IValue(kernel.name));
+    args[abi::fused_kernel::kInputs] = ir::Arg::OperandList(tensors);
+    args[abi::fused_kernel::kScalars] = ir::Arg::OperandList(scalars);
+    return args;
   };
   if (kernel.row_length > 0) {
-    // neuron::fused_row_kernel(..., int rows, int row_length, int[] input_extents,
-    //                          int[] output_extents, int[] output_sizes,
-    //                          int[] input_dtypes, int[] output_dtypes):
+    namespace row = abi::fused_row_kernel;
+    std::vector<ir::Arg> args = common(row::kNumArgs);
     // output_sizes holds each output's rank, then its sizes.
     std::vector<int64_t> extents, output_extents, sizes;
     for (Extent e : kernel.input_extents) extents.push_back(static_cast<int64_t>(e));
@@ -275,22 +278,24 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
       sizes.push_back(static_cast<int64_t>(shape.sizes().size()));
       sizes.insert(sizes.end(), shape.sizes().begin(), shape.sizes().end());
     }
-    args.push_back(ir::Arg::Attr(c10::IValue(kernel.rows)));
-    args.push_back(ir::Arg::Attr(c10::IValue(kernel.row_length)));
-    args.push_back(ir::Arg::Attr(c10::IValue(extents)));
-    args.push_back(ir::Arg::Attr(c10::IValue(output_extents)));
-    args.push_back(ir::Arg::Attr(c10::IValue(sizes)));
-    args.push_back(ir::Arg::Attr(c10::IValue(input_dtypes)));
-    args.push_back(ir::Arg::Attr(c10::IValue(output_dtypes)));
-    return ir::Node::MakeOp("neuron::fused_row_kernel", std::move(operands), std::move(args), output_shapes);
+    args[row::kRows] = ir::Arg::Attr(c10::IValue(kernel.rows));
+    args[row::kRowLength] = ir::Arg::Attr(c10::IValue(kernel.row_length));
+    args[row::kInputExtents] = ir::Arg::Attr(c10::IValue(extents));
+    args[row::kOutputExtents] = ir::Arg::Attr(c10::IValue(output_extents));
+    args[row::kOutputSizes] = ir::Arg::Attr(c10::IValue(sizes));
+    args[row::kInputDtypes] = ir::Arg::Attr(c10::IValue(input_dtypes));
+    args[row::kOutputDtypes] = ir::Arg::Attr(c10::IValue(output_dtypes));
+    return ir::Node::MakeOp(row::kName, std::move(operands), std::move(args), output_shapes);
   }
-  args.push_back(ir::Arg::Attr(c10::IValue(output_shapes[0].sizes())));
-  args.push_back(ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size()))));
+  namespace flat = abi::fused_kernel;
+  std::vector<ir::Arg> args = common(flat::kNumArgs);
+  args[flat::kSizes] = ir::Arg::Attr(c10::IValue(output_shapes[0].sizes()));
+  args[flat::kNumOutputs] = ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size())));
   // Filled in at run time by the executor when inputs are donated.
-  args.push_back(ir::Arg::Attr(c10::IValue(std::vector<int64_t>{})));
-  args.push_back(ir::Arg::Attr(c10::IValue(input_dtypes)));
-  args.push_back(ir::Arg::Attr(c10::IValue(output_dtypes)));
-  return ir::Node::MakeOp("neuron::fused_kernel", std::move(operands), std::move(args), output_shapes);
+  args[flat::kReuse] = ir::Arg::Attr(c10::IValue(std::vector<int64_t>{}));
+  args[flat::kInputDtypes] = ir::Arg::Attr(c10::IValue(input_dtypes));
+  args[flat::kOutputDtypes] = ir::Arg::Attr(c10::IValue(output_dtypes));
+  return ir::Node::MakeOp(flat::kName, std::move(operands), std::move(args), output_shapes);
 }
 
 absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {

@@ -318,8 +318,8 @@ std::string RowKernelBody(const FusedKernel& k) {
 // time; each input's offset comes from its strides.
 std::string StridedFlatKernel(const FusedKernel& k) {
   std::string out = absl::StrCat(
-      "extern \"C\" void ", k.name,
-      "_strided(const void* const* in, void* const* out, const double* scalars,\n",
+      "extern \"C\" void ", k.name, runtime::kernel_abi::kStridedSuffix,
+      "(const void* const* in, void* const* out, const double* scalars,\n",
       "    int64_t begin, int64_t end, const int64_t* geometry) {\n", ScalarLocals(k),
       "  const int64_t rank = geometry[0];\n", "  const int64_t* size = geometry + 1;\n", "  int64_t index[",
       kMaxStridedRank, "];  // of element i\n", "  for (int64_t d = rank - 1, rest = begin; d >= 0; --d) {\n",
@@ -562,7 +562,8 @@ std::string CodegenId() {
     rules.push_back(absl::StrCat(op, "=", rule.identity, ":", rule.combine, ":", rule.mean));
   }
   std::sort(rules.begin(), rules.end());
-  std::string text = absl::StrCat(kKernelBlock, ";", absl::StrJoin(rules, ";"), AllHelperSource());
+  std::string text = absl::StrCat("abi", runtime::kernel_abi::kVersion, ";", kKernelBlock, ";", kColumnBlock,
+                                  ";", kMaxStridedRank, ";", absl::StrJoin(rules, ";"), AllHelperSource());
   for (const FusedKernel& probe : ProbeKernels()) absl::StrAppend(&text, KernelSource(probe));
   return ir::HashToHex(ir::Hash(text));
 }
@@ -614,6 +615,11 @@ std::string FlatElementBody(const FusedKernel& k, const std::string& indent) {
                     k.ops[i].op, "\n");
   }
   return out;
+}
+
+std::string AbiVersionSource() {
+  return absl::StrCat("extern \"C\" const int ", runtime::kernel_abi::kVersionSymbol, " = ",
+                      runtime::kernel_abi::kVersion, ";\n");
 }
 
 std::string KernelSource(const FusedKernel& k) {

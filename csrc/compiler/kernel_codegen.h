@@ -47,6 +47,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kernel_abi.h"
+
 namespace torch_neuron::compiler {
 
 // Where a kernel value lives in a row kernel's domain of rows x row_length
@@ -54,7 +56,8 @@ namespace torch_neuron::compiler {
 // tensor broadcast along the row), one per position in the row (a [C] tensor
 // broadcast over rows, like a bias), or a single element broadcast everywhere.
 // Flat kernels hold element values only.
-enum class Extent : uint8_t { kElement, kRow, kColumn, kOne };
+// Extent codes are part of the kernel ABI (runtime/kernel_abi.h).
+using Extent = runtime::kernel_abi::Extent;
 
 // One op of a fused kernel. Its operands are kernel-local values: the kernel's
 // tensor inputs are values 0..num_inputs-1, then op i's result is value
@@ -123,8 +126,8 @@ bool IsReduction(const std::string& op);
 inline constexpr int64_t kColumnChunk = 64;
 
 // Columns per block of a column kernel; the runtime splits column kernels
-// across threads at multiples of it.
-inline constexpr int64_t kColumnBlock = 256;
+// across threads at multiples of it (the kernel ABI's quantum).
+inline constexpr int64_t kColumnBlock = runtime::kernel_abi::kColumnBlock;
 
 // The dtype of rule `op`'s result: float32, bool for comparisons, a cast's
 // target ("aten::_to_copy[Long]": int64).
@@ -151,11 +154,15 @@ bool RoundsTo(const std::string& rule, c10::ScalarType dtype);
 bool ExactInFloat(c10::ScalarType dtype);
 
 // Elements per block of a kernel's loop; the runtime splits calls across
-// threads at multiples of it.
-inline constexpr int64_t kKernelBlock = 512;
+// threads at multiples of it (the kernel ABI's quantum).
+inline constexpr int64_t kKernelBlock = runtime::kernel_abi::kKernelBlock;
 
 // The most dims a flat kernel's strided path indexes.
-inline constexpr int64_t kMaxStridedRank = 8;
+inline constexpr int64_t kMaxStridedRank = runtime::kernel_abi::kMaxStridedRank;
+
+// The source of the object every generated library links in: the kernel ABI
+// version symbol (runtime/kernel_abi.h) the runtime checks when it loads it.
+std::string AbiVersionSource();
 
 // Identifies what codegen emits (formulas, helpers, and the source generated
 // for fixed probe kernels, so any change of loop structure counts): part of the

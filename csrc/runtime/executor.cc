@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "runtime/generator.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/profiler.h"
 
 namespace torch_neuron::runtime {
@@ -110,17 +111,17 @@ class RegisterStorages {
   int64_t peak_ = 0;
 };
 
-// neuron::fused_kernel (runtime/fused_kernel_op.cc) and its argument positions.
+// neuron::fused_kernel (its argument positions: runtime/kernel_abi.h).
 bool IsFusedKernel(const c10::OperatorHandle& op) {
   static const std::optional<c10::OperatorHandle> fused =
-      c10::Dispatcher::singleton().findOp({"neuron::fused_kernel", ""});
+      c10::Dispatcher::singleton().findOp({kernel_abi::fused_kernel::kName, ""});
   return fused.has_value() && op == *fused;
 }
-constexpr size_t kKernelInputsArg = 2;
-constexpr size_t kKernelNumOutputsArg = 5;
-constexpr size_t kKernelReuseArg = 6;
-constexpr size_t kKernelInputDtypesArg = 7;
-constexpr size_t kKernelOutputDtypesArg = 8;
+constexpr size_t kKernelInputsArg = kernel_abi::fused_kernel::kInputs;
+constexpr size_t kKernelNumOutputsArg = kernel_abi::fused_kernel::kNumOutputs;
+constexpr size_t kKernelReuseArg = kernel_abi::fused_kernel::kReuse;
+constexpr size_t kKernelInputDtypesArg = kernel_abi::fused_kernel::kInputDtypes;
+constexpr size_t kKernelOutputDtypesArg = kernel_abi::fused_kernel::kOutputDtypes;
 
 // Which donated parameter buffers a fused kernel may write its outputs into:
 // reuse[k] = the kernel input whose buffer output k takes, or -1. A buffer

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/metrics.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/kernel_team.h"
 #include "runtime/native_library.h"
 #include "runtime/neuron_allocator.h"
@@ -42,16 +43,12 @@ constexpr int64_t kMinElementsPerThread = 1 << 16;
 constexpr int64_t kPiecesPerThread = 8;
 constexpr int64_t kMinElementsPerPiece = 1 << 15;
 
-// Threads split a call at multiples of this many elements (the generated loop's
-// block, compiler::kKernelBlock), so no block straddles two threads.
-constexpr int64_t kSplitQuantum = 512;
-
-// Column kernels split at multiples of this many columns (compiler::kColumnBlock).
-constexpr int64_t kColumnQuantum = 256;
-
-// The most dims a flat kernel's strided path indexes (compiler::kMaxStridedRank);
-// inputs of more are made contiguous.
-constexpr size_t kMaxStridedRank = 8;
+namespace abi = kernel_abi;
+namespace flat = kernel_abi::fused_kernel;
+namespace row = kernel_abi::fused_row_kernel;
+static_assert(flat::kLibrary == row::kLibrary && flat::kKernel == row::kKernel &&
+                  flat::kInputs == row::kInputs && flat::kScalars == row::kScalars,
+              "KernelCall reads the arguments both kernel operators start with");
 
 // Runs `body(begin, end)` over work items [0, total), split at multiples of
 // `quantum` items across the kernel team (KernelThreads() threads: the
@@ -107,11 +104,11 @@ std::vector<at::ScalarType> Dtypes(const c10::IValue& list, size_t count, const 
 // scalars, at stack[base]...) and the kernel they name.
 struct KernelCall {
   KernelCall(const torch::jit::Stack& stack, size_t base)
-      : library(stack[base].toStringRef()),
-        kernel(stack[base + 1].toStringRef()),
-        inputs(stack[base + 2].toTensorVector()),
-        scalars(ScalarValues(stack[base + 3])),
-        fn(ValueOrThrow(FindKernel(stack[base].toStringRef(), kernel))) {}
+      : library(stack[base + flat::kLibrary].toStringRef()),
+        kernel(stack[base + flat::kKernel].toStringRef()),
+        inputs(stack[base + flat::kInputs].toTensorVector()),
+        scalars(ScalarValues(stack[base + flat::kScalars])),
+        fn(ValueOrThrow(FindKernel(library, kernel))) {}
 
   // Records input i's data: made contiguous, unless the kernel reads it
   // through its strides.
@@ -147,18 +144,18 @@ struct KernelCall {
 };
 
 void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  constexpr size_t kNumArgs = 9;
+  constexpr size_t kNumArgs = flat::kNumArgs;
   const size_t base = stack->size() - kNumArgs;
   KernelCall call(*stack, base);
-  const std::vector<int64_t> sizes = (*stack)[base + 4].toIntVector();
-  const int64_t num_outputs = (*stack)[base + 5].toInt();
+  const std::vector<int64_t> sizes = (*stack)[base + flat::kSizes].toIntVector();
+  const int64_t num_outputs = (*stack)[base + flat::kNumOutputs].toInt();
   // reuse[k] >= 0: output k is written into input reuse[k]'s buffer, which the
   // caller no longer needs (the executor fills this in for donated parameters).
-  const std::vector<int64_t> reuse = (*stack)[base + 6].toIntVector();
+  const std::vector<int64_t> reuse = (*stack)[base + flat::kReuse].toIntVector();
   const std::vector<at::ScalarType> in_dtypes =
-      Dtypes((*stack)[base + 7], call.inputs.size(), call.kernel, "input");
+      Dtypes((*stack)[base + flat::kInputDtypes], call.inputs.size(), call.kernel, "input");
   const std::vector<at::ScalarType> out_dtypes =
-      Dtypes((*stack)[base + 8], num_outputs, call.kernel, "output");
+      Dtypes((*stack)[base + flat::kOutputDtypes], num_outputs, call.kernel, "output");
 
   // The strided general path reads an input that is not contiguous (a view run
   // as a view) through its strides, with no copy, where its innermost dim is
@@ -166,7 +163,7 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
   // transposed innermost dim is copied first: read in place, each element
   // would cost a cache line (a 2048 x 2048 transpose-add took 25 ms in
   // place, against 12 ms for ATen's copy and 3 ms for the contiguous kernel).
-  const bool rank_fits = !sizes.empty() && sizes.size() <= kMaxStridedRank;
+  const bool rank_fits = !sizes.empty() && static_cast<int64_t>(sizes.size()) <= abi::kMaxStridedRank;
   bool strided = false;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const at::Tensor& t = call.inputs[i];
@@ -203,46 +200,41 @@ void FusedKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
         [&](int64_t begin, int64_t end) {
           fn(call.in.data(), call.out.data(), call.scalars.data(), begin, end, geometry.data());
         },
-        numel, kSplitQuantum, 1);
+        numel, abi::kKernelBlock, 1);
   } else {
-    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, numel, kSplitQuantum, 1);
+    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, numel, abi::kKernelBlock, 1);
   }
   call.Finish(stack, kNumArgs);
 }
 
-// The elements a value of `extent` (a compiler::Extent) holds in a domain of
-// rows x row_length: per element, per row, per row position, or one.
-int64_t ExtentNumel(int64_t extent, int64_t rows, int64_t row_length) {
-  const int64_t numel[] = {rows * row_length, rows, row_length, 1};
-  return numel[std::clamp<int64_t>(extent, 0, 3)];
+// The values of extent code `code` in rows x row_length; -1 for a code that
+// names no extent.
+int64_t CodeNumel(int64_t code, int64_t rows, int64_t row_length) {
+  if (code < 0 || code >= abi::kNumExtents) return -1;
+  return abi::ExtentNumel(static_cast<abi::Extent>(code), rows, row_length);
 }
 
-// neuron::fused_row_kernel: a row kernel over `rows` rows of `row_length`
-// elements. input_extents[i] says how much of input i the kernel reads (0: a
-// value per element, 1: per row, 2: per row position, 3: one value; see
-// compiler::Extent), output_extents[k] how much output k holds; output_sizes
-// holds each output's rank, then its sizes. A kernel with a per-position
-// output (a column kernel: sums over the rows) runs by columns.
+// neuron::fused_row_kernel (kernel_abi.h has its layout and extent codes).
 void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  constexpr size_t kNumArgs = 11;
+  constexpr size_t kNumArgs = row::kNumArgs;
   const size_t base = stack->size() - kNumArgs;
   KernelCall call(*stack, base);
-  const int64_t rows = (*stack)[base + 4].toInt();
-  const int64_t row_length = (*stack)[base + 5].toInt();
-  const std::vector<int64_t> extents = (*stack)[base + 6].toIntVector();
-  const std::vector<int64_t> output_extents = (*stack)[base + 7].toIntVector();
-  const std::vector<int64_t> output_sizes = (*stack)[base + 8].toIntVector();
+  const int64_t rows = (*stack)[base + row::kRows].toInt();
+  const int64_t row_length = (*stack)[base + row::kRowLength].toInt();
+  const std::vector<int64_t> extents = (*stack)[base + row::kInputExtents].toIntVector();
+  const std::vector<int64_t> output_extents = (*stack)[base + row::kOutputExtents].toIntVector();
+  const std::vector<int64_t> output_sizes = (*stack)[base + row::kOutputSizes].toIntVector();
   const std::vector<at::ScalarType> in_dtypes =
-      Dtypes((*stack)[base + 9], call.inputs.size(), call.kernel, "input");
+      Dtypes((*stack)[base + row::kInputDtypes], call.inputs.size(), call.kernel, "input");
 
   TORCH_CHECK(extents.size() == call.inputs.size(), "kernel ", call.kernel, " takes ", extents.size(),
               " inputs, got ", call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const int64_t numel = ExtentNumel(extents[i], rows, row_length);
+    const int64_t numel = CodeNumel(extents[i], rows, row_length);
     const at::Tensor& t = call.inputs[i];
-    TORCH_CHECK(extents[i] >= 0 && extents[i] < 4 && t.scalar_type() == in_dtypes[i] && t.numel() == numel,
-                "kernel ", call.kernel, " input ", i, ": expected ", in_dtypes[i], " of ", numel,
-                " elements, got ", t.scalar_type(), " ", t.sizes());
+    TORCH_CHECK(numel >= 0 && t.scalar_type() == in_dtypes[i] && t.numel() == numel, "kernel ", call.kernel,
+                " input ", i, ": expected ", in_dtypes[i], " of ", numel, " elements, got ", t.scalar_type(),
+                " ", t.sizes());
     call.AddInput(i);
   }
   std::vector<std::vector<int64_t>> shapes;  // per output
@@ -254,21 +246,22 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
     at += 1 + rank;
   }
   const std::vector<at::ScalarType> out_dtypes =
-      Dtypes((*stack)[base + 10], shapes.size(), call.kernel, "output");
+      Dtypes((*stack)[base + row::kOutputDtypes], shapes.size(), call.kernel, "output");
   TORCH_CHECK(output_extents.size() == shapes.size(), "kernel ", call.kernel, ": ", output_extents.size(),
               " output extents for ", shapes.size(), " outputs");
   bool by_columns = false;
   for (size_t k = 0; k < shapes.size(); ++k) {
     const int64_t numel = c10::multiply_integers(shapes[k]);
-    TORCH_CHECK(output_extents[k] >= 0 && output_extents[k] < 3 &&
-                    numel == ExtentNumel(output_extents[k], rows, row_length),
+    // A kernel stores per-element, per-row or per-position values, never one.
+    TORCH_CHECK(output_extents[k] != static_cast<int64_t>(abi::Extent::kOne) &&
+                    numel == CodeNumel(output_extents[k], rows, row_length),
                 "kernel ", call.kernel, ": output ", k, " of ", c10::IntArrayRef(shapes[k]),
                 " does not hold extent ", output_extents[k], " of ", rows, " rows of ", row_length);
-    by_columns |= output_extents[k] == 2;
+    by_columns |= output_extents[k] == static_cast<int64_t>(abi::Extent::kColumn);
     call.AddOutput(shapes[k], out_dtypes[k]);
   }
   if (by_columns) {
-    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, row_length, kColumnQuantum, rows);
+    RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, row_length, abi::kColumnBlock, rows);
   } else {
     RunSplit([&](int64_t begin, int64_t end) { call.Run(begin, end); }, rows, 1, row_length);
   }
@@ -278,14 +271,8 @@ void FusedRowKernel(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack)
 }  // namespace
 
 TORCH_LIBRARY(neuron, m) {
-  m.def(
-      "fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
-      "int num_outputs, int[] reuse, int[] input_dtypes, int[] output_dtypes) -> Tensor[]");
-  m.def(
-      "fused_row_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int rows, "
-      "int row_length, int[] input_extents, int[] output_extents, int[] output_sizes, int[] input_dtypes, "
-      "int[] output_dtypes) "
-      "-> Tensor[]");
+  m.def(kernel_abi::fused_kernel::kSchema);
+  m.def(kernel_abi::fused_row_kernel::kSchema);
 }
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {

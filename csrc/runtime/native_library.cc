@@ -61,13 +61,24 @@ class Registry {
       std::ofstream out(path, std::ios::binary);
       out.write(lib.bytes.data(), static_cast<std::streamsize>(lib.bytes.size()));
     }
-    lib.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    const char* error = lib.handle == nullptr ? dlerror() : nullptr;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const char* error = handle == nullptr ? dlerror() : nullptr;
     std::filesystem::remove(path);
-    if (lib.handle == nullptr) {
+    if (handle == nullptr) {
       return absl::DataLossError(absl::StrCat(
           "native library ", name, " does not load: ", error != nullptr ? error : "unknown error"));
     }
+    // Kernels of another ABI would be called with the wrong arguments.
+    const auto* version = static_cast<const int*>(dlsym(handle, kernel_abi::kVersionSymbol));
+    if (version == nullptr || *version != kernel_abi::kVersion) {
+      const std::string built_for =
+          version == nullptr ? std::string("no kernel ABI") : absl::StrCat("kernel ABI ", *version);
+      dlclose(handle);
+      return absl::FailedPreconditionError(absl::StrCat("native library ", name, " was generated for ",
+                                                        built_for, "; this runtime calls kernel ABI ",
+                                                        kernel_abi::kVersion, " (recompile the program)"));
+    }
+    lib.handle = handle;
     return absl::OkStatus();
   }
 
@@ -97,7 +108,7 @@ absl::StatusOr<KernelFn> FindKernel(const std::string& name, const std::string& 
 }
 
 absl::StatusOr<StridedKernelFn> FindStridedKernel(const std::string& name, const std::string& symbol) {
-  absl::StatusOr<void*> fn = Libraries().Find(name, absl::StrCat(symbol, "_strided"));
+  absl::StatusOr<void*> fn = Libraries().Find(name, absl::StrCat(symbol, kernel_abi::kStridedSuffix));
   if (!fn.ok()) return fn.status();
   return reinterpret_cast<StridedKernelFn>(*fn);
 }

@@ -15,17 +15,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/kernel_abi.h"
 
 namespace torch_neuron::runtime {
 
-// extern "C" void kernel(const void* const* in, void* const* out,
-//                        const double* scalars, int64_t begin, int64_t end)
-using KernelFn = void (*)(const void* const*, void* const*, const double*, int64_t, int64_t);
-
-// A flat kernel's strided general path, kernel + "_strided": the same, and
-// `geometry` = rank, sizes, then each input's strides (in elements).
-using StridedKernelFn = void (*)(const void* const*, void* const*, const double*, int64_t, int64_t,
-                                 const int64_t*);
+using kernel_abi::KernelFn;         // runtime/kernel_abi.h
+using kernel_abi::StridedKernelFn;  // runtime/kernel_abi.h
 
 // Registers `bytes` under `name` (a content hash, so one name is one object);
 // a second registration of the name is a no-op.
@@ -35,7 +30,8 @@ void RegisterNativeLibrary(const std::string& name, std::string bytes);
 void LoadNativeObjects(const std::vector<std::pair<std::string, std::string>>& objects);
 
 // The kernel `symbol` of library `name`: NOT_FOUND for an unregistered name or
-// a missing symbol, DATA_LOSS when the bytes do not load.
+// a missing symbol, DATA_LOSS when the bytes do not load, FAILED_PRECONDITION
+// when the library was generated for another kernel ABI (kernel_abi::kVersion).
 absl::StatusOr<KernelFn> FindKernel(const std::string& name, const std::string& symbol);
 
 // The strided general path of flat kernel `symbol` (symbol + "_strided").

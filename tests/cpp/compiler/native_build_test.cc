@@ -10,6 +10,9 @@
 #include <thread>
 
 #include "base/metrics.h"
+#include "compiler/kernel_codegen.h"
+#include "runtime/kernel_abi.h"
+#include "runtime/native_library.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -22,6 +25,53 @@ int64_t Count(const char* name) { return metrics::GetCounter(name)->Value(); }
 
 // Two graphs' kernel sets share a kernel: it is built once, and a second
 // cache over the same directory (another process) builds nothing it holds.
+// The runtime loads a library only when it exports the kernel ABI version it
+// calls: a library of another ABI (or of none) is refused by name, never
+// called with arguments it does not take.
+TEST(KernelAbiTest, TheRuntimeLoadsOnlyLibrariesOfItsAbiVersion) {
+  const Toolchain& toolchain = Toolchain::For("");
+  if (toolchain.version.empty()) GTEST_SKIP() << "no C++ compiler";
+  const std::string kernel =
+      "#include <cstdint>\n"
+      "extern \"C\" void tn_twice(const void* const* in, void* const* out, const double*, int64_t b, int64_t "
+      "e) {\n"
+      "  for (int64_t i = b; i < e; ++i) static_cast<float*>(out[0])[i] = 2 * static_cast<const "
+      "float*>(in[0])[i];\n"
+      "}\n";
+  auto current =
+      BuildSharedObject({{"tn_twice", kernel}, {"tn_kernel_abi", AbiVersionSource()}}, toolchain, nullptr);
+  auto none = BuildSharedObject({{"tn_twice", kernel}}, toolchain, nullptr);
+  auto older =
+      BuildSharedObject({{"tn_twice", kernel},
+                         {"tn_kernel_abi", "extern \"C\" const int tn_kernel_abi_version = " +
+                                               std::to_string(runtime::kernel_abi::kVersion - 1) + ";\n"}},
+                        toolchain, nullptr);
+  ASSERT_TRUE(current.ok() && none.ok() && older.ok());
+  const std::string tag = std::to_string(::getpid());
+  runtime::RegisterNativeLibrary("abi_current_" + tag, *current);
+  runtime::RegisterNativeLibrary("abi_none_" + tag, *none);
+  runtime::RegisterNativeLibrary("abi_older_" + tag, *older);
+
+  absl::StatusOr<runtime::KernelFn> fn = runtime::FindKernel("abi_current_" + tag, "tn_twice");
+  ASSERT_TRUE(fn.ok()) << fn.status();
+  const float in[3] = {1, 2, 3};
+  float out[3] = {};
+  const void* ins[] = {in};
+  void* outs[] = {out};
+  (*fn)(ins, outs, nullptr, 0, 3);
+  EXPECT_EQ(out[2], 6.0f);
+
+  for (const char* name : {"abi_none_", "abi_older_"}) {
+    absl::StatusOr<runtime::KernelFn> refused = runtime::FindKernel(name + tag, "tn_twice");
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+    EXPECT_NE(refused.status().message().find("this runtime calls kernel ABI " +
+                                              std::to_string(runtime::kernel_abi::kVersion)),
+              std::string::npos)
+        << refused.status();
+  }
+}
+
 TEST(KernelObjectCacheTest, AKernelSharedByTwoGraphsIsBuiltOnce) {
   const Toolchain& toolchain = Toolchain::For("");
   if (toolchain.version.empty()) GTEST_SKIP() << "no C++ compiler";
