@@ -55,6 +55,8 @@ std::string FingerprintText(const proto::CompilerFingerprint& f) {
 }
 
 const KeyedFingerprint& FingerprintFor(const CompileOptions& options) {
+  // Lock order: before Toolchain::For's (native_build.cc), which a new
+  // fingerprint probes.
   static absl::Mutex mu(absl::kConstInit);
   static auto* built = new std::map<std::string, std::unique_ptr<const KeyedFingerprint>>();
   const std::string key =

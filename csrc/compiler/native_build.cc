@@ -83,7 +83,7 @@ Toolchain* Probe(const std::string& cxx) {
 }  // namespace
 
 const Toolchain& Toolchain::For(const std::string& cxx) {
-  static absl::Mutex mu(absl::kConstInit);
+  static absl::Mutex mu(absl::kConstInit);  // lock order: a leaf, after FingerprintFor's
   static auto* probed = new std::map<std::string, const Toolchain*>();
   absl::MutexLock lock(&mu);
   const Toolchain*& t = (*probed)[cxx];

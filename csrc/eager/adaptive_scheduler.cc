@@ -185,7 +185,7 @@ class GroupTable {
     ready_prefixes_.clear();
   }
 
-  absl::Mutex mu_;
+  absl::Mutex mu_;  // lock order: a leaf, taken under DeviceGroup::mu
   absl::flat_hash_map<ir::hash_t, VariantState> variants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> ready_groups_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> ready_prefixes_ ABSL_GUARDED_BY(mu_);
@@ -224,7 +224,7 @@ class History {
   }
 
  private:
-  absl::Mutex mu_;
+  absl::Mutex mu_;  // lock order: a leaf, taken under DeviceGroup::mu
   std::deque<EndedGroup> groups_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, int64_t>> steps_ ABSL_GUARDED_BY(mu_);
 };
@@ -236,6 +236,12 @@ History& TheHistory() {
 
 // The group being traced on one device.
 struct DeviceGroup {
+  // Lock order: the outermost lock of the process. Held while the group's
+  // ops run, compile and launch, so it is taken before GroupTable::mu_,
+  // History::mu_ and every lazy/, cache/, compiler/ and runtime/ lock that
+  // RunNodes and SyncDevice reach; never taken while holding one of those
+  // (the in_scheduler flag keeps a thread from taking it twice). One per
+  // device, so no annotation can name it.
   absl::Mutex mu;
   Grouper grouper;
   int ops = 0;           // ops in the group so far

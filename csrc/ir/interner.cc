@@ -35,12 +35,15 @@ NodePtr NodeInterner::Intern(NodePtr node) {
     if (v.node->kind() == NodeKind::kGenerator) return node;
   }
   const hash_t key = IdentityKey(*node);
+  // Declared before the lock: if another thread drops the node's last other
+  // owner meanwhile, it is destroyed (freeing device buffers, under the
+  // arena's lock) after this lock is released.
+  NodePtr existing;
   absl::MutexLock lock(&mu_);
   auto& slot = nodes_[key];
-  if (NodePtr existing = slot.lock()) {
-    if (existing->local_hash() == node->local_hash() && SameOperands(*existing, *node)) {
-      return existing;
-    }
+  existing = slot.lock();
+  if (existing != nullptr && existing->local_hash() == node->local_hash() && SameOperands(*existing, *node)) {
+    return existing;
   }
   slot = node;
   if (nodes_.size() >= purge_at_) {

@@ -14,26 +14,30 @@ namespace {
 
 // Matched as prefixes of the full name: every overload and variant
 // (unique_consecutive, unique_dim) is data-dependent too.
-constexpr std::array<std::string_view, 7> kDataDependentPrefixes = {
-    "aten::nonzero", "aten::masked_select", "aten::unique",  "aten::_unique", "aten::repeat_interleave.Tensor",
-    "aten::bincount", "aten::argwhere"};
+constexpr std::array<std::string_view, 7> kDataDependentPrefixes = {"aten::nonzero",
+                                                                    "aten::masked_select",
+                                                                    "aten::unique",
+                                                                    "aten::_unique",
+                                                                    "aten::repeat_interleave.Tensor",
+                                                                    "aten::bincount",
+                                                                    "aten::argwhere"};
 // ...except these, whose output size is an argument.
 constexpr std::array<std::string_view, 1> kShapedByArgumentPrefixes = {"aten::nonzero_static"};
 
 constexpr std::array<std::string_view, 6> kIdentities = {"aten::detach_copy", "aten::alias_copy",
-                                                        "aten::clone",       "aten::detach",
-                                                        "aten::alias",       "aten::lift_fresh_copy"};
+                                                         "aten::clone",       "aten::detach",
+                                                         "aten::alias",       "aten::lift_fresh_copy"};
 
 constexpr std::array<std::string_view, 3> kCpuIndexTensorPrefixes = {"aten::index", "aten::_index_put_impl_",
                                                                      "aten::_ctc_loss"};
 
 // Words of the operator name (not the overload) of ops that draw.
 constexpr std::array<std::string_view, 11> kRandomWords = {
-    "rand", "normal", "bernoulli", "dropout", "multinomial", "poisson", "exponential", "cauchy",
-    "geometric", "log_normal", "uniform"};
+    "rand",        "normal", "bernoulli", "dropout",    "multinomial", "poisson",
+    "exponential", "cauchy", "geometric", "log_normal", "uniform"};
 
-constexpr std::array<std::string_view, 4> kShapeFromScalarValuesPrefixes = {"aten::arange", "aten::range",
-                                                                            "aten::linspace", "aten::logspace"};
+constexpr std::array<std::string_view, 4> kShapeFromScalarValuesPrefixes = {
+    "aten::arange", "aten::range", "aten::linspace", "aten::logspace"};
 
 constexpr std::array<std::string_view, 2> kAddressesStorage = {"aten::as_strided_copy",
                                                                "aten::_reshape_alias_copy"};
@@ -59,13 +63,36 @@ const std::vector<std::pair<std::string_view, std::string_view>> kViewForms = {
     {"aten::diagonal_copy", "aten::diagonal"},
 };
 
-constexpr std::array<std::string_view, 30> kStrideAgnostic = {
-    "neuron::fused_kernel", "neuron::fused_row_kernel", "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm",
-    "aten::mv", "aten::addmv", "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
-    "aten::add.Scalar", "aten::mul.Scalar", "aten::neg", "aten::exp", "aten::tanh", "aten::sigmoid",
-    "aten::relu", "aten::gelu", "aten::gelu_backward", "aten::tanh_backward", "aten::threshold_backward",
-    "aten::where.self", "aten::masked_fill.Scalar", "aten::sum.dim_IntList", "aten::mean.dim", "aten::amax",
-    "aten::clone", "aten::_to_copy"};
+constexpr std::array<std::string_view, 30> kStrideAgnostic = {"neuron::fused_kernel",
+                                                              "neuron::fused_row_kernel",
+                                                              "aten::mm",
+                                                              "aten::bmm",
+                                                              "aten::addmm",
+                                                              "aten::baddbmm",
+                                                              "aten::mv",
+                                                              "aten::addmv",
+                                                              "aten::add.Tensor",
+                                                              "aten::sub.Tensor",
+                                                              "aten::mul.Tensor",
+                                                              "aten::div.Tensor",
+                                                              "aten::add.Scalar",
+                                                              "aten::mul.Scalar",
+                                                              "aten::neg",
+                                                              "aten::exp",
+                                                              "aten::tanh",
+                                                              "aten::sigmoid",
+                                                              "aten::relu",
+                                                              "aten::gelu",
+                                                              "aten::gelu_backward",
+                                                              "aten::tanh_backward",
+                                                              "aten::threshold_backward",
+                                                              "aten::where.self",
+                                                              "aten::masked_fill.Scalar",
+                                                              "aten::sum.dim_IntList",
+                                                              "aten::mean.dim",
+                                                              "aten::amax",
+                                                              "aten::clone",
+                                                              "aten::_to_copy"};
 
 // (This Abseil's string_view is its own type: std::string_view is converted.)
 absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), s.size()); }

@@ -20,7 +20,7 @@ using ObserverList = std::vector<std::shared_ptr<TraceObserver>>;
 // Copy-on-write: tracing threads take a snapshot under a short lock and call
 // observers outside it, so an observer may trace (or be removed) without deadlock.
 struct Observers {
-  absl::Mutex mu;
+  absl::Mutex mu;  // lock order: a leaf, after the shape registry's (registry/recorder.cc)
   std::shared_ptr<const ObserverList> list ABSL_GUARDED_BY(mu) = std::make_shared<ObserverList>();
 };
 

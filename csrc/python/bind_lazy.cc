@@ -142,15 +142,27 @@ void BindLazy(py::module_& m) {
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
   m.def("_register_functionalize_overrides", [] { lazy::RegisterFunctionalizeOverrides(); });
   m.def("_register_out_checks", [] { return lazy::RegisterOutChecks(); });
+  // Syncs run without the GIL: a sync may wait for a lock (eager mode's
+  // device group) held by a thread that wants the GIL (a compile asking for
+  // the user's source line), or join a compile another thread leads.
   m.def(
-      "_mark_step", [](int device) { lazy::GraphExecutor::Get().MarkStep(device); }, py::arg("device") = -1);
+      "_mark_step",
+      [](int device) {
+        py::gil_scoped_release release;
+        lazy::GraphExecutor::Get().MarkStep(device);
+      },
+      py::arg("device") = -1);
   m.def("_finish_pending_work", [] {
-    const std::vector<int> devices = lazy::GraphExecutor::Get().QueuePendingWork();
     py::gil_scoped_release release;
+    const std::vector<int> devices = lazy::GraphExecutor::Get().QueuePendingWork();
     // Drained without taking an error: the next sync raises it.
     for (int d : devices) runtime::ExecutionQueue::ForDevice(d).Drain();
   });
-  m.def("_sync", [](const py::list& tensors) { lazy::GraphExecutor::Get().Sync(LazyTensors(tensors)); });
+  m.def("_sync", [](const py::list& tensors) {
+    std::vector<lazy::LazyTensorPtr> lazy_tensors = LazyTensors(tensors);
+    py::gil_scoped_release release;
+    lazy::GraphExecutor::Get().Sync(lazy_tensors);
+  });
   m.def("_wait_device", [](int device) {
     py::gil_scoped_release release;
     lazy::GraphExecutor::Get().WaitDevice(device);
@@ -233,7 +245,10 @@ void BindLazy(py::module_& m) {
     lazy::SetSourceLocationGetter([skip = std::move(skip)] { return UserFrame(skip); });
   });
   m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
-  m.def("_clear_compile_cache", [] { lazy::GraphExecutor::Get().ClearCache(); });
+  m.def("_clear_compile_cache", [] {
+    py::gil_scoped_release release;  // waits for background compiles, which may want the GIL
+    lazy::GraphExecutor::Get().ClearCache();
+  });
 }
 
 }  // namespace torch_neuron::python

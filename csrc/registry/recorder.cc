@@ -281,7 +281,7 @@ size_t ShapeRecorder::size() const {
 namespace {
 
 struct Global {
-  absl::Mutex mu;
+  absl::Mutex mu;  // lock order: before the trace-observer list's (trace_observer.cc)
   std::shared_ptr<ShapeRecorder> recorder = std::make_shared<ShapeRecorder>();
   bool installed ABSL_GUARDED_BY(mu) = false;
 };

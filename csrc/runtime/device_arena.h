@@ -82,6 +82,8 @@ class DeviceArena {
   std::string OutOfMemoryMessageLocked(size_t rounded) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_index_;
+  // Lock order: a leaf. Taken under DeviceData::mu_ (allocation), and under
+  // any lock whose scope destroys the last owner of a buffer.
   mutable absl::Mutex mu_;
   // Live blocks: start -> size.
   absl::flat_hash_map<const void*, size_t> live_ ABSL_GUARDED_BY(mu_);

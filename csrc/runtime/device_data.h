@@ -81,6 +81,8 @@ class DeviceData {
   const int device_;
   const c10::ScalarType dtype_;
   const std::vector<int64_t> sizes_;
+  // Lock order: before the owning DeviceArena's mu_ (allocation and adoption
+  // happen under it) and, on the first transfer, the metrics registry's.
   mutable absl::Mutex mu_;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -60,7 +60,8 @@ class KernelTeam {
   void Work();
   void StartWorkers(int count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex run_mu_;  // held by the one Run that uses the workers; taken before mu_
+  // Held by the one Run that uses the workers.
+  absl::Mutex run_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   Job* job_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,9 +8,9 @@ namespace torch_neuron::ir {
 namespace {
 
 TEST(OpTraitsTest, DataDependentOpsAndTheirVariantsButNotNonzeroStatic) {
-  for (const char* op : {"aten::nonzero", "aten::nonzero.out", "aten::masked_select", "aten::unique_consecutive",
-                         "aten::unique_dim", "aten::_unique2", "aten::repeat_interleave.Tensor", "aten::bincount",
-                         "aten::argwhere"}) {
+  for (const char* op : {"aten::nonzero", "aten::nonzero.out", "aten::masked_select",
+                         "aten::unique_consecutive", "aten::unique_dim", "aten::_unique2",
+                         "aten::repeat_interleave.Tensor", "aten::bincount", "aten::argwhere"}) {
     EXPECT_TRUE(TraitsOf(op).data_dependent) << op;
   }
   for (const char* op : {"aten::nonzero_static", "aten::repeat_interleave.self_int", "aten::add.Tensor"}) {
@@ -19,8 +19,8 @@ TEST(OpTraitsTest, DataDependentOpsAndTheirVariantsButNotNonzeroStatic) {
 }
 
 TEST(OpTraitsTest, IdentitiesAreExactNames) {
-  for (const char* op : {"aten::detach_copy", "aten::alias_copy", "aten::clone", "aten::detach", "aten::alias",
-                         "aten::lift_fresh_copy"}) {
+  for (const char* op : {"aten::detach_copy", "aten::alias_copy", "aten::clone", "aten::detach",
+                         "aten::alias", "aten::lift_fresh_copy"}) {
     EXPECT_TRUE(TraitsOf(op).identity) << op;
   }
   EXPECT_FALSE(TraitsOf("aten::_to_copy").identity);
@@ -46,8 +46,9 @@ TEST(OpTraitsTest, ConstantFactoriesByKindAndOnlyTheirDefaultOverloads) {
 }
 
 TEST(OpTraitsTest, RandomByTheOperatorsNameNotItsOverload) {
-  for (const char* op : {"aten::rand", "aten::randn_like", "aten::native_dropout", "aten::bernoulli.p",
-                         "aten::normal.Tensor_float", "aten::uniform_", "aten::log_normal_", "aten::multinomial"}) {
+  for (const char* op :
+       {"aten::rand", "aten::randn_like", "aten::native_dropout", "aten::bernoulli.p",
+        "aten::normal.Tensor_float", "aten::uniform_", "aten::log_normal_", "aten::multinomial"}) {
     EXPECT_TRUE(TraitsOf(op).random) << op;
   }
   EXPECT_FALSE(TraitsOf("aten::add.Tensor").random);
@@ -77,8 +78,8 @@ TEST(OpTraitsTest, ViewFormsAndStrideAgnosticReaders) {
 
 TEST(OpTraitsTest, AnUnknownOpHasNoTraitsAndAnswersAreStable) {
   const OpTraits& t = TraitsOf("custom::mystery.op");
-  EXPECT_FALSE(t.data_dependent || t.identity || t.cpu_index_tensors || t.random || t.shape_from_scalar_values ||
-               t.addresses_storage || t.stride_agnostic);
+  EXPECT_FALSE(t.data_dependent || t.identity || t.cpu_index_tensors || t.random ||
+               t.shape_from_scalar_values || t.addresses_storage || t.stride_agnostic);
   EXPECT_EQ(t.fill, FillKind::kNone);
   EXPECT_TRUE(t.view_form.empty());
   EXPECT_EQ(&TraitsOf(std::string("custom::mystery.op")), &t);  // cached: one entry per name

@@ -27,8 +27,8 @@ TEST(DtypeTableTest, FifteenDtypesOnceEachWithDistinctNames) {
 }
 
 TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
-  for (ScalarType t : {ScalarType::ComplexHalf, ScalarType::QInt8, ScalarType::Float8_e4m3fn, ScalarType::Bits8,
-                       ScalarType::Undefined}) {
+  for (ScalarType t : {ScalarType::ComplexHalf, ScalarType::QInt8, ScalarType::Float8_e4m3fn,
+                       ScalarType::Bits8, ScalarType::Undefined}) {
     EXPECT_EQ(FactsOf(t), nullptr) << c10::toString(t);
     EXPECT_FALSE(IsSupportedDtype(t));
   }
@@ -36,11 +36,12 @@ TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
     CheckSupportedDtype(ScalarType::ComplexHalf);
     FAIL() << "ComplexHalf was accepted";
   } catch (const c10::TypeError& e) {
-    EXPECT_NE(std::string(e.what_without_backtrace())
-                  .find("neuron devices do not support dtype ComplexHalf; supported: float32, float64, float16, "
-                        "bfloat16, complex64, complex128, uint8, uint16, uint32, uint64, int8, int16, int32, "
-                        "int64, bool"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what_without_backtrace())
+            .find("neuron devices do not support dtype ComplexHalf; supported: float32, float64, float16, "
+                  "bfloat16, complex64, complex128, uint8, uint16, uint32, uint64, int8, int16, int32, "
+                  "int64, bool"),
+        std::string::npos)
         << e.what_without_backtrace();
   }
   CheckSupportedDtype(ScalarType::BFloat16);  // no throw
@@ -54,9 +55,10 @@ TEST(DtypeTableTest, TheFactsStagesReadAgreeWithTorch) {
                                  row.type == ScalarType::UInt64);
     EXPECT_EQ(IsHostOnlyDtype(row.type), row.host_only);
     // Exact in float32: float32's 24-bit significand holds every value.
-    const bool exact = row.type == ScalarType::Float || row.type == ScalarType::Half ||
-                       row.type == ScalarType::BFloat16 || row.type == ScalarType::Bool ||
-                       (c10::isIntegralType(row.type, false) && c10::elementSize(row.type) <= 2 && !row.host_only);
+    const bool exact =
+        row.type == ScalarType::Float || row.type == ScalarType::Half || row.type == ScalarType::BFloat16 ||
+        row.type == ScalarType::Bool ||
+        (c10::isIntegralType(row.type, false) && c10::elementSize(row.type) <= 2 && !row.host_only);
     EXPECT_EQ(row.exact_in_float32, exact);
     // Kernels store every non-complex dtype they load, in a C type of its size.
     if (row.kernel_c_type != nullptr) {
