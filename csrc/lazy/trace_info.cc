@@ -1,0 +1,109 @@
+#include "lazy/trace_info.h"
+
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "lazy/cpu_fallback.h"
+#include "lazy/hidden_mutations.h"
+#include "runtime/collectives.h"
+#include "runtime/schema_types.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+using runtime::IsGeneratorType;
+using runtime::IsListOf;
+using runtime::IsTensorType;
+
+FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const ir::OpTraits& traits) {
+  FillFactory f;
+  switch (traits.fill) {
+    case ir::FillKind::kNone:
+      break;
+    case ir::FillKind::kZeros:
+      f.is_factory = true;
+      break;
+    case ir::FillKind::kOnes:
+      f.is_factory = true, f.constant = 1;
+      break;
+    case ir::FillKind::kFull:
+      if (std::optional<int> index = schema.argumentIndexWithName("fill_value")) {
+        f.is_factory = true, f.value_arg = *index;
+      }
+      break;
+  }
+  return f;
+}
+
+// The view op whose *_copy form `schema` is (aten::slice.Tensor for
+// aten::slice_copy.Tensor), if any.
+std::optional<c10::OperatorHandle> ViewOpOf(const c10::FunctionSchema& schema) {
+  const std::string& name = schema.name();
+  if (!absl::EndsWith(name, "_copy") || ir::TraitsOf(name).identity || name == "aten::_to_copy") {
+    return std::nullopt;
+  }
+  std::optional<c10::OperatorHandle> view = c10::Dispatcher::singleton().findOp(
+      c10::OperatorName(name.substr(0, name.size() - 5), schema.overload_name()));
+  if (!view || !view->hasSchema()) return std::nullopt;
+  for (const c10::Argument& ret : view->schema().returns()) {
+    if (ret.alias_info() == nullptr || ret.alias_info()->isWrite()) return std::nullopt;
+  }
+  if (view->schema().arguments().size() != schema.arguments().size()) return std::nullopt;
+  return view;
+}
+
+}  // namespace
+
+bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op, const ir::OpTraits& traits) {
+  if (!traits.random) return false;
+  for (const c10::Argument& arg : op.schema().arguments()) {
+    if (IsGeneratorType(arg.type())) return false;
+  }
+  return true;
+}
+
+const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
+  thread_local absl::flat_hash_map<const c10::FunctionSchema*, std::unique_ptr<TraceInfo>> infos;
+  const c10::FunctionSchema& schema = op.schema();
+  std::unique_ptr<TraceInfo>& slot = infos[&schema];
+  if (slot == nullptr) {
+    slot = std::make_unique<TraceInfo>();
+    slot->name = OpName(op);
+    // Autograd's efficient zero tensors are plain zeros here (same arguments):
+    // the CPU kernel makes a storage-less ZeroTensor nothing downstream can read.
+    if (slot->name == "aten::_efficientzerotensor") slot->name = "aten::zeros";
+    slot->name_hash = ir::Hash(slot->name);
+    for (const c10::Argument& ret : schema.returns()) {
+      if (!IsTensorType(ret.type()) && !IsListOf(ret.type(), c10::TypeKind::TensorType)) {
+        slot->never_traced = "it returns a value that is not a tensor";
+      }
+    }
+    const ir::OpTraits& traits = ir::TraitsOf(slot->name);
+    if (traits.data_dependent) slot->never_traced = "its output shape depends on the data";
+    slot->identity = traits.identity;
+    slot->allows_cpu_tensors = traits.cpu_index_tensors;
+    slot->shape_from_scalar_values = traits.shape_from_scalar_values;
+    // A collective's world size and split sizes shape its result.
+    slot->collective = runtime::IsCollectiveOp(slot->name);
+    slot->shape_from_scalar_values |= slot->collective;
+    slot->meta_fixup = MetaFixupFor(slot->name);
+    slot->fill = FillFactoryFor(schema, traits);
+    for (const c10::Argument& ret : schema.returns()) {
+      if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) slot->view = true;
+    }
+    slot->view_of = ViewOpOf(schema);
+    slot->addresses_storage = traits.addresses_storage;
+    slot->hidden_mutation = HasHiddenMutation(slot->name);
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const c10::Argument& arg = schema.arguments()[i];
+      slot->stale_allowed.push_back((slot->view && i == 0) || arg.is_out());
+      if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) {
+        slot->written_args.emplace_back(i, arg.is_out());
+      }
+    }
+  }
+  return *slot;
+}
+
+}  // namespace torch_neuron::lazy

@@ -1,0 +1,74 @@
+// What the tracer knows of an operator: the facts of its schema and of the
+// op-traits table (ir/op_traits.h) it needs per call, worked out once per
+// operator and thread (tracing is the hot path: no string building or
+// matching per op).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/hash.h"
+#include "ir/op_traits.h"
+#include "lazy/meta_fixups.h"
+
+namespace torch_neuron::lazy {
+
+// Factories of constant tensors (zeros, ones, full and their _like/new_ forms)
+// are not graph nodes: each call becomes a buffer of its own that the device
+// queue fills, a graph input like any device data. A step that creates a
+// buffer (an optimizer's first step initialising its moments with zeros) thus
+// traces the same graph as the steps that read the buffer back, and one
+// compile serves both. Which argument holds the fill value (-1: none).
+struct FillFactory {
+  bool is_factory = false;
+  double constant = 0;  // the value when there is no argument
+  int value_arg = -1;
+};
+
+struct TraceInfo {
+  std::string name;  // "aten::add.Tensor"
+  ir::hash_t name_hash = 0;
+  const char* never_traced = nullptr;  // why it always takes the CPU fallback
+  bool identity = false;
+  bool allows_cpu_tensors = false;
+  // The output shape depends on Scalar argument values (arange(5) vs arange(7));
+  // for every other op the Meta result depends only on their types, so values
+  // stay out of the Meta cache's key (an optimizer's step size changes every
+  // step, and a key per value would run the Meta kernel every step).
+  bool shape_from_scalar_values = false;
+  MetaFixup meta_fixup = nullptr;
+  FillFactory fill;
+  // A view op (a return aliases an argument without writing it). Functionalization
+  // turns views into *_copy ops, so a view reaching the tracer runs below it.
+  bool view = false;
+  // For a view's *_copy form (slice_copy.Tensor), the view op itself
+  // (slice.Tensor): its Meta kernel gives the strides and storage offset the
+  // CPU reports for the view, which the copy's (a fresh contiguous tensor) does not.
+  std::optional<c10::OperatorHandle> view_of;
+  // Its arguments address the first tensor's storage (as_strided's strides
+  // and offset): see layouts.h.
+  bool addresses_storage = false;
+  // Its kernel writes an argument its schema says it reads (hidden_mutations.h).
+  bool hidden_mutation = false;
+  // A collective (runtime/collectives.h): it runs exactly once, in trace order.
+  bool collective = false;
+  // Per argument: it may be a stale tensor (see LazyTensor) without error,
+  // being a view's base (the view inherits it) or an out= argument (overwritten).
+  std::vector<bool> stale_allowed;
+  // The arguments the op writes (in-place, out=), and whether each is out=.
+  std::vector<std::pair<size_t, bool>> written_args;
+};
+
+// The facts of `op`, cached per thread.
+const TraceInfo& InfoFor(const c10::OperatorHandle& op);
+
+// Random ops without a Generator argument (rand, randn_like, native_dropout...)
+// draw from the CPU's default generator inside their kernels; they must not be
+// traced as they are but decomposed into ops that take the device generator.
+bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op, const ir::OpTraits& traits);
+
+}  // namespace torch_neuron::lazy
