@@ -24,6 +24,15 @@ const RanValues::Entry* RanValues::Find(const ir::Node& node) const {
   return &it->second;
 }
 
+bool RanValues::SweepDueLocked() const {
+  return entries_.size() < kSweepEveryTimeBelow || entries_.size() >= sweep_at_;
+}
+
+ir::Value RanValues::ResolveLocked(const ir::Value& v) const {
+  const Entry* entry = Find(*v.node);
+  return entry == nullptr ? v : ir::Value{entry->leaves.at(v.index), 0};
+}
+
 void RanValues::SweepLocked(std::vector<Entry>* dead) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second.node.expired()) {
@@ -42,7 +51,7 @@ void RanValues::Record(const ir::NodePtr& node, std::vector<ir::NodePtr> leaves)
   // lock is released.
   std::vector<Entry> dead;
   absl::MutexLock lock(&mu_);
-  if (entries_.size() < kSweepEveryTimeBelow || entries_.size() >= sweep_at_) SweepLocked(&dead);
+  if (SweepDueLocked()) SweepLocked(&dead);
   Entry& entry = entries_[node.get()];
   if (!entry.node.expired()) return;
   dead.push_back(std::exchange(entry, Entry{node, std::move(leaves)}));
@@ -53,7 +62,7 @@ void RanValues::Sweep() {
   if (count_.load(std::memory_order_relaxed) == 0) return;
   std::vector<Entry> dead;
   absl::MutexLock lock(&mu_);
-  if (entries_.size() < kSweepEveryTimeBelow || entries_.size() >= sweep_at_) SweepLocked(&dead);
+  if (SweepDueLocked()) SweepLocked(&dead);
 }
 
 bool RanValues::HasRun(const ir::Node& node) const {
@@ -72,8 +81,7 @@ std::vector<ir::NodePtr> RanValues::Leaves(const ir::Node& node) const {
 ir::Value RanValues::Resolve(const ir::Value& v) const {
   if (count_.load(std::memory_order_relaxed) == 0) return v;
   absl::ReaderMutexLock lock(&mu_);
-  const Entry* entry = Find(*v.node);
-  return entry == nullptr ? v : ir::Value{entry->leaves.at(v.index), 0};
+  return ResolveLocked(v);
 }
 
 RanValues::ScopedResolver::ScopedResolver(const RanValues& table)
@@ -86,8 +94,7 @@ RanValues::ScopedResolver::~ScopedResolver() {
 }
 
 ir::Value RanValues::ScopedResolver::Resolve(const ir::Value& v) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  const Entry* entry = table_.Find(*v.node);
-  return entry == nullptr ? v : ir::Value{entry->leaves.at(v.index), 0};
+  return table_.ResolveLocked(v);
 }
 
 size_t RanValues::size() {

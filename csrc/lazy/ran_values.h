@@ -76,6 +76,8 @@ class RanValues {
   };
   const Entry* Find(const ir::Node& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void SweepLocked(std::vector<Entry>* dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SweepDueLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  ir::Value ResolveLocked(const ir::Value& v) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<const ir::Node*, Entry> entries_ ABSL_GUARDED_BY(mu_);
