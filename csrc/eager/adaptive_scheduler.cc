@@ -418,7 +418,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
             if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
             // With tiered compilation the group is ready once its tier-0
             // stand-in is built (milliseconds); tier 1 follows in the background.
-            ok = lazy::FindOrCompileTieredWith(group->graph, options) != nullptr;
+            ok = lazy::FindOrCompileTieredWith(group->graph, options).ok();
           } catch (...) {
             ok = false;  // the group runs op by op for good; counted below
           }

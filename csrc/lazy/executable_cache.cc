@@ -289,10 +289,11 @@ cache::ExecutableRequest RequestFor(const ir::CanonicalGraph& g, compiler::Compi
 
 namespace {
 
-std::shared_ptr<const runtime::Program> Provide(const cache::ExecutableRequest& request, bool* compiled) {
+absl::StatusOr<std::shared_ptr<const runtime::Program>> Provide(const cache::ExecutableRequest& request,
+                                                                bool* compiled) {
   if (compiled != nullptr) *compiled = false;
   absl::StatusOr<cache::ProviderChain::Answer> answer = TheProviders().chain.Get(request);
-  runtime::ThrowIfError(answer.status());
+  if (!answer.ok()) return answer.status();
   for (const absl::Status& error : answer->keep_errors) {
     TORCH_WARN_ONCE("torch_neuron: ", error.message(), "; continuing without it");
   }
@@ -397,12 +398,14 @@ bool QueueTier1(const ir::CanonicalGraph& g, const compiler::CompileOptions& opt
 
 }  // namespace
 
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled) {
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompile(const ir::CanonicalGraph& g,
+                                                                      bool* compiled) {
   return FindOrCompileWith(g, CurrentCompileOptions(), compiled);
 }
 
-std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,
-                                                          compiler::CompileOptions options, bool* compiled) {
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileWith(const ir::CanonicalGraph& g,
+                                                                          compiler::CompileOptions options,
+                                                                          bool* compiled) {
   return Provide(RequestFor(g, std::move(options)), compiled);
 }
 
@@ -422,13 +425,13 @@ cache::ExecutableRequest StandInRequest(const ir::CanonicalGraph& g, compiler::C
 
 }  // namespace
 
-std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalGraph& g, bool* compiled) {
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileTiered(const ir::CanonicalGraph& g,
+                                                                            bool* compiled) {
   return FindOrCompileTieredWith(g, CurrentCompileOptions(), compiled);
 }
 
-std::shared_ptr<const runtime::Program> FindOrCompileTieredWith(const ir::CanonicalGraph& g,
-                                                                compiler::CompileOptions options,
-                                                                bool* compiled) {
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileTieredWith(
+    const ir::CanonicalGraph& g, compiler::CompileOptions options, bool* compiled) {
   if (!Tiered(options)) return FindOrCompileWith(g, std::move(options), compiled);
   if (compiled != nullptr) *compiled = false;
   cache::ExecutableRequest request = RequestFor(g, options);

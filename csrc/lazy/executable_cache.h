@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "compiler/compiler.h"
 #include "ir/graph.h"
 #include "proto/neff.pb.h"
@@ -22,12 +23,13 @@ const proto::CompilerFingerprint& CurrentFingerprint();
 
 // The program computing `g`: L1, then L2, then a compile (stored in both).
 // `compiled` (optional) says whether this call compiled the graph.
-std::shared_ptr<const runtime::Program> FindOrCompile(const ir::CanonicalGraph& g, bool* compiled = nullptr);
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompile(const ir::CanonicalGraph& g,
+                                                                      bool* compiled = nullptr);
 // The same under `options` fixed by the caller (a background compile takes
 // them when it is queued: it must not read the config while a test changes it).
-std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGraph& g,
-                                                          compiler::CompileOptions options,
-                                                          bool* compiled = nullptr);
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileWith(const ir::CanonicalGraph& g,
+                                                                          compiler::CompileOptions options,
+                                                                          bool* compiled = nullptr);
 
 // Tiered compilation (TORCH_NEURON_TIERED_COMPILE, at opt level 1): the
 // tier-1 program of `g` from memory or a persistent level (disk, Redis) if one
@@ -37,12 +39,11 @@ std::shared_ptr<const runtime::Program> FindOrCompileWith(const ir::CanonicalGra
 // compile that fails leaves the tier-0 program in use for good, counted
 // (compile.tiered.background_failed.count). Both tiers compute the same values
 // within the tier-1 tolerance.
-std::shared_ptr<const runtime::Program> FindOrCompileTiered(const ir::CanonicalGraph& g,
-                                                            bool* compiled = nullptr);
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileTiered(const ir::CanonicalGraph& g,
+                                                                            bool* compiled = nullptr);
 // The same under `options` fixed by the caller (eager mode's group compiles).
-std::shared_ptr<const runtime::Program> FindOrCompileTieredWith(const ir::CanonicalGraph& g,
-                                                                compiler::CompileOptions options,
-                                                                bool* compiled = nullptr);
+absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileTieredWith(
+    const ir::CanonicalGraph& g, compiler::CompileOptions options, bool* compiled = nullptr);
 
 // Waits for the tier-1 compiles queued so far (tests, config overrides).
 void WaitForBackgroundCompiles();

@@ -20,7 +20,7 @@
 #include "lazy/scheduler.h"
 #include "runtime/device_registry.h"
 #include "runtime/execution_queue.h"
-#include "runtime/executor.h"
+#include "runtime/launch.h"
 #include "runtime/generator.h"
 #include "runtime/profiler.h"
 #include "runtime/kernel_team.h"
@@ -36,14 +36,8 @@ using metrics::NanosSince;
 struct ExecutorMetrics {
   metrics::Counter* mark_steps = metrics::GetCounter("mark_step.count");
   metrics::Counter* syncs = metrics::GetCounter("graph.sync.count");
-  metrics::Counter* executions = metrics::GetCounter("graph.execute.count");
-  metrics::Counter* executed_nodes = metrics::GetCounter("graph.execute.nodes");
-  metrics::Counter* execute_ns = metrics::GetCounter("graph.execute.ns");
   metrics::Counter* execute_errors = metrics::GetCounter("graph.execute.errors");
   metrics::Counter* prepare_ns = metrics::GetCounter("graph.prepare.ns");
-  metrics::Counter* donated_bytes = metrics::GetCounter("graph.donated.bytes");
-  // Of those, bytes a fused kernel wrote straight into the donated buffer.
-  metrics::Counter* donated_in_place_bytes = metrics::GetCounter("graph.donated.in_place_bytes");
 };
 
 const ExecutorMetrics& ExecCounters() {
@@ -57,75 +51,10 @@ absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, absl::S
   return status;
 }
 
-// An error of the graph's own execution, naming the sync that launched the
-// graph (an input's error came from an earlier graph and names its own).
-absl::Status LaunchedAt(const absl::Status& status, const std::string& launched_at) {
-  if (launched_at.empty()) return status;
-  return absl::Status(status.code(), absl::StrCat(status.message(), " (in the graph launched by the sync at ",
-                                                  launched_at, ")"));
-}
-
-absl::Status RunGraphUnguarded(const std::shared_ptr<const runtime::Program>& program,
-                               std::vector<c10::IValue> params,
-                               std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
-                               const std::vector<runtime::DeviceDataPtr>& outputs,
-                               const std::optional<std::string>& source, const std::string& launched_at) {
-  auto start = Clock::now();
-  auto fail_all = [&](const absl::Status& status) { return FailAll(outputs, status); };
-  // Donation: an input buffer that only this execution still holds (its tensor
-  // took a new value, like a parameter updated in place) may receive an output:
-  // a fused kernel writes into it directly, or an output is copied into it
-  // afterwards instead of taking a new allocation.
-  std::vector<bool> donated(params.size(), false);
-  for (const auto& [slot, data] : inputs) {
-    absl::Status status = data->Wait();
-    if (!status.ok()) return fail_all(status);
-    params[slot] = data->DeviceView();
-    donated[slot] = data.use_count() == 1 && data->nbytes() > 0;
-  }
-  std::vector<int> in_place;
-  absl::StatusOr<std::vector<at::Tensor>> results =
-      runtime::Execute(*program, params, donated, &in_place, source ? &*source : nullptr);
-  if (!results.ok()) return fail_all(LaunchedAt(results.status(), launched_at));
-  // Counted before the outputs become readable, so a reader sees the count.
-  ExecCounters().executions->Add(1);
-  ExecCounters().executed_nodes->Add(program->num_nodes);
-  params.clear();  // drop the views of the input buffers
-  std::vector<runtime::DeviceDataPtr> donors;
-  std::vector<bool> done(outputs.size(), false);
-  for (const auto& [slot, data] : inputs) {
-    if (!donated[slot]) continue;
-    const int output = in_place[slot];
-    if (output < 0) {
-      donors.push_back(data);
-      continue;
-    }
-    // A kernel wrote this output into the buffer: the output takes it as it is.
-    ExecCounters().donated_bytes->Add(static_cast<int64_t>(data->nbytes()));
-    ExecCounters().donated_in_place_bytes->Add(static_cast<int64_t>(data->nbytes()));
-    outputs[output]->FulfillInto(data->TakeBuffer(), (*results)[output]);
-    done[output] = true;
-  }
-  absl::Status first_error;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (done[i]) continue;
-    // An output born in device memory is adopted as it is: no donor, no copy.
-    if (outputs[i]->FulfillByAdopting((*results)[i])) continue;
-    auto donor = std::find_if(donors.begin(), donors.end(), [&](const runtime::DeviceDataPtr& d) {
-      return d != nullptr && d->nbytes() == outputs[i]->nbytes();
-    });
-    if (donor != donors.end()) {
-      ExecCounters().donated_bytes->Add(static_cast<int64_t>((*donor)->nbytes()));
-      outputs[i]->FulfillInto((*donor)->TakeBuffer(), (*results)[i]);
-      *donor = nullptr;
-    } else {
-      outputs[i]->Fulfill((*results)[i]);
-    }
-    absl::Status s = outputs[i]->Wait();
-    if (!s.ok() && first_error.ok()) first_error = s;
-  }
-  ExecCounters().execute_ns->Add(NanosSince(start));
-  return first_error;
+// Context for an error of the graph's own execution: the sync that launched
+// the graph (an input's error came from an earlier graph and names its own).
+std::string LaunchedAt(const std::string& launched_at) {
+  return launched_at.empty() ? "" : absl::StrCat("in the graph launched by the sync at ", launched_at);
 }
 
 // Runs on the device's queue. Whatever goes wrong becomes the graph's error:
@@ -140,16 +69,14 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program, st
     runtime::profiler::Scope scope(
         "execute", [&] { return absl::StrCat("graph (", program->num_nodes, " nodes)"); },
         source ? std::string_view(*source) : std::string_view());
-    return RunGraphUnguarded(program, std::move(params), std::move(inputs), outputs, source, launched_at);
-  } catch (const c10::Error& e) {
-    return FailAll(
-        outputs,
-        LaunchedAt(absl::InternalError(absl::StrCat("neuron execution failed: ", e.what_without_backtrace())),
-                   launched_at));
-  } catch (const std::exception& e) {
-    return FailAll(
-        outputs,
-        LaunchedAt(absl::InternalError(absl::StrCat("neuron execution failed: ", e.what())), launched_at));
+    absl::Status status = runtime::Launch(*program, std::move(params), std::move(inputs), outputs,
+                                          source ? &*source : nullptr, LaunchedAt(launched_at));
+    if (!status.ok()) ExecCounters().execute_errors->Add(1);
+    return status;
+  } catch (...) {
+    return FailAll(outputs, WithTrailingContext(
+                                WithContext(runtime::StatusFromCurrentException(), "neuron execution failed"),
+                                LaunchedAt(launched_at)));
   }
 }
 
@@ -189,16 +116,15 @@ std::vector<runtime::DeviceDataPtr> MakeOutputs(int device, const ir::CanonicalG
 // failure the outputs take the error as their value, so reading one raises it
 // again and later syncs (a reseed syncs all pending tensors) do not retry a
 // graph that cannot compile.
-std::shared_ptr<const runtime::Program> ProgramOrFail(const ir::CanonicalGraph& g,
-                                                      const std::vector<runtime::DeviceDataPtr>& outputs,
-                                                      bool* compiled, bool tiered = true) {
-  try {
-    return tiered ? FindOrCompileTiered(g, compiled) : FindOrCompile(g, compiled);
-  } catch (const std::exception& e) {
-    const absl::Status status = absl::InternalError(e.what());
-    for (const runtime::DeviceDataPtr& out : outputs) out->Fail(status);
-    throw;
+absl::StatusOr<std::shared_ptr<const runtime::Program>> ProgramOrFail(
+    const ir::CanonicalGraph& g, const std::vector<runtime::DeviceDataPtr>& outputs, bool* compiled,
+    bool tiered = true) {
+  absl::StatusOr<std::shared_ptr<const runtime::Program>> program =
+      tiered ? FindOrCompileTiered(g, compiled) : FindOrCompile(g, compiled);
+  if (!program.ok()) {
+    for (const runtime::DeviceDataPtr& out : outputs) out->Fail(program.status());
   }
+  return program;
 }
 
 // Eager mode: the scheduler runs what it holds on `device` before a sync.
@@ -363,7 +289,9 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
 
   bool compiled = false;
-  if (program == nullptr) program = ProgramOrFail(g, outputs, &compiled, /*tiered=*/record == nullptr);
+  if (program == nullptr) {
+    program = runtime::ValueOrThrow(ProgramOrFail(g, outputs, &compiled, /*tiered=*/record == nullptr));
+  }
   ExecCounters().prepare_ns->Add(NanosSince(start));
   if (compiled && partial) {
     // Only compiles ask where the sync came from: walking Python frames costs
@@ -443,7 +371,8 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
       leaves.push_back(ir::Node::MakeDeviceData(node->shape(k), std::make_shared<DeviceDataLeaf>(data)));
     }
     RanValues::Global().Record(node, std::move(leaves));
-    std::shared_ptr<const runtime::Program> program = ProgramOrFail(g, outputs, nullptr);
+    std::shared_ptr<const runtime::Program> program =
+        runtime::ValueOrThrow(ProgramOrFail(g, outputs, nullptr));
     ExecCounters().prepare_ns->Add(NanosSince(start));
     roots.clear();
     g.pinned.clear();

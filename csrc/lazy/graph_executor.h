@@ -104,8 +104,9 @@ class GraphExecutor {
   void CaptureStep(int device, StepRecord* record);
 
   // Queues `program` on `device` with `params` (device-data slots bound from
-  // `inputs`), fulfilling `outputs`. The caller holds no other reference to
-  // an input it means to donate. `source` is the user's line its errors name
+  // `inputs`), fulfilling `outputs` through runtime::Launch, which decides
+  // donation: an input's buffer nothing but the job holds may take an output
+  // the program's signature allows (runtime/launch.h). `source` is the user's line its errors name
   // ("": none; nullopt: the lines the program was compiled with).
   // `launched_at` is the user's line of the sync that launched it ("": none):
   // an execution error surfaces at a later sync, perhaps in other code, and

@@ -2,7 +2,10 @@
 
 #include <xxhash.h>
 
+#include <c10/core/ScalarType.h>
+
 #include <cstring>
+#include <limits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -73,11 +76,44 @@ class ProgramBuilder {
       out.output_dtypes.push_back(static_cast<c10::ScalarType>(spec.dtype()));
       out.output_sizes.push_back(std::move(sizes));
     }
+    if (absl::Status s = ReadDonations(signature, out); !s.ok()) return s;
     return out;
   }
 
  private:
   bool InRange(int32_t r) const { return r >= 0 && r < p_.num_registers(); }
+
+  // The signature's donation candidates, checked: an output may take only a
+  // device-data input's buffer of exactly its byte size, so a damaged file can
+  // never make the runtime write an output past the end of a buffer.
+  static absl::Status ReadDonations(const proto::Signature& signature, runtime::Program& out) {
+    out.donation_candidates.assign(out.outputs.size(), {});
+    if (signature.donations_size() == 0) return absl::OkStatus();
+    if (signature.donations_size() != signature.outputs_size()) {
+      return Malformed("signature lists donations for a different number of outputs");
+    }
+    auto byte_size = [](const proto::TensorSpec& spec) -> int64_t {
+      int64_t n = c10::elementSize(static_cast<c10::ScalarType>(spec.dtype()));
+      for (int64_t d : spec.sizes()) {
+        if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) return -1;
+        n *= d;
+      }
+      return n;
+    };
+    for (int i = 0; i < signature.donations_size(); ++i) {
+      const int64_t bytes = byte_size(signature.outputs(i));
+      for (int32_t input : signature.donations(i).inputs()) {
+        if (input < 0 || input >= signature.inputs_size() ||
+            signature.input_kinds(input) != proto::Signature::DEVICE_DATA ||
+            !ValidDtype(signature.inputs(input).dtype()) || bytes <= 0 ||
+            byte_size(signature.inputs(input)) != bytes) {
+          return Malformed(absl::StrCat("output ", i, " may not take input ", input, "'s buffer"));
+        }
+        out.donation_candidates[i].push_back(input);
+      }
+    }
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<runtime::Instruction> BuildInstruction(const proto::Instruction& pi, int index) {
     absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(pi.op());

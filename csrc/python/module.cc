@@ -24,13 +24,19 @@ void RaiseIfError(const absl::Status& status) {
   // directly, from the same table ThrowIfError uses.
   if (status.ok()) return;
   const std::string message(status.message());
-  switch (ErrorKindFor(status.code())) {
+  switch (ErrorKindOf(status)) {
     case ErrorKind::kOutOfMemory:
       Raise(pybind11::module_::import("torch").attr("OutOfMemoryError").ptr(), message);
     case ErrorKind::kValue:
       Raise(PyExc_ValueError, message);
+    case ErrorKind::kType:
+      Raise(PyExc_TypeError, message);
+    case ErrorKind::kIndex:
+      Raise(PyExc_IndexError, message);
     case ErrorKind::kNotImplemented:
       Raise(PyExc_NotImplementedError, message);
+    case ErrorKind::kLinAlg:
+      Raise(pybind11::module_::import("torch").attr("linalg").attr("LinAlgError").ptr(), message);
     case ErrorKind::kRuntime:
       break;
   }
@@ -58,8 +64,21 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindRegistry(m);
   torch_neuron::python::BindService(m);
   // For tests of the Status -> exception table: raises what a binding raises for
-  // a failed status of this absl::StatusCode.
-  m.def("_raise_status", [](int code, const std::string& message) {
-    torch_neuron::python::RaiseIfError(absl::Status(static_cast<absl::StatusCode>(code), message));
-  });
+  // a failed status of this absl::StatusCode. With `through_aten`, the status
+  // first leaves as the c10 exception a kernel throws and is caught back
+  // (StatusFromException), as the executor does with what an ATen call throws.
+  m.def(
+      "_raise_status",
+      [](int code, const std::string& message, bool through_aten) {
+        absl::Status status(static_cast<absl::StatusCode>(code), message);
+        if (through_aten) {
+          try {
+            torch_neuron::runtime::ThrowIfError(status);
+          } catch (...) {
+            status = torch_neuron::runtime::StatusFromCurrentException();
+          }
+        }
+        torch_neuron::python::RaiseIfError(status);
+      },
+      pybind11::arg("code"), pybind11::arg("message"), pybind11::arg("through_aten") = false);
 }

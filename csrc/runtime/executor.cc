@@ -15,6 +15,7 @@
 #include "runtime/generator.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/profiler.h"
+#include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {
 namespace {
@@ -233,19 +234,16 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
       stack[kKernelReuseArg] = KernelReuse(inst, regs, storages, donated_param_of, written);
     }
     // Kernels throw c10::Errors; libraries under them (gloo, below the
-    // collectives) may throw anything else. Either is reported with its op.
-    auto failed = [&](const char* what) {
-      const std::string& where = source == nullptr ? inst.source : *source;
-      return absl::InternalError(absl::StrCat("neuron execution failed in ", inst.op_name,
-                                              where.empty() ? "" : " (" + where + ")", ": ", what));
-    };
+    // collectives) may throw anything else. Either is reported with its op and
+    // keeps its kind (an IndexError stays one).
     try {
       profiler::Scope scope("instruction", inst.op_name, source == nullptr ? inst.source : *source);
       inst.op.callBoxed(stack);
-    } catch (const c10::Error& e) {
-      return failed(e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      return failed(e.what());
+    } catch (...) {
+      const std::string& where = source == nullptr ? inst.source : *source;
+      return WithContext(
+          StatusFromCurrentException(),
+          absl::StrCat("neuron execution failed in ", inst.op_name, where.empty() ? "" : " (" + where + ")"));
     }
     if (absl::Status s = SpreadReturns(inst, stack, regs); !s.ok()) return s;
     for (int32_t r : inst.outputs) {
@@ -288,10 +286,13 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
         t.has_storage() ? param_of_storage.find(t.storage().unsafeGetStorageImpl()) : param_of_storage.end();
     if (param != param_of_storage.end()) {
       const size_t p = param->second;
-      if (!written[p]) {
-        t = t.clone();
-      } else if (in_place != nullptr && (*in_place)[p] < 0) {
+      const bool candidate = i < program.donation_candidates.size() &&
+                             std::count(program.donation_candidates[i].begin(),
+                                        program.donation_candidates[i].end(), static_cast<int32_t>(p)) > 0;
+      if (written[p] && candidate && in_place != nullptr && (*in_place)[p] < 0) {
         (*in_place)[p] = static_cast<int>(i);
+      } else {
+        t = t.clone();
       }
     }
     outputs.push_back(std::move(t));

@@ -63,6 +63,10 @@ struct Program {
   std::vector<int32_t> outputs;
   std::vector<c10::ScalarType> output_dtypes;
   std::vector<std::vector<int64_t>> output_sizes;
+  // Per output, the parameters whose buffers it may take when the caller gives
+  // them up (the NEFF signature's donations: device-data inputs of the output's
+  // byte size). Empty lists for a program that donates nothing.
+  std::vector<std::vector<int32_t>> donation_candidates;
   int64_t num_nodes = 0;
   // Tier 1: the shared objects holding the generated kernels its
   // neuron::fused_kernel calls name, as (name, bytes); registered with the

@@ -294,7 +294,7 @@ def test_an_execution_error_names_the_op_and_the_users_line(eager):
     bad = torch.tensor([0, 7]).to("neuron")
     line = inspect.currentframe().f_lineno + 1
     y = torch.index_select(x, 0, bad)  # queued at once, fails on the device queue
-    with pytest.raises(RuntimeError, match=index_error(line)):
+    with pytest.raises(IndexError, match=index_error(line)):
         y.cpu()  # the error surfaces at the next sync, naming the op's line
 
 
@@ -310,7 +310,7 @@ def test_a_failing_op_inside_a_compiled_group_names_its_line(eager):
         C._eager_wait_compiles()
     assert eager.counter("eager.group.hit.count") > 0
     line = inspect.getsourcelines(body)[1] + 1
-    with pytest.raises(RuntimeError, match=index_error(line)):
+    with pytest.raises(IndexError, match=index_error(line)):
         body(torch.tensor([0, 7]).to("neuron")).item()
 
 
@@ -319,7 +319,7 @@ def test_launch_blocking_raises_an_execution_error_at_the_op(eager):
     bad = torch.tensor([0, 7]).to("neuron")
     with torch_neuron.config.override(TORCH_NEURON_LAUNCH_BLOCKING="1"):
         line = inspect.currentframe().f_lineno + 2
-        with pytest.raises(RuntimeError, match=index_error(line)):
+        with pytest.raises(IndexError, match=index_error(line)):
             torch.index_select(x, 0, bad)
     # The device is usable afterwards.
     torch.testing.assert_close((x + 1).cpu(), torch.arange(6.0) + 1)
@@ -332,7 +332,7 @@ def test_launch_blocking_raises_at_mark_step_in_lazy_mode(metrics):
     y = torch.index_select(x, 0, bad)  # noqa: F841 (traced, not run)
     with torch_neuron.config.override(TORCH_NEURON_LAUNCH_BLOCKING="1"):
         # Lazy mode records no lines (unless TORCH_NEURON_IR_DEBUG=1).
-        with pytest.raises(RuntimeError, match="failed in aten::index_select: index out of range"):
+        with pytest.raises(IndexError, match="failed in aten::index_select: index out of range"):
             torch_neuron.mark_step()
     del y
 

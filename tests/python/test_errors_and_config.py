@@ -326,16 +326,20 @@ def test_parse_of_an_empty_mapping_gives_the_defaults():
     [
         (8, torch.OutOfMemoryError),   # RESOURCE_EXHAUSTED
         (3, ValueError),               # INVALID_ARGUMENT
-        (11, ValueError),              # OUT_OF_RANGE
+        (11, IndexError),              # OUT_OF_RANGE
         (12, NotImplementedError),     # UNIMPLEMENTED
         (5, RuntimeError),             # NOT_FOUND
         (13, RuntimeError),            # INTERNAL
     ],
 )
-def test_a_failed_status_raises_the_same_exception_type_everywhere(code, exc):
-    with pytest.raises(exc, match="the message") as info:
-        torch_neuron._C._raise_status(code, "the message")
+@pytest.mark.parametrize("through_aten", [False, True], ids=["binding", "through_aten"])
+def test_a_failed_status_raises_the_same_exception_type_everywhere(code, exc, through_aten):
+    # through_aten: raised as a kernel raises it, caught back into a status (as
+    # the executor catches what an ATen call throws), then raised by a binding.
+    with pytest.raises(exc) as info:
+        torch_neuron._C._raise_status(code, "the message", through_aten)
     assert type(info.value) is exc
+    assert str(info.value) == "the message"
 
 
 def test_the_memory_cache_bound_is_a_setting():

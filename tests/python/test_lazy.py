@@ -299,14 +299,15 @@ def test_an_error_in_a_queued_graph_surfaces_at_the_next_sync(quiet):
     bad = torch.index_select(x, 0, materialized(torch.tensor([0, 7])))
     line = inspect.currentframe().f_lineno + 1
     torch_neuron.mark_step()  # queues the graph: nothing is raised here
-    with pytest.raises(RuntimeError) as info:
+    # The CPU's exception type (IndexError), raised at the sync.
+    with pytest.raises(IndexError) as info:
         torch_neuron.wait_device_ops()
     # The error names the sync that launched the failed graph.
     assert str(info.value) == f"{INDEX_ERROR} (in the graph launched by the sync at {__file__}:{line})"
     assert quiet.counter("graph.execute.errors") == 1
     # The error was raised once: the next sync is clean, the failed result stays failed.
     torch_neuron.wait_device_ops()
-    with pytest.raises(RuntimeError, match="index out of range in self"):
+    with pytest.raises(IndexError, match="index out of range in self"):
         bad.cpu()
     assert torch.equal((x + 1).cpu(), torch.arange(6.0) + 1)
 
@@ -314,7 +315,7 @@ def test_an_error_in_a_queued_graph_surfaces_at_the_next_sync(quiet):
 def test_an_error_raised_by_reading_the_failed_result_is_not_raised_again():
     x = materialized(torch.arange(6.0))
     bad = torch.index_select(x, 0, materialized(torch.tensor([0, 7])))
-    with pytest.raises(RuntimeError, match="index out of range in self"):
+    with pytest.raises(IndexError, match="index out of range in self"):
         bad.cpu()
     good = x + 1
     torch_neuron.sync(good)

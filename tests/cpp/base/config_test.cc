@@ -71,7 +71,7 @@ namespace {
 TEST(ErrorKindTest, OneTableFromStatusCodeToException) {
   EXPECT_EQ(ErrorKindFor(absl::StatusCode::kResourceExhausted), ErrorKind::kOutOfMemory);
   EXPECT_EQ(ErrorKindFor(absl::StatusCode::kInvalidArgument), ErrorKind::kValue);
-  EXPECT_EQ(ErrorKindFor(absl::StatusCode::kOutOfRange), ErrorKind::kValue);
+  EXPECT_EQ(ErrorKindFor(absl::StatusCode::kOutOfRange), ErrorKind::kIndex);
   EXPECT_EQ(ErrorKindFor(absl::StatusCode::kUnimplemented), ErrorKind::kNotImplemented);
   for (absl::StatusCode code :
        {absl::StatusCode::kInternal, absl::StatusCode::kNotFound, absl::StatusCode::kFailedPrecondition,
@@ -80,6 +80,21 @@ TEST(ErrorKindTest, OneTableFromStatusCodeToException) {
   }
   EXPECT_STREQ(ErrorKindName(ErrorKind::kOutOfMemory), "torch.OutOfMemoryError");
   EXPECT_STREQ(ErrorKindName(ErrorKind::kRuntime), "RuntimeError");
+}
+
+TEST(ErrorKindTest, ARecordedKindOverridesTheCodeAndSurvivesContext) {
+  const absl::Status type_error = WithErrorKind(absl::InvalidArgumentError("bad dtype"), ErrorKind::kType);
+  EXPECT_EQ(ErrorKindOf(type_error), ErrorKind::kType);
+  EXPECT_EQ(ErrorKindOf(absl::InvalidArgumentError("bad dtype")), ErrorKind::kValue);
+  const absl::Status framed = WithTrailingContext(WithContext(type_error, "in aten::add"), "at train.py:3");
+  EXPECT_EQ(framed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(framed.message(), "in aten::add: bad dtype (at train.py:3)");
+  EXPECT_EQ(ErrorKindOf(framed), ErrorKind::kType);
+  // Recording the kind the code already names records nothing.
+  const absl::Status plain = WithErrorKind(type_error, ErrorKind::kValue);
+  EXPECT_EQ(plain, absl::InvalidArgumentError("bad dtype"));
+  EXPECT_TRUE(WithErrorKind(absl::OkStatus(), ErrorKind::kType).ok());
+  EXPECT_TRUE(WithContext(absl::OkStatus(), "context").ok());
 }
 
 }  // namespace

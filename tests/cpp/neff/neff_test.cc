@@ -262,6 +262,48 @@ TEST(NeffTest, StructuralErrorsBehindAValidChecksumAreRejected) {
   EXPECT_TRUE(ReadNeff(Reframe(p), nullptr).ok());  // the unmodified payload is fine
 }
 
+// The signature's donations are what the runtime reads to decide which input
+// buffer an output may take; the reader lets through only device-data inputs of
+// the output's byte size, so a damaged file can never make an output take a
+// buffer too small for it.
+TEST(NeffTest, DonationsAreReadAndChecked) {
+  proto::NeffPayload p = Payload(CompileSample().bytes);
+  absl::StatusOr<LoadedNeff> none = ReadNeff(Reframe(p), nullptr);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->program->donation_candidates, std::vector<std::vector<int32_t>>{{}});
+
+  proto::NeffPayload donating = p;
+  donating.mutable_signature()->add_donations()->add_inputs(0);
+  absl::StatusOr<LoadedNeff> loaded = ReadNeff(Reframe(donating), nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->program->donation_candidates, std::vector<std::vector<int32_t>>{{0}});
+
+  auto rejected = [&](const proto::NeffPayload& bad) {
+    return std::string(ReadNeff(Reframe(bad), nullptr).status().message());
+  };
+  proto::NeffPayload out_of_range = p;
+  out_of_range.mutable_signature()->add_donations()->add_inputs(1);
+  EXPECT_EQ(rejected(out_of_range), "malformed NEFF: output 0 may not take input 1's buffer");
+
+  proto::NeffPayload smaller = donating;
+  smaller.mutable_signature()->mutable_inputs(0)->set_sizes(0, 3);
+  EXPECT_EQ(rejected(smaller), "malformed NEFF: output 0 may not take input 0's buffer");
+
+  proto::NeffPayload other_dtype_same_bytes = donating;  // int32[4] is 16 bytes too: allowed
+  other_dtype_same_bytes.mutable_signature()->mutable_inputs(0)->set_dtype(
+      static_cast<int32_t>(c10::ScalarType::Int));
+  EXPECT_TRUE(ReadNeff(Reframe(other_dtype_same_bytes), nullptr).ok());
+
+  proto::NeffPayload scalar = donating;
+  scalar.mutable_signature()->set_input_kinds(0, proto::Signature::SCALAR);
+  EXPECT_EQ(rejected(scalar), "malformed NEFF: output 0 may not take input 0's buffer");
+
+  proto::NeffPayload miscounted = donating;
+  miscounted.mutable_signature()->add_donations();
+  EXPECT_EQ(rejected(miscounted),
+            "malformed NEFF: signature lists donations for a different number of outputs");
+}
+
 TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
   Value root = SampleRoot();
   const ir::hash_t graph = ir::Canonicalize({root}).hash;
