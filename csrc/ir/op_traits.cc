@@ -123,6 +123,7 @@ std::string_view NameWithoutOverload(std::string_view op) {
 OpTraits Compute(std::string_view op) {
   OpTraits t;
   t.data_dependent = AnyPrefix(op, kDataDependentPrefixes) && !AnyPrefix(op, kShapedByArgumentPrefixes);
+  t.checks_metadata_only = op == "aten::_assert_tensor_metadata";
   t.identity = OneOf(op, kIdentities);
   t.cpu_index_tensors = AnyPrefix(op, kCpuIndexTensorPrefixes);
   if (op == "aten::zeros" || op == "aten::zeros_like" || op == "aten::new_zeros") t.fill = FillKind::kZeros;

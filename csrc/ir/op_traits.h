@@ -30,6 +30,11 @@ struct OpTraits {
   // Its output's shape depends on its input's values (nonzero, unique,
   // masked_select...): never traced, it runs on the CPU.
   bool data_dependent = false;
+  // Returns and writes nothing and checks only its arguments' metadata
+  // (_assert_tensor_metadata), which tracing knows: it need not read values.
+  // Every other op that returns and writes nothing runs to check its inputs'
+  // values (_assert_async, _linalg_check_errors) and takes the CPU fallback.
+  bool checks_metadata_only = false;
   // Its result is its first argument's value (detach, alias, clone).
   bool identity = false;
   // May take CPU tensors beside neuron ones: index tensors (index,

@@ -342,6 +342,37 @@ def test_a_failed_status_raises_the_same_exception_type_everywhere(code, exc, th
     assert str(info.value) == "the message"
 
 
+# A user's error in an op that ran at a sync raises what the CPU raises: the
+# exception type survives the execution queue, and a check an op makes of its
+# inputs' values (linalg's, _assert_async's, which return nothing) is not lost.
+EXECUTION_ERRORS = {
+    "embedding_index": lambda d: torch.nn.functional.embedding(
+        torch.tensor([5], device=d), torch.ones(3, 2, device=d)
+    ),
+    "gather_index": lambda d: torch.gather(torch.ones(3, device=d), 0, torch.tensor([7], device=d)),
+    "cholesky_not_pd": lambda d: torch.linalg.cholesky(-torch.eye(3, device=d)),
+    "inv_singular": lambda d: torch.linalg.inv(torch.zeros(2, 2, device=d)),
+    "solve_singular": lambda d: torch.linalg.solve(torch.zeros(2, 2, device=d), torch.ones(2, device=d)),
+    "lu_factor_singular": lambda d: torch.linalg.lu_factor(torch.zeros(2, 2, device=d))[0],
+    "assert_async": lambda d: torch._assert_async(torch.tensor(0, device=d), "the assertion"),
+    "multinomial_negative": lambda d: torch.multinomial(torch.tensor([-1.0, 1.0], device=d), 1),
+}
+
+
+@pytest.mark.parametrize("case", EXECUTION_ERRORS.keys())
+def test_an_execution_error_raises_the_cpus_exception_type_and_message(case):
+    def raised(device):
+        with pytest.raises(Exception) as info:
+            result = EXECUTION_ERRORS[case](device)
+            if isinstance(result, torch.Tensor):
+                result.cpu()
+        return info.value
+
+    expected, got = raised("cpu"), raised("neuron")
+    assert type(got) is type(expected), (got, expected)
+    assert str(expected).splitlines()[0] in str(got)
+
+
 def test_the_memory_cache_bound_is_a_setting():
     # Two graphs, a bound of one executable: the first is evicted and built again
     # (from the disk cache, which is off here, so compiled).

@@ -18,6 +18,13 @@ TEST(OpTraitsTest, DataDependentOpsAndTheirVariantsButNotNonzeroStatic) {
   }
 }
 
+TEST(OpTraitsTest, OnlyTheMetadataAssertChecksMetadataOnly) {
+  EXPECT_TRUE(TraitsOf("aten::_assert_tensor_metadata").checks_metadata_only);
+  for (const char* op : {"aten::_assert_async", "aten::_assert_async.msg", "aten::_linalg_check_errors"}) {
+    EXPECT_FALSE(TraitsOf(op).checks_metadata_only) << op;
+  }
+}
+
 TEST(OpTraitsTest, IdentitiesAreExactNames) {
   for (const char* op : {"aten::detach_copy", "aten::alias_copy", "aten::clone", "aten::detach",
                          "aten::alias", "aten::lift_fresh_copy"}) {
