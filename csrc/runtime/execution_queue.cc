@@ -86,7 +86,9 @@ absl::Status ExecutionQueue::TakeError() {
 namespace {
 
 // The emulated device computes on one host core: its queue thread runs OpenMP
-// regions with a team of one, while the Python thread traces on the other cores.
+// regions with a team of one, while the Python thread traces on the other cores
+// (except a large library call, which the executor gives a team of the kernel
+// team's size for its run: runtime/kernel_team.h ScopedLibraryThreads).
 // Two OpenMP teams spinning on the same few cores (the caller's and this one's)
 // otherwise slow every execution down by orders of magnitude. The ICV is per
 // thread, so the user's own CPU work keeps its threads. Resolved at run time to
@@ -98,17 +100,14 @@ void UseOneOpenMpThread() {
   }
 }
 
-// A work item that throws fails with the exception's message: an exception
-// escaping this thread would terminate the process.
+// A work item that throws fails with the exception's Status (its kind kept:
+// an IndexError stays one): an exception escaping this thread would terminate
+// the process.
 absl::Status RunGuarded(const ExecutionQueue::Work& work) {
   try {
     return work();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return absl::InternalError(e.what());
   } catch (...) {
-    return absl::InternalError("a neuron work item failed with an unknown exception");
+    return StatusFromCurrentException();
   }
 }
 

@@ -1,4 +1,5 @@
 #include "runtime/executor.h"
+#include "runtime/kernel_team.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/full.h>
@@ -164,6 +165,20 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
   return reuse;
 }
 
+// The elements of the tensors an instruction reads (its stack's tensors and
+// tensor lists).
+int64_t TensorElements(const torch::jit::Stack& stack) {
+  int64_t n = 0;
+  for (const c10::IValue& v : stack) {
+    if (v.isTensor()) {
+      n += v.toTensor().numel();
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) n += t.numel();
+    }
+  }
+  return n;
+}
+
 // Moves an instruction's results from the stack into its output registers,
 // each Tensor[] return into as many registers as the NEFF says it has.
 absl::Status SpreadReturns(const Instruction& inst, torch::jit::Stack& stack,
@@ -238,6 +253,9 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     // keeps its kind (an IndexError stays one).
     try {
       profiler::Scope scope("instruction", inst.op_name, source == nullptr ? inst.source : *source);
+      // Generated kernels split themselves over the kernel team; a large
+      // library call gets an OpenMP team of the same size.
+      ScopedLibraryThreads team(IsFusedKernel(inst.op) ? 0 : TensorElements(stack));
       inst.op.callBoxed(stack);
     } catch (...) {
       const std::string& where = source == nullptr ? inst.source : *source;

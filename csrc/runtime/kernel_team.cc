@@ -1,5 +1,6 @@
 #include "runtime/kernel_team.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -120,5 +121,37 @@ ScopedKernelThreads::ScopedKernelThreads(int threads) : saved_(kernel_threads) {
 }
 
 ScopedKernelThreads::~ScopedKernelThreads() { kernel_threads = saved_; }
+
+namespace {
+
+// The OpenMP runtime torch loaded, resolved at run time (linking another
+// would clash); null without one.
+struct OpenMp {
+  using Set = void (*)(int);
+  using Get = int (*)();
+  Set set = reinterpret_cast<Set>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  Get get = reinterpret_cast<Get>(::dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+};
+
+const OpenMp& OpenMpRuntime() {
+  static const OpenMp* omp = new OpenMp();
+  return *omp;
+}
+
+}  // namespace
+
+ScopedLibraryThreads::ScopedLibraryThreads(int64_t elements) {
+  if (elements < kLibraryTeamElements || kernel_threads <= 1) return;
+  const OpenMp& omp = OpenMpRuntime();
+  if (omp.set == nullptr || omp.get == nullptr) return;
+  const int current = omp.get();
+  if (current >= kernel_threads) return;
+  saved_ = current;
+  omp.set(kernel_threads);
+}
+
+ScopedLibraryThreads::~ScopedLibraryThreads() {
+  if (saved_ > 0) OpenMpRuntime().set(saved_);
+}
 
 }  // namespace torch_neuron::runtime

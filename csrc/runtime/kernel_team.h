@@ -5,7 +5,8 @@
 // host slowed executions a hundredfold), so ATen's intra-op pool gives a
 // kernel called there a single thread. A generated kernel is split across this
 // team instead: worker threads that sleep on a condition when idle, so they
-// never spin against the Python thread's own OpenMP team.
+// never spin against the Python thread's own OpenMP team. A large library call
+// (ScopedLibraryThreads) gets an OpenMP team of the same size for its run.
 //
 // The team's size per call comes from the config (TORCH_NEURON_KERNEL_THREADS),
 // captured when a graph is queued and installed for its execution with
@@ -82,6 +83,27 @@ class ScopedKernelThreads {
 
  private:
   int saved_;
+};
+
+// Library calls (matmul, convolution: ATen's own kernels) on a queue thread
+// run with one OpenMP thread, except a call that reads at least this many
+// elements: it gets KernelThreads() OpenMP threads while it runs (a GPT-2-sized
+// step's matmuls take seconds on one core), and the team sleeps again after it.
+// Below this size a call takes too little time for a team to pay for waking
+// and spinning against the Python thread.
+inline constexpr int64_t kLibraryTeamElements = int64_t{1} << 20;
+
+// For its lifetime, OpenMP regions on this thread use KernelThreads() threads
+// when `elements` reaches kLibraryTeamElements (otherwise nothing changes).
+class ScopedLibraryThreads {
+ public:
+  explicit ScopedLibraryThreads(int64_t elements);
+  ~ScopedLibraryThreads();
+  ScopedLibraryThreads(const ScopedLibraryThreads&) = delete;
+  ScopedLibraryThreads& operator=(const ScopedLibraryThreads&) = delete;
+
+ private:
+  int saved_ = 0;  // the OpenMP team size to restore; 0: unchanged
 };
 
 }  // namespace torch_neuron::runtime

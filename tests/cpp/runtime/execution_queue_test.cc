@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/error_kind.h"
+
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -27,9 +29,20 @@ TEST(ExecutionQueueTest, AThrowingItemBecomesTheQueuesError) {
   queue.Drain();
   EXPECT_EQ(ran.load(), 1);
   absl::Status error = queue.TakeError();
-  EXPECT_EQ(error.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(error.code(), absl::StatusCode::kUnknown);   // a c10::Error: RuntimeError
   EXPECT_EQ(error.message(), "IValue is not a Scalar");  // the first error, without a backtrace
   EXPECT_TRUE(queue.TakeError().ok());
+}
+
+// The error keeps the kind of the exception (runtime/torch_status.h), so a
+// reader raises the same Python type as the thrower.
+TEST(ExecutionQueueTest, AThrownExceptionKeepsItsKind) {
+  ExecutionQueue queue(0);
+  queue.Enqueue([]() -> absl::Status { TORCH_CHECK_INDEX(false, "index 7 is out of range"); });
+  queue.Drain();
+  absl::Status error = queue.TakeError();
+  EXPECT_EQ(ErrorKindOf(error), ErrorKind::kIndex);
+  EXPECT_EQ(error.message(), "index 7 is out of range");
 }
 
 // A reader that met an item's error raises it itself: ForgetError clears it,

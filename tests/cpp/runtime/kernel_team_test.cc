@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <atomic>
 #include <set>
@@ -96,6 +98,30 @@ TEST(KernelTeamTest, ScopedThreadsRestoreAndZeroMeansEveryCore) {
     EXPECT_EQ(KernelThreads(), 3);
   }
   EXPECT_EQ(KernelThreads(), 1);
+}
+
+// A library call large enough gets the kernel team's size as its OpenMP team
+// for its run, and the thread's own team size afterwards; a small one, or one
+// on a thread without a kernel team, changes nothing.
+TEST(ScopedLibraryThreadsTest, OnlyALargeCallOnAThreadWithATeamGetsMoreOpenMpThreads) {
+  std::thread([] {
+    at::set_num_threads(1);
+    ScopedKernelThreads team(2);
+    {
+      ScopedLibraryThreads small(kLibraryTeamElements - 1);
+      EXPECT_EQ(at::get_num_threads(), 1);
+    }
+    {
+      ScopedLibraryThreads large(kLibraryTeamElements);
+      EXPECT_EQ(at::get_num_threads(), 2);
+    }
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }).join();
+  std::thread([] {
+    at::set_num_threads(1);
+    ScopedLibraryThreads large(kLibraryTeamElements);  // no ScopedKernelThreads: a team of one
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }).join();
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ TEST(TorchStatusTest, EveryKindSurvivesTheTripThroughAC10Exception) {
 TEST(TorchStatusTest, TheC10ClassIsThrownForEachKind) {
   EXPECT_THROW(ThrowIfError(absl::ResourceExhaustedError("x")), c10::OutOfMemoryError);
   EXPECT_THROW(ThrowIfError(absl::OutOfRangeError("x")), c10::IndexError);
-  EXPECT_THROW(ThrowIfError(WithErrorKind(absl::InvalidArgumentError("x"), ErrorKind::kType)), c10::TypeError);
+  EXPECT_THROW(ThrowIfError(WithErrorKind(absl::InvalidArgumentError("x"), ErrorKind::kType)),
+               c10::TypeError);
   EXPECT_THROW(ThrowIfError(absl::InvalidArgumentError("x")), c10::ValueError);
   EXPECT_THROW(ThrowIfError(absl::UnimplementedError("x")), c10::NotImplementedError);
   EXPECT_THROW(ThrowIfError(WithErrorKind(absl::UnknownError("x"), ErrorKind::kLinAlg)), c10::LinAlgError);
