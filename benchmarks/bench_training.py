@@ -1,5 +1,7 @@
 """Steady-state training step time of the MLP, the CNN and the small transformer
-(tests/python/models.py), six peers side by side in one process:
+(tests/python/models.py), and of two real-sized models (benchmarks/real_models.py:
+a GPT-2-style decoder from transformers with AdamW, a ResNet-18-style CNN on
+64x64 images), six peers side by side in one process:
 
   neuron lazy    the step traced, one mark_step, waited for (the whole step)
   neuron pipelined  10 steps, a mark_step after each, waited for once at the
@@ -20,9 +22,14 @@ host memory beside the arena), against the CPU eager step's tensors live at once
 last tensor dies; approximate: a storage whose first tensor dies before a view
 of it is released early).
 
-    python benchmarks/bench_training.py [--quick] [--out DIR]
+    python benchmarks/bench_training.py [--quick] [--models mlp,gpt2,...] [--out DIR]
 
-Each peer has its own copy of the model and SGD with momentum; warm-up steps
+The real-sized models take seconds a step on a small host: their pipelined and
+captured peers run 3 steps a sample instead of 10, they have no neuron eager
+peer, and they are measured 5 times (the toys 15); --quick runs the MLP only.
+
+Each peer has its own copy of the model and SGD with momentum (AdamW for
+the decoder); warm-up steps
 (compiles) are discarded, then the peers alternate step by step (A B C D A B C
 D ...), and ratios are taken pair by pair.
 """
@@ -44,11 +51,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
 import torch_neuron  # noqa: E402
 from common import (bench_parser, fmt, interleaved, print_table, ratios, summary, table,  # noqa: E402
                     write_results)
+import real_models  # noqa: E402
 from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches  # noqa: E402
 
 MODELS = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}
 BATCH = {"mlp": 64, "cnn": 32, "transformer": 16}
-PIPELINE = 10  # steps per measurement of the pipelined peer
+REAL_SIZED = ("gpt2", "resnet")
+PIPELINE = 10  # steps per measurement of the pipelined peer (toys)
+REAL_PIPELINE = 3  # ... and of the real-sized models
 
 
 class Peer:
@@ -62,17 +72,25 @@ class Peer:
         # the second captures, the rest replay.
         self.graph = torch_neuron.NeuronGraph() if captured else None
         self.steps = 0
-        self.model = MODELS[kind]().to(device)
+        if kind in REAL_SIZED:
+            self.model = real_models.make_model(kind).to(device)
+            self.opt = real_models.make_optimizer(kind, self.model)
+            x, y = real_models.make_batch(kind)
+        else:
+            self.model = MODELS[kind]().to(device)
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+            x, y = make_batches(kind, 1, batch=BATCH[kind])[0]
         self.forward = torch.compile(self.model) if compiled else self.model
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-        x, y = make_batches(kind, 1, batch=BATCH[kind])[0]
         self.x, self.y = x.to(device), y.to(device)
         if device == "neuron":
             torch_neuron.mark_step()
             torch_neuron.wait_device_ops()
 
     def train_step(self):
-        loss = loss_fn(self.kind, self.forward, self.x, self.y)
+        if self.kind in REAL_SIZED:
+            loss = real_models.loss(self.kind, self.forward, self.x, self.y)
+        else:
+            loss = loss_fn(self.kind, self.forward, self.x, self.y)
         self.opt.zero_grad()
         loss.backward()
         self.opt.step()
@@ -151,9 +169,13 @@ def cpu_step_peak(peer: Peer) -> int:
 
 
 def measure(kind: str, repeats: int, inductor: bool) -> dict:
-    peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_pipelined": Peer(kind, "neuron", pipelined=PIPELINE),
-             "neuron_graph": Peer(kind, "neuron", pipelined=PIPELINE, captured=True),
-             "neuron_eager": Peer(kind, "neuron", eager=True), "cpu_eager": Peer(kind, "cpu")}
+    real = kind in REAL_SIZED
+    pipeline = REAL_PIPELINE if real else PIPELINE
+    peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_pipelined": Peer(kind, "neuron", pipelined=pipeline),
+             "neuron_graph": Peer(kind, "neuron", pipelined=pipeline, captured=True)}
+    if not real:
+        peers["neuron_eager"] = Peer(kind, "neuron", eager=True)
+    peers["cpu_eager"] = Peer(kind, "cpu")
     if inductor:
         peers["inductor"] = Peer(kind, "cpu", compiled=True)
     for p in peers.values():  # warm-up: compiles, optimizer state, allocator pools
@@ -175,21 +197,32 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
 
 
 def main(argv=None) -> int:
-    args = bench_parser(__doc__).parse_args(argv)
-    kinds = ["mlp"] if args.quick else list(MODELS)
-    repeats = 3 if args.quick else 15
+    parser = bench_parser(__doc__)
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated subset of {','.join([*MODELS, *REAL_SIZED])}")
+    args = parser.parse_args(argv)
+    kinds = ["mlp"] if args.quick else [*MODELS, *REAL_SIZED]
+    if args.models:
+        kinds = [k.strip() for k in args.models.split(",") if k.strip()]
+        unknown = [k for k in kinds if k not in MODELS and k not in REAL_SIZED]
+        if unknown:
+            parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join([*MODELS, *REAL_SIZED])}")
     results = {}
     for kind in kinds:
+        repeats = 3 if args.quick else 5 if kind in REAL_SIZED else 15
         print(f"  {kind}: {repeats} interleaved steps per peer ...", flush=True)
         results[kind] = measure(kind, repeats, inductor=not args.quick)
 
     peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_eager", "cpu_eager",
                          "inductor")
-             if all(p in r["step_ms"] for r in results.values())]
-    step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) for p in peers] for kind, r in results.items()]
-    ratio_names = [n for n in next(iter(results.values()))["ratios"]]
+             if any(p in r["step_ms"] for r in results.values())]
+    step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) if p in r["step_ms"] else "-" for p in peers]
+                 for kind, r in results.items()]
+    ratio_names = []
+    for r in results.values():
+        ratio_names += [n for n in r["ratios"] if n not in ratio_names]
     ratio_rows = [[kind] + [f"{fmt(r['ratios'][n]['median'])} ({fmt(r['ratios'][n]['min'])}-"
-                            f"{fmt(r['ratios'][n]['max'])})" for n in ratio_names]
+                            f"{fmt(r['ratios'][n]['max'])})" if n in r["ratios"] else "-" for n in ratio_names]
                   for kind, r in results.items()]
     mem_rows = [[kind, r["peak_bytes"]["neuron_arena"], r["peak_bytes"]["neuron_intermediates"],
                  r["peak_bytes"]["neuron_lazy"], r["peak_bytes"]["cpu_eager"],
@@ -199,7 +232,7 @@ def main(argv=None) -> int:
     for kind, r in results.items():
         for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph"):
             parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names
-                     if n.endswith("/" + base) and not n.startswith("neuron")]
+                     if n.endswith("/" + base) and not n.startswith("neuron") and n in r["ratios"]]
             headline[f"training step, {kind}, {base.replace('_', ' ')}"] = (
                 f"{base.replace('_', ' ')} {fmt(r['step_ms'][base]['median'])} ms; peer time / its "
                 f"time: {', '.join(parts)} (above 1: neuron is faster)")
@@ -212,7 +245,11 @@ def main(argv=None) -> int:
         "title": "Training step time and peak memory",
         "description": (
             "Steady-state step of the MLP, the CNN and the small transformer with SGD and "
-            "momentum, six peers side by side in one process: neuron lazy (the step traced, "
+            "momentum, and of two real-sized models (a GPT-2-style decoder from transformers: "
+            "6 layers, hidden 512, 8 heads, sequence 256, batch 8, vocabulary 8192, AdamW; a "
+            "ResNet-18-style CNN on 3x64x64 images, batch 32, SGD with momentum; their pipelined "
+            "and captured peers run 3 steps a sample, and they have no neuron eager peer), "
+            "six peers side by side in one process: neuron lazy (the step traced, "
             "one mark_step, waited for), neuron pipelined (10 steps with a mark_step each, "
             "waited for once: tracing overlaps the previous step's run), neuron graph (the "
             "step captured once with torch_neuron.graph, then 10 replays waited for once: "

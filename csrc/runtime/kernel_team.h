@@ -91,7 +91,7 @@ class ScopedKernelThreads {
 // step's matmuls take seconds on one core), and the team sleeps again after it.
 // Below this size a call takes too little time for a team to pay for waking
 // and spinning against the Python thread.
-inline constexpr int64_t kLibraryTeamElements = int64_t{1} << 20;
+inline constexpr int64_t kLibraryTeamElements = int64_t{1} << 18;
 
 // For its lifetime, OpenMP regions on this thread use KernelThreads() threads
 // when `elements` reaches kLibraryTeamElements (otherwise nothing changes).
