@@ -184,7 +184,7 @@ absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGrap
     proto::GraphNode* out = request.add_nodes();
     out->set_kind(KindOf(node.kind()));
     out->set_op(node.op());
-    for (const auto& [position, index] : graph.operands[i]) {
+    for (const auto& [position, index] : graph.operands(i)) {
       proto::GraphValue* v = out->add_operands();
       v->set_node(position);
       v->set_output(index);
@@ -261,12 +261,14 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
 
   ir::CanonicalGraph& g = out->graph;
   out->nodes.reserve(request.nodes_size());
-  g.operands.resize(request.nodes_size());
+  std::vector<std::pair<int32_t, int32_t>> operands;
   for (int i = 0; i < request.nodes_size(); ++i) {
     absl::StatusOr<ir::NodePtr> node = ReadNode(i, request.nodes(i), out->nodes);
     if (!node.ok()) return node.status();
+    operands.clear();
     for (const proto::GraphValue& v : request.nodes(i).operands())
-      g.operands[i].emplace_back(v.node(), v.output());
+      operands.emplace_back(v.node(), v.output());
+    g.AddOperands(operands);
     if ((*node)->is_parameter()) g.parameters.push_back(i);
     g.nodes.push_back(node->get());
     out->nodes.push_back(*std::move(node));

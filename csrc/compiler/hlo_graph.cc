@@ -12,7 +12,7 @@ CompileGraph CompileGraph::FromCanonical(const ir::CanonicalGraph& graph) {
   g.nodes.resize(graph.nodes.size());
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     g.nodes[i].ir = graph.nodes[i];
-    for (const auto& [node, index] : graph.operands[i]) g.nodes[i].operands.push_back({node, index});
+    for (const auto& [node, index] : graph.operands(i)) g.nodes[i].operands.push_back({node, index});
   }
   for (const auto& [node, index] : graph.outputs) g.outputs.push_back({node, index});
   g.parameters = graph.parameters;

@@ -6,6 +6,16 @@
 #include "absl/container/flat_hash_map.h"
 
 namespace torch_neuron::ir {
+namespace {
+
+// The size of the last graph canonicalized on this thread: a step's graph is
+// usually the size of the one before, so its tables are reserved at once.
+thread_local size_t last_graph_nodes = 0;
+
+size_t ReservedNodes() { return last_graph_nodes; }
+void NoteGraphSize(size_t nodes) { last_graph_nodes = nodes; }
+
+}  // namespace
 
 CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::vector<Value>& ordered,
                             const ValueResolver* resolver) {
@@ -36,42 +46,46 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   for (size_t j = 0; j < ordered.size(); ++j) walk.push_back(given_roots.size() + j);
   walk.insert(walk.end(), order.begin(), order.end());
 
-  // Iterative post-order DFS (graphs of 10,000+ nodes must not recurse).
+  // Iterative post-order DFS (graphs of 10,000+ nodes must not recurse). A
+  // node's entry is -1 from when it is first reached until it is done; its
+  // operands are numbered when it is done (each is done by then).
   absl::flat_hash_map<const Node*, int32_t> position;
+  position.reserve(ReservedNodes());
   struct Frame {
     const Node* node;
     size_t next_operand;
   };
   std::vector<Frame> stack;
+  std::vector<std::pair<int32_t, int32_t>> node_operands;
   auto visit = [&](const Node* root) {
-    if (position.contains(root)) return;
+    if (!position.try_emplace(root, -1).second) return;
     stack.push_back({root, 0});
     while (!stack.empty()) {
       Frame& top = stack.back();
       const auto& ops = top.node->operands();
       if (top.next_operand < ops.size()) {
         const Node* child = resolve(ops[top.next_operand++]).node.get();
-        if (!position.contains(child)) stack.push_back({child, 0});
+        if (position.try_emplace(child, -1).second) stack.push_back({child, 0});
         continue;
       }
       const Node* done = top.node;
       stack.pop_back();
-      if (position.contains(done)) continue;  // reached twice through a diamond
-      position[done] = static_cast<int32_t>(g.nodes.size());
+      const auto index = static_cast<int32_t>(g.nodes.size());
+      position[done] = index;
       g.nodes.push_back(done);
+      if (done->is_parameter()) g.parameters.push_back(index);
+      node_operands.clear();
+      for (const Value& operand : done->operands()) {
+        const Value v = resolver == nullptr ? operand : resolver->Resolve(operand);
+        node_operands.emplace_back(position.at(v.node.get()), v.index);
+      }
+      g.AddOperands(node_operands);
     }
   };
+  g.operand_list.reserve(ReservedNodes() * 2);
+  g.operand_begin.reserve(ReservedNodes() + 1);
   for (size_t i : walk) visit(roots[i].node.get());
-
-  g.operands.resize(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node* n = g.nodes[i];
-    if (n->is_parameter()) g.parameters.push_back(static_cast<int32_t>(i));
-    for (const Value& operand : n->operands()) {
-      const Value v = resolver == nullptr ? operand : resolver->Resolve(operand);
-      g.operands[i].emplace_back(position.at(v.node.get()), v.index);
-    }
-  }
+  NoteGraphSize(g.nodes.size());
 
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> output_index;
   g.root_to_output.assign(roots.size(), -1);
@@ -89,7 +103,7 @@ hash_t GraphHash(const CanonicalGraph& g) {
   hash_t h = Hash(static_cast<uint64_t>(g.nodes.size()));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     h = HashCombine(h, g.nodes[i]->local_hash());
-    for (const auto& [p, index] : g.operands[i]) h = HashCombine(h, MHash(p, index));
+    for (const auto& [p, index] : g.operands(i)) h = HashCombine(h, MHash(p, index));
   }
   for (const auto& [p, index] : g.outputs) h = HashCombine(h, MHash(p, index));
   return h;

@@ -13,6 +13,8 @@
 // any op, attribute, shape, dtype or wiring.
 #pragma once
 
+#include "absl/types/span.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -33,8 +35,11 @@ class ValueResolver {
 struct CanonicalGraph {
   // Every node once, operands before users.
   std::vector<const Node*> nodes;
-  // For each node, its operands as (position in `nodes`, output index).
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> operands;
+  // Node i's operands as (position in `nodes`, output index) are
+  // operand_list[operand_begin[i] .. operand_begin[i + 1]) (operands(i)): one
+  // array for the graph, not one per node (canonicalizing is on every sync's path).
+  std::vector<std::pair<int32_t, int32_t>> operand_list;
+  std::vector<int32_t> operand_begin = {0};
   // Positions in `nodes` of the parameter leaves, in first-use order.
   std::vector<int32_t> parameters;
   // The distinct outputs as (position in `nodes`, output index), canonical order.
@@ -50,6 +55,15 @@ struct CanonicalGraph {
   std::vector<NodePtr> pinned;
 
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
+  absl::Span<const std::pair<int32_t, int32_t>> operands(size_t i) const {
+    return absl::MakeConstSpan(operand_list.data() + operand_begin[i],
+                               operand_list.data() + operand_begin[i + 1]);
+  }
+  // Appends the next node's operands (nodes in order, from node 0).
+  void AddOperands(absl::Span<const std::pair<int32_t, int32_t>> ops) {
+    operand_list.insert(operand_list.end(), ops.begin(), ops.end());
+    operand_begin.push_back(static_cast<int32_t>(operand_list.size()));
+  }
 };
 
 // `resolver` may be null (nothing has run).

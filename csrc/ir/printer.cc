@@ -48,11 +48,11 @@ std::string CallText(const CanonicalGraph& g, size_t i, int parameter_number) {
     if (a.kind == Arg::Kind::kAttr) {
       args.push_back(AttrText(a.attr));
     } else if (a.kind == Arg::Kind::kOperand) {
-      args.push_back(ValueName(g.operands[i][a.operands[0]], g));
+      args.push_back(ValueName(g.operands(i)[a.operands[0]], g));
     } else {
       std::vector<std::string> items;
       for (int32_t k : a.operands) {
-        items.push_back(k < 0 ? "None" : ValueName(g.operands[i][k], g));
+        items.push_back(k < 0 ? "None" : ValueName(g.operands(i)[k], g));
       }
       args.push_back(absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
     }
@@ -87,8 +87,8 @@ std::string ToDot(const CanonicalGraph& g) {
     std::string label = n->is_leaf() ? CallText(g, i, number) : n->op();
     absl::StrAppend(&out, "  n", i, " [label=\"%", i, " ", label, "\\n", ShapesText(n), "\"",
                     n->is_leaf() ? ", style=rounded" : "", "];\n");
-    for (size_t k = 0; k < g.operands[i].size(); ++k) {
-      absl::StrAppend(&out, "  n", g.operands[i][k].first, " -> n", i, ";\n");
+    for (size_t k = 0; k < g.operands(i).size(); ++k) {
+      absl::StrAppend(&out, "  n", g.operands(i)[k].first, " -> n", i, ";\n");
     }
   }
   for (size_t k = 0; k < g.outputs.size(); ++k) {

@@ -315,14 +315,14 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
 
   // The job owns the only references the graph keeps to its inputs. The IR
-  // (owned by the roots and draws; `g` only points into it) holds more, its
-  // device-data leaves: it is released before the job is queued, or the
-  // executor, already running, could see an input still held here and not
-  // donate its buffer (RunGraph donates buffers only the job holds).
+  // (pinned by `g`, also held by the roots and draws) holds more, its
+  // device-data leaves: the job releases it on the queue before it runs, so
+  // the executor sees the inputs only the job holds and donates their buffers
+  // (runtime::Launch); the tracing thread does not pay for freeing the nodes.
+  std::vector<ir::NodePtr> graph_ir = std::move(g.pinned);
   roots.clear();
   ordered.clear();
   draws.clear();
-  g.pinned.clear();
   RanValues::Global().Sweep();  // draws whose tensors are gone
   // The program's own lines where they are this graph's: recorded for it
   // (TORCH_NEURON_IR_DEBUG), or a group of eager mode compiled from its first
@@ -336,7 +336,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     launched_at = CurrentSourceLocation();
   }
   Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
-         std::move(source), std::move(launched_at));
+         std::move(source), std::move(launched_at), std::move(graph_ir));
   return true;
 }
 
@@ -399,11 +399,11 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
                            std::vector<c10::IValue> params,
                            std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
                            std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source,
-                           std::string launched_at) {
+                           std::string launched_at, std::vector<ir::NodePtr> graph_ir) {
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   auto job = std::make_shared<
-      std::tuple<std::vector<c10::IValue>, std::vector<std::pair<size_t, runtime::DeviceDataPtr>>>>(
-      std::move(params), std::move(inputs));
+      std::tuple<std::vector<c10::IValue>, std::vector<std::pair<size_t, runtime::DeviceDataPtr>>,
+                 std::vector<ir::NodePtr>>>(std::move(params), std::move(inputs), std::move(graph_ir));
   // The kernel team's size is the config's when the graph is queued: the
   // queue thread does not read the config (a test's override may change it
   // meanwhile).
@@ -411,6 +411,7 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
                  threads = GlobalConfig().kernel_threads, source = std::move(source),
                  launched_at = std::move(launched_at),
                  listeners = runtime::profiler::CaptureTorchListeners()]() {
+    std::get<2>(*job).clear();                                   // the graph's IR, before donation is decided
     runtime::profiler::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
     runtime::ScopedKernelThreads team(threads);
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source,

@@ -110,11 +110,15 @@ class GraphExecutor {
   // ("": none; nullopt: the lines the program was compiled with).
   // `launched_at` is the user's line of the sync that launched it ("": none):
   // an execution error surfaces at a later sync, perhaps in other code, and
-  // names this one.
+  // names this one. `graph_ir` is the graph's IR, which the job releases on
+  // the queue before it runs: freeing a large graph's nodes costs about as
+  // much as canonicalizing them, and the queue, idle while the next step
+  // traces, pays for it instead of the tracing thread. Released before
+  // Launch decides donation, so the IR never keeps a buffer from being donated.
   void Launch(int device, std::shared_ptr<const runtime::Program> program, std::vector<c10::IValue> params,
               std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
               std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source = "",
-              std::string launched_at = "");
+              std::string launched_at = "", std::vector<ir::NodePtr> graph_ir = {});
 
  private:
   GraphExecutor() = default;
