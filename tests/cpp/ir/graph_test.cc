@@ -89,10 +89,22 @@ TEST(GraphHashTest, ParametersAreNumberedByFirstUseAndSharedNodesAppearOnce) {
 
 TEST(GraphHashTest, HashIsStableAcrossProcesses) {
   // A fixed graph hashes to a fixed constant: disk cache keys depend on it. A
-  // change here invalidates every cache on disk, so it must be deliberate.
+  // change here invalidates every cache on disk, so it must be deliberate
+  // (the last: GraphHash became one XXH3 over the canonical form's words).
   Value a = Leaf(), b = Leaf();
   CanonicalGraph g = Canonicalize({AddWithAlpha(Binary("aten::mul.Tensor", a, b), a, 1)});
-  EXPECT_EQ(HashToHex(g.hash), "70be29713b13e6552ff7792757e52c20");
+  EXPECT_EQ(HashToHex(g.hash), "969da64b7f0b99e11f0172688c261fdd");
+}
+
+// The outputs are part of the canonical form: the same nodes with one more
+// output, or the same output read twice, hash apart or together as they should.
+TEST(GraphHashTest, TheOutputsArePartOfTheHash) {
+  Value a = Leaf(), b = Leaf();
+  Value m = Binary("aten::mul.Tensor", a, b);
+  const hash_t one = Canonicalize({m}).hash;
+  EXPECT_NE(Canonicalize({m, a}).hash, one);
+  EXPECT_NE(Canonicalize({a, m}).hash, Canonicalize({m}).hash);
+  EXPECT_EQ(Canonicalize({m, m}).hash, one);  // one distinct output
 }
 
 TEST(GraphHashTest, DeepChainsDoNotRecurse) {
