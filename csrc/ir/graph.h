@@ -49,9 +49,10 @@ struct CanonicalGraph {
   std::vector<int32_t> root_to_output;
   hash_t hash = 0;
   // Holds the roots as resolved, and so every node above, plus each leaf a
-  // resolver substituted: `nodes` stays valid while these live. Release them
-  // (`pinned.clear()`) before launching a job that may donate its inputs'
-  // buffers: a leaf held here keeps its buffer from being donated.
+  // resolver substituted: `nodes` stays valid while these live. A leaf held
+  // here keeps its buffer from being donated: release them (`pinned.clear()`)
+  // before launching a job that may donate its inputs' buffers, or hand them
+  // to the job, which releases them before it decides (GraphExecutor::Launch).
   std::vector<NodePtr> pinned;
 
   int64_t size() const { return static_cast<int64_t>(nodes.size()); }
