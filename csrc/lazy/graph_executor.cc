@@ -45,10 +45,9 @@ const ExecutorMetrics& ExecCounters() {
   return *counters;
 }
 
-absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, absl::Status status) {
-  for (const auto& out : outputs) out->Fail(status);  // a no-op for outputs already written
+absl::Status FailAll(const std::vector<runtime::DeviceDataPtr>& outputs, const absl::Status& status) {
   ExecCounters().execute_errors->Add(1);
-  return status;
+  return runtime::FailOutputs(outputs, status);
 }
 
 // Context for an error of the graph's own execution: the sync that launched
@@ -121,9 +120,7 @@ absl::StatusOr<std::shared_ptr<const runtime::Program>> ProgramOrFail(
     bool tiered = true) {
   absl::StatusOr<std::shared_ptr<const runtime::Program>> program =
       tiered ? FindOrCompileTiered(g, compiled) : FindOrCompile(g, compiled);
-  if (!program.ok()) {
-    for (const runtime::DeviceDataPtr& out : outputs) out->Fail(program.status());
-  }
+  if (!program.ok()) runtime::FailOutputs(outputs, program.status());
   return program;
 }
 

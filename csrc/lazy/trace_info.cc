@@ -81,17 +81,6 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     }
     const ir::OpTraits& traits = ir::TraitsOf(slot->name);
     if (traits.data_dependent) slot->never_traced = "its output shape depends on the data";
-    // An op that returns nothing and writes nothing runs only to check its
-    // inputs' values (_assert_async, _linalg_check_errors under linalg.inv,
-    // solve, cholesky): traced, nothing would read it and the check would
-    // vanish. The fallback reads the values and raises as the CPU does.
-    bool writes = false;
-    for (const c10::Argument& arg : schema.arguments()) {
-      writes |= arg.alias_info() != nullptr && arg.alias_info()->isWrite();
-    }
-    if (schema.returns().empty() && !writes && !traits.checks_metadata_only) {
-      slot->never_traced = "it only checks its inputs' values";
-    }
     slot->identity = traits.identity;
     slot->allows_cpu_tensors = traits.cpu_index_tensors;
     slot->shape_from_scalar_values = traits.shape_from_scalar_values;
@@ -112,6 +101,13 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
       if (arg.alias_info() != nullptr && arg.alias_info()->isWrite()) {
         slot->written_args.emplace_back(i, arg.is_out());
       }
+    }
+    // An op that returns nothing and writes nothing runs only to check its
+    // inputs' values (_assert_async, _linalg_check_errors under linalg.inv,
+    // solve, cholesky): traced, nothing would read it and the check would
+    // vanish. The fallback reads the values and raises as the CPU does.
+    if (schema.returns().empty() && slot->written_args.empty() && !traits.checks_metadata_only) {
+      slot->never_traced = "it only checks its inputs' values";
     }
   }
   return *slot;

@@ -1,6 +1,5 @@
 #include "runtime/execution_queue.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -12,6 +11,7 @@
 
 #include "runtime/device_registry.h"
 #include "runtime/fork_guard.h"
+#include "runtime/kernel_team.h"
 #include "runtime/profiler.h"
 #include "runtime/torch_status.h"
 
@@ -91,14 +91,8 @@ namespace {
 // team's size for its run: runtime/kernel_team.h ScopedLibraryThreads).
 // Two OpenMP teams spinning on the same few cores (the caller's and this one's)
 // otherwise slow every execution down by orders of magnitude. The ICV is per
-// thread, so the user's own CPU work keeps its threads. Resolved at run time to
-// reach the OpenMP runtime torch already loaded (linking another would clash).
-void UseOneOpenMpThread() {
-  using SetNumThreads = void (*)(int);
-  if (auto set = reinterpret_cast<SetNumThreads>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) {
-    set(1);
-  }
-}
+// thread, so the user's own CPU work keeps its threads.
+void UseOneOpenMpThread() { SetThisThreadsOpenMpThreads(1); }
 
 // A work item that throws fails with the exception's Status (its kind kept:
 // an IndexError stays one): an exception escaping this thread would terminate

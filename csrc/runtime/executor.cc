@@ -1,5 +1,4 @@
 #include "runtime/executor.h"
-#include "runtime/kernel_team.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/full.h>
@@ -15,6 +14,7 @@
 #include "base/metrics.h"
 #include "runtime/generator.h"
 #include "runtime/kernel_abi.h"
+#include "runtime/kernel_team.h"
 #include "runtime/profiler.h"
 #include "runtime/torch_status.h"
 
@@ -173,7 +173,7 @@ int64_t TensorElements(const torch::jit::Stack& stack) {
     if (v.isTensor()) {
       n += v.toTensor().numel();
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec()) n += t.numel();
+      for (const c10::IValue& t : v.toListRef()) n += t.toTensor().numel();
     }
   }
   return n;

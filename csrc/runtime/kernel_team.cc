@@ -124,8 +124,7 @@ ScopedKernelThreads::~ScopedKernelThreads() { kernel_threads = saved_; }
 
 namespace {
 
-// The OpenMP runtime torch loaded, resolved at run time (linking another
-// would clash); null without one.
+// The OpenMP runtime torch loaded; null pointers without one.
 struct OpenMp {
   using Set = void (*)(int);
   using Get = int (*)();
@@ -139,6 +138,10 @@ const OpenMp& OpenMpRuntime() {
 }
 
 }  // namespace
+
+void SetThisThreadsOpenMpThreads(int threads) {
+  if (OpenMpRuntime().set != nullptr) OpenMpRuntime().set(threads);
+}
 
 ScopedLibraryThreads::ScopedLibraryThreads(int64_t elements) {
   if (elements < kLibraryTeamElements || kernel_threads <= 1) return;

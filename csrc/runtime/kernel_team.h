@@ -93,6 +93,11 @@ class ScopedKernelThreads {
 // and spinning against the Python thread.
 inline constexpr int64_t kLibraryTeamElements = int64_t{1} << 18;
 
+// Sets the OpenMP team size of this thread's regions (the ICV is per thread),
+// through the OpenMP runtime torch loaded, resolved at run time (linking
+// another would clash). Does nothing without one.
+void SetThisThreadsOpenMpThreads(int threads);
+
 // For its lifetime, OpenMP regions on this thread use KernelThreads() threads
 // when `elements` reaches kLibraryTeamElements (otherwise nothing changes).
 class ScopedLibraryThreads {

@@ -25,12 +25,12 @@ const LaunchMetrics& Counters() {
   return *counters;
 }
 
-absl::Status FailAll(const std::vector<DeviceDataPtr>& outputs, const absl::Status& status) {
+}  // namespace
+
+absl::Status FailOutputs(const std::vector<DeviceDataPtr>& outputs, const absl::Status& status) {
   for (const DeviceDataPtr& out : outputs) out->Fail(status);  // a no-op for outputs already written
   return status;
 }
-
-}  // namespace
 
 std::vector<bool> DonatedParameters(const Program& program, const std::vector<bool>& sole_holder) {
   std::vector<bool> donated(program.parameter_registers.size(), false);
@@ -43,12 +43,11 @@ std::vector<bool> DonatedParameters(const Program& program, const std::vector<bo
   return donated;
 }
 
-int TakeDonor(const Program& program, size_t output, const std::vector<bool>& donated,
-              std::vector<bool>& available) {
+int TakeDonor(const Program& program, size_t output, std::vector<bool>& available) {
   if (output >= program.donation_candidates.size()) return -1;
   for (int32_t p : program.donation_candidates[output]) {
     const auto slot = static_cast<size_t>(p);
-    if (slot < donated.size() && donated[slot] && slot < available.size() && available[slot]) {
+    if (slot < available.size() && available[slot]) {
       available[slot] = false;
       return p;
     }
@@ -64,7 +63,7 @@ absl::Status Launch(const Program& program, std::vector<c10::IValue> params,
   std::vector<DeviceDataPtr> input_of(params.size());
   std::vector<bool> sole_holder(params.size(), false);
   for (auto& [slot, data] : inputs) {
-    if (absl::Status status = data->Wait(); !status.ok()) return FailAll(outputs, status);
+    if (absl::Status status = data->Wait(); !status.ok()) return FailOutputs(outputs, status);
     params[slot] = data->DeviceView();
     sole_holder[slot] = data.use_count() == 1 && data->nbytes() > 0;
     input_of[slot] = std::move(data);
@@ -73,7 +72,7 @@ absl::Status Launch(const Program& program, std::vector<c10::IValue> params,
   const std::vector<bool> donated = DonatedParameters(program, sole_holder);
   std::vector<int> in_place;
   absl::StatusOr<std::vector<at::Tensor>> results = Execute(program, params, donated, &in_place, source);
-  if (!results.ok()) return FailAll(outputs, WithTrailingContext(results.status(), run_context));
+  if (!results.ok()) return FailOutputs(outputs, WithTrailingContext(results.status(), run_context));
   // Counted before the outputs become readable, so a reader sees the count.
   Counters().executions->Add(1);
   Counters().executed_nodes->Add(program.num_nodes);
@@ -97,7 +96,7 @@ absl::Status Launch(const Program& program, std::vector<c10::IValue> params,
     if (done[i]) continue;
     // An output born in device memory is adopted as it is: no donor, no copy.
     if (!outputs[i]->FulfillByAdopting((*results)[i])) {
-      const int donor = TakeDonor(program, i, donated, available);
+      const int donor = TakeDonor(program, i, available);
       if (donor >= 0 && input_of[donor]->nbytes() == outputs[i]->nbytes()) {
         Counters().donated_bytes->Add(static_cast<int64_t>(outputs[i]->nbytes()));
         outputs[i]->FulfillInto(input_of[donor]->TakeBuffer(), (*results)[i]);

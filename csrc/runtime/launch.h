@@ -32,11 +32,14 @@ namespace torch_neuron::runtime {
 // program's donation candidates say whether any output could take it.
 std::vector<bool> DonatedParameters(const Program& program, const std::vector<bool>& sole_holder);
 
-// The donated parameter whose buffer output `output` takes after the run, among
-// its candidates that are donated and still `available` (marked taken here);
-// -1 for none.
-int TakeDonor(const Program& program, size_t output, const std::vector<bool>& donated,
-              std::vector<bool>& available);
+// The parameter whose buffer output `output` takes after the run: the first
+// of its candidates still `available` (donated and not yet taken; marked
+// taken here); -1 for none.
+int TakeDonor(const Program& program, size_t output, std::vector<bool>& available);
+
+// Fails every output not yet written with `status` (a no-op for the others)
+// and returns it.
+absl::Status FailOutputs(const std::vector<DeviceDataPtr>& outputs, const absl::Status& status);
 
 // Waits for `inputs` ((parameter slot, buffer) pairs; `params` holds the other
 // parameters), runs `program` and fulfils `outputs` in order. The caller gives

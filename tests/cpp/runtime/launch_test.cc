@@ -30,16 +30,16 @@ TEST(LaunchTest, EachDonorGoesToOneOutputAmongItsCandidates) {
   const Program p = ThreeParameters();
   std::vector<bool> donated = {false, true, true};
   std::vector<bool> available = donated;
-  EXPECT_EQ(TakeDonor(p, 0, donated, available), 1);
-  EXPECT_EQ(TakeDonor(p, 1, donated, available), 2);
+  EXPECT_EQ(TakeDonor(p, 0, available), 1);
+  EXPECT_EQ(TakeDonor(p, 1, available), 2);
   EXPECT_EQ(available, (std::vector<bool>{false, false, false}));
 
   // Parameter 2 taken by output 0 (1 was not donated): output 1 gets none.
   donated = {false, false, true};
   available = donated;
-  EXPECT_EQ(TakeDonor(p, 0, donated, available), 2);
-  EXPECT_EQ(TakeDonor(p, 1, donated, available), -1);
-  EXPECT_EQ(TakeDonor(p, 7, donated, available), -1);  // no such output
+  EXPECT_EQ(TakeDonor(p, 0, available), 2);
+  EXPECT_EQ(TakeDonor(p, 1, available), -1);
+  EXPECT_EQ(TakeDonor(p, 7, available), -1);  // no such output
 }
 
 }  // namespace
