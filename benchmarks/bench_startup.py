@@ -17,8 +17,9 @@ the first training steps of a process whose compile cache is empty.
     python benchmarks/bench_startup.py [--quick] [--out DIR]
 
 Each sample is its own process; the two kinds alternate (A B A B ...). The
-first op still imports sympy (PyTorch's type promotion of its Python Meta
-kernels does, at its first call), which the figures include.
+first op (an add) takes ATen's C++ meta function (lazy/structured_meta.cc), so
+it imports neither torch._dynamo nor sympy, which PyTorch's Python Meta kernels
+import at their first call (about 200 ms).
 Writes benchmarks/results/startup.json and prints a table.
 """
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "lazy/structured_meta.h"
 #include "lazy/tensor_impl.h"
 
 namespace torch_neuron::lazy {
@@ -24,6 +25,10 @@ class MetaCache {
     absl::MutexLock lock(&mu_);
     if (cache_.size() > 100000) cache_.clear();  // bound memory for pathological programs
     cache_[key] = std::move(result);
+  }
+  void Clear() {
+    absl::MutexLock lock(&mu_);
+    cache_.clear();
   }
 
  private:
@@ -53,6 +58,8 @@ bool CollectLayouts(const torch::jit::Stack& returns, std::vector<TensorLayout>*
 
 }  // namespace
 
+void ClearMetaCache() { Metas().Clear(); }
+
 std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
                                     const std::optional<c10::OperatorHandle>& view_of, MetaFixup fixup,
                                     const std::function<torch::jit::Stack()>& build_stack) {
@@ -78,7 +85,12 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
   try {
     torch::jit::Stack args;
     if (fixup != nullptr) args = meta_stack;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    const c10::DispatchKeySet meta_keys(c10::DispatchKey::Meta);
+    if (const c10::KernelFunction* kernel = StructuredMetaKernel(op)) {
+      kernel->callBoxed(op, meta_keys, &meta_stack);
+    } else {
+      op.redispatchBoxed(meta_keys, &meta_stack);
+    }
     MetaResult r;
     bool ok = true;
     for (const c10::IValue& v : meta_stack) {

@@ -24,4 +24,7 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
                                     const std::optional<c10::OperatorHandle>& view_of, MetaFixup fixup,
                                     const std::function<torch::jit::Stack()>& build_stack);
 
+// Forgets every cached Meta result.
+void ClearMetaCache();
+
 }  // namespace torch_neuron::lazy

@@ -19,6 +19,7 @@
 #include "lazy/graph_executor.h"
 #include "lazy/scheduler.h"
 #include "lazy/step_graph.h"
+#include "lazy/structured_meta.h"
 #include "lazy/tracer.h"
 #include "python/bindings.h"
 #include "runtime/device_registry.h"
@@ -167,6 +168,10 @@ void BindLazy(py::module_& m) {
     py::gil_scoped_release release;
     lazy::GraphExecutor::Get().WaitDevice(device);
   });
+  // The tracer's table of C++ Meta kernels (lazy/structured_meta.h): its ops,
+  // and a switch for tests that trace both ways (returns the old setting).
+  m.def("_structured_meta_ops", [] { return lazy::StructuredMetaOps(); });
+  m.def("_set_structured_meta", [](bool enabled) { return lazy::SetStructuredMetaEnabled(enabled); });
   m.def("_ir_text", [](const py::list& tensors) {
     return ir::ToText(lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors)));
   });

@@ -34,7 +34,7 @@ def test_stand_ins_step_aside_for_dynamo_once_it_is_imported():
         stand_in = getattr(fn, "__dynamo_disable")
         assert stand_in.__qualname__.startswith("_stand_in")
         import torch._dynamo
-        torch.ones(2, device="neuron") + 1          # the add Meta kernel runs again
+        torch.ones(2, device="meta") + 1            # the add Python Meta kernel runs again
         assert getattr(fn, "__dynamo_disable") is not stand_in   # dynamo's own now
         compiled = torch.compile(lambda a, b: (a + b) * 2, backend="eager")
         print(compiled(torch.ones(2), torch.ones(2)).tolist())
