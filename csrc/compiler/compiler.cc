@@ -40,11 +40,12 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
   for (CompileNode& n : g.nodes) {
     if (n.dead || !n.kernel) continue;
     std::vector<ir::Shape> inputs, outputs;
-    for (const ValueRef& v : n.operands) inputs.push_back(g.nodes[v.node].ir->shape(v.index));
-    for (int k = 0; k < n.ir->num_outputs(); ++k) outputs.push_back(n.ir->shape(k));
-    ir::NodePtr named = MakeFusedKernelNode(*n.kernel, name, inputs, outputs);
-    g.owned_ir.push_back(named);
-    n.ir = named.get();
+    for (const ValueRef& v : n.operands) inputs.push_back(g.nodes[v.node].shape(v.index));
+    for (int k = 0; k < n.num_outputs(); ++k) outputs.push_back(n.shape(k));
+    CompileNode named = MakeFusedKernelNode(*n.kernel, name, inputs, outputs);
+    named.operands = std::move(n.operands);
+    named.kernel = std::move(n.kernel);
+    n = std::move(named);
   }
   return std::make_pair(name, *std::move(bytes));
 }

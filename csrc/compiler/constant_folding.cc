@@ -13,12 +13,12 @@ namespace {
 // The value of a constant operand as an IValue for `type` (the schema argument).
 c10::IValue ConstantValue(const CompileNode& n, const c10::TypePtr& type) {
   if (n.folded) return *n.folded;
-  const c10::Scalar& s = n.ir->scalar();
+  const c10::Scalar& s = n.scalar;
   if (type->kind() == c10::TypeKind::TensorType ||
       (type->cast<c10::OptionalType>() &&
        type->cast<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType)) {
-    at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(n.ir->shape().dtype()));
-    t.unsafeGetTensorImpl()->set_wrapped_number(n.ir->op() == "wrapped");
+    at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(n.shape().dtype()));
+    t.unsafeGetTensorImpl()->set_wrapped_number(n.op == "wrapped");
     return t;
   }
   return s;
@@ -31,23 +31,23 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     CompileNode& n = g.nodes[i];
-    if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp || n.ir->num_outputs() != 1) {
+    if (n.dead || n.folded || n.kind != ir::NodeKind::kOp || n.num_outputs() != 1) {
       continue;
     }
-    if (n.ir->shape().numel() > max_elements_) continue;
+    if (n.shape().numel() > max_elements_) continue;
     // A collective waits for its peers: it runs with the graph, never here.
-    if (runtime::IsCollectiveOp(n.ir->op())) continue;
+    if (runtime::IsCollectiveOp(n.op)) continue;
     bool all_constant = true;
     for (ValueRef v : n.operands) all_constant &= g.nodes[v.node].is_constant();
     if (!all_constant) continue;
 
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(n.ir->op());
+    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(n.op);
     if (!op.ok()) return op.status();
     const auto& schema_args = op->schema().arguments();
     torch::jit::Stack stack;
     bool foldable = true;
-    for (size_t a = 0; a < n.ir->args().size() && foldable; ++a) {
-      const ir::Arg& arg = n.ir->args()[a];
+    for (size_t a = 0; a < n.args.size() && foldable; ++a) {
+      const ir::Arg& arg = n.args[a];
       switch (arg.kind) {
         case ir::Arg::Kind::kAttr:
           stack.push_back(runtime::HostAttr(arg.attr));
@@ -68,18 +68,16 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
     }
     if (stack.empty() || !stack[0].isTensor()) continue;
     at::Tensor result = stack[0].toTensor().contiguous();
-    if (result.sizes() == c10::IntArrayRef(n.ir->shape().sizes()) &&
-        result.scalar_type() != n.ir->shape().dtype() && result.is_floating_point() &&
-        c10::isFloatingType(n.ir->shape().dtype())) {
+    if (result.sizes() == c10::IntArrayRef(n.shape().sizes()) && result.scalar_type() != n.shape().dtype() &&
+        result.is_floating_point() && c10::isFloatingType(n.shape().dtype())) {
       // A factory or promotion that took torch's default dtype, which differs
       // here (a compile service's process) from the tracing process's: the
       // node runs where it was traced, under that process's default.
       continue;
     }
-    if (result.sizes() != c10::IntArrayRef(n.ir->shape().sizes()) ||
-        result.scalar_type() != n.ir->shape().dtype()) {
-      return absl::InternalError(absl::StrCat("folding ", n.ir->op(), " gave ", c10::str(result.sizes()),
-                                              ", traced ", n.ir->shape().ToString()));
+    if (result.sizes() != c10::IntArrayRef(n.shape().sizes()) || result.scalar_type() != n.shape().dtype()) {
+      return absl::InternalError(absl::StrCat("folding ", n.op, " gave ", c10::str(result.sizes()),
+                                              ", traced ", n.shape().ToString()));
     }
     n.folded = result;
     n.operands.clear();

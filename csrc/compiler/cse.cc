@@ -17,14 +17,14 @@ absl::StatusOr<bool> CommonSubexpressionElimination::Run(CompileGraph& g) {
     CompileNode& n = g.nodes[i];
     if (n.dead) continue;
     for (ValueRef& v : n.operands) v.node = replacement[v.node];
-    if (n.ir->is_parameter() || n.folded || IsRandomOp(*n.ir)) continue;
-    ir::hash_t key = n.ir->local_hash();
+    if (n.is_parameter() || n.folded || n.random) continue;
+    ir::hash_t key = n.local_hash;
     for (ValueRef v : n.operands) key = ir::HashCombine(key, ir::MHash(v.node, v.index));
     auto& candidates = seen[key];
     bool merged = false;
     for (int32_t c : candidates) {
       const CompileNode& other = g.nodes[c];
-      if (other.ir->local_hash() == n.ir->local_hash() && other.operands == n.operands) {
+      if (other.local_hash == n.local_hash && other.operands == n.operands) {
         replacement[i] = c;
         n.dead = true;
         merged = changed = true;

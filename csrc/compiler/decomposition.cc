@@ -13,8 +13,8 @@ using Input = NodeBuilder::Input;
 
 // The value feeding argument `a` of `n`, if it is a float32 tensor operand.
 std::optional<ValueRef> FloatOperand(const CompileNode& n, const NodeBuilder& b, size_t a) {
-  if (a >= n.ir->args().size() || n.ir->args()[a].kind != ir::Arg::Kind::kOperand) return std::nullopt;
-  const ValueRef v = n.operands[n.ir->args()[a].operands[0]];
+  if (a >= n.args.size() || n.args[a].kind != ir::Arg::Kind::kOperand) return std::nullopt;
+  const ValueRef v = n.operands[n.args[a].operands[0]];
   const ir::Shape& shape = b.ShapeOf(v);
   if (shape.dtype() != c10::ScalarType::Float || shape.sizes().empty() || shape.numel() == 0)
     return std::nullopt;
@@ -23,7 +23,7 @@ std::optional<ValueRef> FloatOperand(const CompileNode& n, const NodeBuilder& b,
 
 // The attribute of argument `a`, or None.
 c10::IValue Attr(const CompileNode& n, size_t a) {
-  const ir::Arg& arg = n.ir->args().at(a);
+  const ir::Arg& arg = n.args.at(a);
   return arg.kind == ir::Arg::Kind::kAttr ? arg.attr : c10::IValue();
 }
 
@@ -45,19 +45,19 @@ class Decomposer {
     std::vector<Input> inputs = {x, c10::IValue(dims_), c10::IValue(keepdim)};
     if (op != "aten::amax" && op != "aten::amin") inputs.emplace_back(c10::IValue());  // dtype
     std::vector<int64_t> row(full_.sizes().begin(), full_.sizes().begin() + split_);
-    return b_.Op(op, inputs, keepdim ? row_ : ir::Shape(c10::ScalarType::Float, row), n_.ir->source());
+    return b_.Op(op, inputs, keepdim ? row_ : ir::Shape(c10::ScalarType::Float, row), n_.source);
   }
   int64_t RowLength() const {
     return c10::multiply_integers(full_.sizes().begin() + split_, full_.sizes().end());
   }
-  ValueRef Unary(const std::string& op, ValueRef x) { return b_.Op(op, {x}, b_.ShapeOf(x), n_.ir->source()); }
+  ValueRef Unary(const std::string& op, ValueRef x) { return b_.Op(op, {x}, b_.ShapeOf(x), n_.source); }
   // add/sub.Tensor (alpha 1), mul/div.Tensor, with the shape of the first operand
   // or, when it is a row value, of the second (broadcasting).
   ValueRef Binary(const std::string& op, ValueRef x, ValueRef y) {
     const ir::Shape& shape = b_.ShapeOf(x).sizes() == full_.sizes() ? b_.ShapeOf(x) : b_.ShapeOf(y);
     std::vector<Input> inputs = {x, y};
     if (op == "aten::add.Tensor" || op == "aten::sub.Tensor") inputs.emplace_back(b_.One());
-    return b_.Op(op, inputs, shape, n_.ir->source());
+    return b_.Op(op, inputs, shape, n_.source);
   }
   // The sum over the dims before the row: one value per row position.
   ValueRef ColumnSum(ValueRef x) {
@@ -65,13 +65,13 @@ class Decomposer {
     std::iota(lead.begin(), lead.end(), 0);
     const std::vector<int64_t> trailing(full_.sizes().begin() + split_, full_.sizes().end());
     return b_.Op("aten::sum.dim_IntList", {x, c10::IValue(lead), c10::IValue(false), c10::IValue()},
-                 ir::Shape(c10::ScalarType::Float, trailing), n_.ir->source());
+                 ir::Shape(c10::ScalarType::Float, trailing), n_.source);
   }
   ValueRef AddScalar(ValueRef x, double value) {
-    return b_.Op("aten::add.Scalar", {x, c10::IValue(value), b_.One()}, b_.ShapeOf(x), n_.ir->source());
+    return b_.Op("aten::add.Scalar", {x, c10::IValue(value), b_.One()}, b_.ShapeOf(x), n_.source);
   }
   ValueRef DivScalar(ValueRef x, double value) {
-    return b_.Op("aten::div.Scalar", {x, c10::IValue(value)}, b_.ShapeOf(x), n_.ir->source());
+    return b_.Op("aten::div.Scalar", {x, c10::IValue(value)}, b_.ShapeOf(x), n_.source);
   }
 
  private:
@@ -114,10 +114,10 @@ std::optional<std::vector<ValueRef>> SafeSoftmax(const CompileNode& n, NodeBuild
   const ValueRef out =
       d.Binary("aten::mul.Tensor", e, d.Unary("aten::reciprocal", d.Reduce("aten::sum.dim_IntList", e)));
   const ir::Shape flags(c10::ScalarType::Bool, d.row_shape().sizes());
-  const ValueRef empty = b.Op("aten::eq.Scalar", {max, c10::IValue(-std::numeric_limits<double>::infinity())},
-                              flags, n.ir->source());
+  const ValueRef empty =
+      b.Op("aten::eq.Scalar", {max, c10::IValue(-std::numeric_limits<double>::infinity())}, flags, n.source);
   return std::vector<ValueRef>{
-      b.Op("aten::masked_fill.Scalar", {out, empty, c10::IValue(0.0)}, b.ShapeOf(out), n.ir->source())};
+      b.Op("aten::masked_fill.Scalar", {out, empty, c10::IValue(0.0)}, b.ShapeOf(out), n.source)};
 }
 
 // _softmax_backward_data / _log_softmax_backward_data(grad, output, dim, input_dtype).
@@ -150,10 +150,10 @@ std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder&
   const c10::IValue dims = Attr(n, 1), keepdim = Attr(n, 3);
   if (!x || !keepdim.isBool()) return std::nullopt;
   int64_t correction = 1;  // None: Bessel's correction
-  if (n.ir->args()[2].kind == ir::Arg::Kind::kOperand) {
-    const CompileNode& c = b.NodeOf(n.operands[n.ir->args()[2].operands[0]]);
-    if (c.ir->kind() != ir::NodeKind::kConstant || !c.ir->scalar().isIntegral(false)) return std::nullopt;
-    correction = c.ir->scalar().toLong();
+  if (n.args[2].kind == ir::Arg::Kind::kOperand) {
+    const CompileNode& c = b.NodeOf(n.operands[n.args[2].operands[0]]);
+    if (c.kind != ir::NodeKind::kConstant || !c.scalar.isIntegral(false)) return std::nullopt;
+    correction = c.scalar.toLong();
   } else if (!Attr(n, 2).isNone()) {
     return std::nullopt;
   }
@@ -177,7 +177,7 @@ std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder&
   const ValueRef centered = d.Binary("aten::sub.Tensor", *x, d.Reduce("aten::mean.dim", *x));
   const ValueRef squares =
       d.Reduce("aten::sum.dim_IntList", d.Binary("aten::mul.Tensor", centered, centered), keepdim.toBool());
-  if (b.ShapeOf(squares).sizes() != n.ir->shape(0).sizes()) return std::nullopt;
+  if (b.ShapeOf(squares).sizes() != n.shape(0).sizes()) return std::nullopt;
   const int64_t divisor = std::max<int64_t>(0, d.RowLength() - correction);
   const ValueRef var = d.DivScalar(squares, static_cast<double>(divisor));
   return std::vector<ValueRef>{root ? d.Unary("aten::sqrt", var) : var};
@@ -189,7 +189,7 @@ std::optional<std::vector<ValueRef>> Variance(const CompileNode& n, NodeBuilder&
 std::optional<std::vector<ValueRef>> WholeReduction(const CompileNode& n, NodeBuilder& b,
                                                     const std::string& op) {
   std::optional<ValueRef> x = FloatOperand(n, b, 0);
-  if (!x || n.ir->shape(0).dtype() != c10::ScalarType::Float) return std::nullopt;
+  if (!x || n.shape(0).dtype() != c10::ScalarType::Float) return std::nullopt;
   const bool extreme = op == "aten::amax" || op == "aten::amin";
   bool keepdim = false;
   if (extreme) {
@@ -217,12 +217,12 @@ std::optional<std::vector<ValueRef>> LayerNorm(const CompileNode& n, NodeBuilder
     return std::nullopt;
   }
   Decomposer d(n, b, b.ShapeOf(*x), static_cast<int>(sizes.size() - trailing.size()));
-  if (n.ir->shape(1).sizes() != d.row_shape().sizes() || n.ir->shape(2).sizes() != d.row_shape().sizes()) {
+  if (n.shape(1).sizes() != d.row_shape().sizes() || n.shape(2).sizes() != d.row_shape().sizes()) {
     return std::nullopt;
   }
   std::optional<ValueRef> weight, bias;
   for (size_t a : {2, 3}) {
-    if (n.ir->args()[a].kind == ir::Arg::Kind::kAttr && Attr(n, a).isNone()) continue;
+    if (n.args[a].kind == ir::Arg::Kind::kAttr && Attr(n, a).isNone()) continue;
     std::optional<ValueRef> v = FloatOperand(n, b, a);
     if (!v || b.ShapeOf(*v).sizes() != trailing) return std::nullopt;
     (a == 2 ? weight : bias) = v;
@@ -279,7 +279,7 @@ std::optional<std::vector<ValueRef>> LayerNormBackward(const CompileNode& n, Nod
 
 absl::StatusOr<bool> Decomposition::Run(CompileGraph& g) {
   return RewriteNodes(g, [](const CompileNode& n, NodeBuilder& b) -> std::optional<std::vector<ValueRef>> {
-    const std::string& op = n.ir->op();
+    const std::string& op = n.op;
     if (op == "aten::_softmax") return Softmax(n, b, false);
     if (op == "aten::_log_softmax") return Softmax(n, b, true);
     if (op == "aten::_safe_softmax") return SafeSoftmax(n, b);

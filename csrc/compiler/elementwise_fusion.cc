@@ -64,18 +64,18 @@ std::optional<Placement> Place(const Sizes& shape, const Sizes& domain, int spli
 // An op with one output of `dtype` (float32 unless its rule says otherwise),
 // not yet claimed by a pass.
 bool Candidate(const CompileNode& n, c10::ScalarType dtype = c10::ScalarType::Float) {
-  return !n.dead && !n.folded && !n.kernel && n.ir->kind() == ir::NodeKind::kOp && n.ir->num_outputs() == 1 &&
-         n.ir->shape(0).dtype() == dtype && n.ir->shape(0).numel() > 0;
+  return !n.dead && !n.folded && !n.kernel && n.kind == ir::NodeKind::kOp && n.num_outputs() == 1 &&
+         n.shape(0).dtype() == dtype && n.shape(0).numel() > 0;
 }
 
 bool FloatOrBool(c10::ScalarType t) { return t == c10::ScalarType::Float || t == c10::ScalarType::Bool; }
 
-bool IsCast(const CompileNode& n) { return n.ir->op() == "aten::_to_copy"; }
+bool IsCast(const CompileNode& n) { return n.op == "aten::_to_copy"; }
 
 // A _to_copy that only changes the dtype: no layout, device, pinning or memory
 // format other than what a kernel output has (non_blocking means nothing here).
 bool PlainCast(const CompileNode& n) {
-  const std::vector<ir::Arg>& args = n.ir->args();
+  const std::vector<ir::Arg>& args = n.args;
   if (args.size() != 7 || args[0].kind != ir::Arg::Kind::kOperand) return false;
   for (size_t a = 1; a < args.size(); ++a) {
     if (args[a].kind != ir::Arg::Kind::kAttr) return false;
@@ -96,9 +96,7 @@ bool PlainCast(const CompileNode& n) {
 // How many leading arguments of a member the kernel reads: a reduction reads
 // its input (dims and keepdim are the frame), a cast its input (the dtype is
 // in the rule name), other ops all.
-size_t KernelArgs(const CompileNode& n) {
-  return IsReduction(n.ir->op()) || IsCast(n) ? 1 : n.ir->args().size();
-}
+size_t KernelArgs(const CompileNode& n) { return IsReduction(n.op) || IsCast(n) ? 1 : n.args.size(); }
 
 // Whether an op of `rule` may read a tensor of `dtype`. Ops computing float32
 // take any dtype a kernel loads (ATen converts it to float32 too); comparisons
@@ -107,7 +105,7 @@ size_t KernelArgs(const CompileNode& n) {
 // converts directly, without passing through float32).
 bool ReadsDtype(const CompileNode& n, const std::string& rule, c10::ScalarType dtype) {
   if (!KernelLoads(dtype)) return false;
-  if (IsCast(n)) return n.ir->shape(0).dtype() == c10::ScalarType::Float || ExactInFloat(dtype);
+  if (IsCast(n)) return n.shape(0).dtype() == c10::ScalarType::Float || ExactInFloat(dtype);
   if (ResultDtype(rule) != c10::ScalarType::Float) return FloatOrBool(dtype);
   return true;
 }
@@ -122,8 +120,8 @@ struct Reduction {
 };
 
 std::optional<Reduction> ReductionOf(const CompileGraph& g, const CompileNode& n) {
-  if (!Candidate(n) || !IsReduction(n.ir->op())) return std::nullopt;
-  const std::vector<ir::Arg>& args = n.ir->args();
+  if (!Candidate(n) || !IsReduction(n.op)) return std::nullopt;
+  const std::vector<ir::Arg>& args = n.args;
   if (args.size() < 3 || args[0].kind != ir::Arg::Kind::kOperand || args[1].kind != ir::Arg::Kind::kAttr ||
       args[2].kind != ir::Arg::Kind::kAttr || !args[1].attr.isIntList() || !args[2].attr.isBool() ||
       (args.size() == 4 && !(args[3].kind == ir::Arg::Kind::kAttr && args[3].attr.isNone()))) {
@@ -131,8 +129,8 @@ std::optional<Reduction> ReductionOf(const CompileGraph& g, const CompileNode& n
   }
   const ValueRef v = n.operands[args[0].operands[0]];
   const CompileNode& src = g.nodes[v.node];
-  if (src.is_scalar_leaf() || src.ir->shape(v.index).dtype() != c10::ScalarType::Float) return std::nullopt;
-  Reduction r{src.ir->shape(v.index).sizes(), args[1].attr.toIntVector(), args[2].attr.toBool()};
+  if (src.is_scalar_leaf() || src.shape(v.index).dtype() != c10::ScalarType::Float) return std::nullopt;
+  Reduction r{src.shape(v.index).sizes(), args[1].attr.toIntVector(), args[2].attr.toBool()};
   if (r.dims.empty()) return std::nullopt;  // sum(dim=[]) reduces everything: a library call
   const int64_t n_dims = static_cast<int64_t>(r.domain.size());
   for (int64_t& d : r.dims) d = d < 0 ? d + n_dims : d;
@@ -151,7 +149,7 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
   const std::optional<Reduction> r = ReductionOf(g, n);
   if (!r || r->dims.back() != static_cast<int64_t>(r->domain.size()) - 1) return -1;
   const int split = static_cast<int>(r->dims.front());
-  return n.ir->shape(0).sizes() == RowShape(r->domain, split, r->keepdim) ? split : -1;
+  return n.shape(0).sizes() == RowShape(r->domain, split, r->keepdim) ? split : -1;
 }
 
 // The split of a reduction a column kernel can compute (sum, mean, amax or
@@ -159,21 +157,21 @@ int RowReductionSplit(const CompileGraph& g, const CompileNode& n) {
 // or -1. The
 // split is the number of reduced dims.
 int ColumnReductionSplit(const CompileGraph& g, const CompileNode& n) {
-  if (!IsReduction(n.ir->op())) return -1;
+  if (!IsReduction(n.op)) return -1;
   const std::optional<Reduction> r = ReductionOf(g, n);
   const int split = r ? static_cast<int>(r->dims.size()) : -1;
   if (!r || r->dims.front() != 0 || split >= static_cast<int>(r->domain.size())) return -1;
   Sizes expected(r->domain.begin() + split, r->domain.end());
   if (r->keepdim) expected.insert(expected.begin(), split, 1);
-  return n.ir->shape(0).sizes() == expected ? split : -1;
+  return n.shape(0).sizes() == expected ? split : -1;
 }
 
 // The name of an op's codegen rule: the op, then each string attribute in
 // brackets ("aten::gelu[tanh]"); a cast, its target dtype ("aten::_to_copy[Long]").
 std::string RuleName(const CompileNode& n) {
-  if (IsCast(n)) return CastRule(n.ir->shape(0).dtype()).value_or(n.ir->op());  // none: not generated
-  std::string name = n.ir->op();
-  for (const ir::Arg& a : n.ir->args()) {
+  if (IsCast(n)) return CastRule(n.shape(0).dtype()).value_or(n.op);  // none: not generated
+  std::string name = n.op;
+  for (const ir::Arg& a : n.args) {
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString())
       absl::StrAppend(&name, "[", a.attr.toStringRef(), "]");
   }
@@ -184,14 +182,14 @@ std::string RuleName(const CompileNode& n) {
 // of a dtype its rule reads, or a scalar leaf), a number attribute or a string
 // attribute naming its rule; or a plain cast.
 bool Elementwise(const CompileGraph& g, const CompileNode& n) {
-  if (n.ir->kind() != ir::NodeKind::kOp || (IsCast(n) && !PlainCast(n))) return false;
+  if (n.kind != ir::NodeKind::kOp || (IsCast(n) && !PlainCast(n))) return false;
   const std::string rule = RuleName(n);
   const c10::ScalarType result = ResultDtype(rule);
-  const c10::ScalarType dtype = n.ir->num_outputs() == 1 ? n.ir->shape(0).dtype() : result;
+  const c10::ScalarType dtype = n.num_outputs() == 1 ? n.shape(0).dtype() : result;
   if (!Candidate(n, result == c10::ScalarType::Float && RoundsTo(rule, dtype) ? dtype : result)) return false;
   std::vector<bool> scalar;
   for (size_t i = 0; i < KernelArgs(n); ++i) {
-    const ir::Arg& a = n.ir->args()[i];
+    const ir::Arg& a = n.args[i];
     if (a.kind == ir::Arg::Kind::kAttr && a.attr.isString()) continue;
     if (IsNumberAttr(a)) {
       scalar.push_back(true);
@@ -205,7 +203,7 @@ bool Elementwise(const CompileGraph& g, const CompileNode& n) {
     } else {
       // A folded constant of one element (where(c, x, 0.0)'s 0.0, made by a
       // factory and folded) is read as one value; larger ones stay ATen inputs.
-      if ((src.folded && src.folded->numel() != 1) || !ReadsDtype(n, rule, src.ir->shape(v.index).dtype())) {
+      if ((src.folded && src.folded->numel() != 1) || !ReadsDtype(n, rule, src.shape(v.index).dtype())) {
         return false;
       }
       scalar.push_back(false);
@@ -240,14 +238,19 @@ struct Frame {
 
 }  // namespace
 
-ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& library,
+CompileNode MakeFusedKernelNode(const FusedKernel& kernel, const std::string& library,
                                 const std::vector<ir::Shape>& input_shapes,
                                 const std::vector<ir::Shape>& output_shapes) {
-  // Operands only for the node's arity: the compile graph holds the real ones.
-  std::vector<ir::Value> operands;
+  auto call = [&](const char* op, std::vector<ir::Arg> args) {
+    CompileNode n;
+    n.op = op;
+    n.args = std::move(args);
+    n.shapes = output_shapes;
+    n.local_hash = ir::LocalHash(n.kind, n.op, n.args, n.shapes, n.scalar);
+    return n;
+  };
   std::vector<int32_t> tensors, scalars;
   for (size_t i = 0; i < input_shapes.size(); ++i) {
-    operands.push_back(ir::Value{ir::Node::MakeDeviceData(input_shapes[i], nullptr), 0});
     (static_cast<int32_t>(i) < kernel.num_inputs ? tensors : scalars).push_back(static_cast<int32_t>(i));
   }
   // The dtype of every input and output (c10::ScalarType codes).
@@ -285,7 +288,7 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
     args[row::kOutputSizes] = ir::Arg::Attr(c10::IValue(sizes));
     args[row::kInputDtypes] = ir::Arg::Attr(c10::IValue(input_dtypes));
     args[row::kOutputDtypes] = ir::Arg::Attr(c10::IValue(output_dtypes));
-    return ir::Node::MakeOp(row::kName, std::move(operands), std::move(args), output_shapes);
+    return call(row::kName, std::move(args));
   }
   namespace flat = abi::fused_kernel;
   std::vector<ir::Arg> args = common(flat::kNumArgs);
@@ -295,7 +298,7 @@ ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
   args[flat::kReuse] = ir::Arg::Attr(c10::IValue(std::vector<int64_t>{}));
   args[flat::kInputDtypes] = ir::Arg::Attr(c10::IValue(input_dtypes));
   args[flat::kOutputDtypes] = ir::Arg::Attr(c10::IValue(output_dtypes));
-  return ir::Node::MakeOp(flat::kName, std::move(operands), std::move(args), output_shapes);
+  return call(flat::kName, std::move(args));
 }
 
 absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
@@ -316,14 +319,14 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     const int row_split = RowReductionSplit(g, n);
     const int split = row_split >= 0 ? row_split : ColumnReductionSplit(g, n);
     if (split >= 0) {
-      const ValueRef v = n.operands[n.ir->args()[0].operands[0]];
-      frames.push_back(Frame{g.nodes[v.node].ir->shape(v.index).sizes(), split,
+      const ValueRef v = n.operands[n.args[0].operands[0]];
+      frames.push_back(Frame{g.nodes[v.node].shape(v.index).sizes(), split,
                              row_split >= 0 ? Extent::kRow : Extent::kColumn,
                              std::vector<Extent>(n.operands.size(), Extent::kElement)});
       return frames;
     }
     if (!Elementwise(g, n)) return frames;
-    const Sizes& out = n.ir->shape(0).sizes();
+    const Sizes& out = n.shape(0).sizes();
     for (const ValueRef& v : n.operands) {
       const int32_t gi = group_of[v.node];
       if (gi < 0 || groups[gi].split < 0) continue;
@@ -335,7 +338,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       Frame f{group.domain, group.split, Extent::kRow, {}};
       bool ok = true;
       for (const ValueRef& u : n.operands) {
-        const Sizes& shape = g.nodes[u.node].ir->shape(u.index).sizes();
+        const Sizes& shape = g.nodes[u.node].shape(u.index).sizes();
         if (g.nodes[u.node].is_scalar_leaf()) {
           f.operand_extents.push_back(Extent::kOne);
         } else if (shape == out) {
@@ -367,7 +370,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
           f.operand_extents.push_back(Extent::kOne);
           continue;
         }
-        std::optional<Placement> p = Place(g.nodes[u.node].ir->shape(u.index).sizes(), out, f.split);
+        std::optional<Placement> p = Place(g.nodes[u.node].shape(u.index).sizes(), out, f.split);
         if (!p) {
           ok = false;
           break;
@@ -515,7 +518,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     auto shape_of = [&](ValueRef v) -> const ir::Shape& {
       auto it = replacement.find(v.node);
       if (it != replacement.end()) v = it->second;
-      return g.nodes[v.node].ir->shape(v.index);
+      return g.nodes[v.node].shape(v.index);
     };
     auto tensor_input = [&](ValueRef v, Extent e) {
       if (!row_kernel) e = Extent::kElement;
@@ -535,14 +538,14 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     // The tensor operand feeding each argument of a member (-1: not a tensor
     // operand), reductions reading their first argument only.
     auto arg_operand = [&](const CompileNode& n, size_t a) -> int32_t {
-      const ir::Arg& arg = n.ir->args()[a];
+      const ir::Arg& arg = n.args[a];
       if (arg.kind != ir::Arg::Kind::kOperand || a >= KernelArgs(n)) return -1;
       return arg.operands[0];
     };
     // Tensor inputs first (values 0..), so number them in a first sweep.
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
-      for (size_t a = 0; a < n.ir->args().size(); ++a) {
+      for (size_t a = 0; a < n.args.size(); ++a) {
         const int32_t k = arg_operand(n, a);
         if (k < 0) continue;
         const ValueRef v = n.operands[k];
@@ -558,11 +561,11 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     for (int32_t m : group.members) {
       const CompileNode& n = g.nodes[m];
       FusedOp op{RuleName(n), {}, row_kernel ? extent_of[m] : Extent::kElement};
-      const c10::ScalarType dtype = n.ir->shape(0).dtype();
+      const c10::ScalarType dtype = n.shape(0).dtype();
       if (dtype != c10::ScalarType::Float && ResultDtype(op.op) == c10::ScalarType::Float)
         op.rounding = dtype;
-      for (size_t a = 0; a < n.ir->args().size(); ++a) {
-        const ir::Arg& arg = n.ir->args()[a];
+      for (size_t a = 0; a < n.args.size(); ++a) {
+        const ir::Arg& arg = n.args[a];
         if (a >= KernelArgs(n)) break;
         if (arg.kind == ir::Arg::Kind::kAttr && arg.attr.isString()) continue;  // in the rule name
         if (arg.kind == ir::Arg::Kind::kAttr) {
@@ -593,8 +596,8 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
       if (!read_outside[m]) continue;
       output_of_member[m] = static_cast<int32_t>(kernel->outputs.size());
       kernel->outputs.push_back(value_of_member.at(m));
-      kernel->output_dtypes.push_back(g.nodes[m].ir->shape(0).dtype());
-      output_shapes.push_back(g.nodes[m].ir->shape(0));
+      kernel->output_dtypes.push_back(g.nodes[m].shape(0).dtype());
+      output_shapes.push_back(g.nodes[m].shape(0));
     }
     if (kernel->outputs.empty()) continue;  // nothing reads it: DCE's business
     const std::string body =
@@ -608,10 +611,7 @@ absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {
     const int32_t at = group.anchor >= 0 ? group.anchor : group.members.back();
     std::vector<ir::Shape> all_inputs = input_shapes;
     all_inputs.insert(all_inputs.end(), scalar_shapes.begin(), scalar_shapes.end());
-    ir::NodePtr node = MakeFusedKernelNode(*kernel, "", all_inputs, output_shapes);
-    g.owned_ir.push_back(node);
-    CompileNode fused;
-    fused.ir = node.get();
+    CompileNode fused = MakeFusedKernelNode(*kernel, "", all_inputs, output_shapes);
     for (const auto& input : tensor_inputs) fused.operands.push_back(input.first);
     fused.operands.insert(fused.operands.end(), scalar_inputs.begin(), scalar_inputs.end());
     fused.kernel = kernel;

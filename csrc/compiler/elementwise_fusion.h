@@ -27,9 +27,9 @@ class ElementwiseFusion : public Pass {
   absl::StatusOr<bool> Run(CompileGraph& graph) override;
 };
 
-// The synthetic IR node of a fused kernel call, with `library` (the shared
-// object's name, "" until it is built) as its first argument.
-ir::NodePtr MakeFusedKernelNode(const FusedKernel& kernel, const std::string& library,
+// The call of a fused kernel, with `library` (the shared object's name, ""
+// until it is built) as its first argument; its operands are the caller's to set.
+CompileNode MakeFusedKernelNode(const FusedKernel& kernel, const std::string& library,
                                 const std::vector<ir::Shape>& input_shapes,
                                 const std::vector<ir::Shape>& output_shapes);
 

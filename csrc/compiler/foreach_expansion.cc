@@ -76,18 +76,18 @@ const absl::flat_hash_map<std::string, Form>& Forms() {
 // The per-tensor form of node `n`, if it has one and its lists are whole (one
 // element per output, no None).
 const Form* FormOf(const CompileNode& n) {
-  auto it = Forms().find(n.ir->op());
+  auto it = Forms().find(n.op);
   if (it == Forms().end()) return nullptr;
   for (const ArgSource& s : it->second.sources) {
     if (s.kind == '1') continue;
-    if (s.index >= static_cast<int32_t>(n.ir->args().size())) return nullptr;
-    const ir::Arg& list = n.ir->args()[s.index];
+    if (s.index >= static_cast<int32_t>(n.args.size())) return nullptr;
+    const ir::Arg& list = n.args[s.index];
     if (s.kind == 'A') {
       if (list.kind == ir::Arg::Kind::kOperandList) return nullptr;
       continue;
     }
     if (list.kind != ir::Arg::Kind::kOperandList ||
-        list.operands.size() != static_cast<size_t>(n.ir->num_outputs()) ||
+        list.operands.size() != static_cast<size_t>(n.num_outputs()) ||
         std::any_of(list.operands.begin(), list.operands.end(), [](int32_t k) { return k < 0; })) {
       return nullptr;
     }
@@ -110,14 +110,14 @@ absl::StatusOr<bool> ForeachExpansion::Run(CompileGraph& g) {
     const Form* form = FormOf(n);
     if (form == nullptr) return std::nullopt;
     std::vector<ValueRef> outputs;
-    for (int32_t k = 0; k < n.ir->num_outputs(); ++k) {
+    for (int32_t k = 0; k < n.num_outputs(); ++k) {
       std::vector<NodeBuilder::Input> inputs;
       for (const ArgSource& s : form->sources) {
         if (s.kind == '1') {
           inputs.emplace_back(b.One());
           continue;
         }
-        const ir::Arg& arg = n.ir->args()[s.index];
+        const ir::Arg& arg = n.args[s.index];
         if (s.kind == 'L') {
           inputs.emplace_back(n.operands[arg.operands[k]]);
         } else if (arg.kind == ir::Arg::Kind::kOperand) {
@@ -126,7 +126,7 @@ absl::StatusOr<bool> ForeachExpansion::Run(CompileGraph& g) {
           inputs.emplace_back(arg.attr);  // FormOf admits no shared lists
         }
       }
-      outputs.push_back(b.Op(form->op, inputs, n.ir->shape(k), n.ir->source()));
+      outputs.push_back(b.Op(form->op, inputs, n.shape(k), n.source));
     }
     return outputs;
   });

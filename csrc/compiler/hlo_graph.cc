@@ -7,11 +7,24 @@
 
 namespace torch_neuron::compiler {
 
+CompileNode CompileNode::FromIr(const ir::Node& node) {
+  CompileNode n;
+  n.kind = node.kind();
+  n.op = node.op();
+  n.args = node.args();
+  n.shapes = node.shapes();
+  n.scalar = node.scalar();
+  n.source = node.source();
+  n.local_hash = node.local_hash();
+  for (const ir::Value& v : node.operands()) n.random |= v.node->kind() == ir::NodeKind::kGenerator;
+  return n;
+}
+
 CompileGraph CompileGraph::FromCanonical(const ir::CanonicalGraph& graph) {
   CompileGraph g;
-  g.nodes.resize(graph.nodes.size());
+  g.nodes.reserve(graph.nodes.size());
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    g.nodes[i].ir = graph.nodes[i];
+    g.nodes.push_back(CompileNode::FromIr(*graph.nodes[i]));
     for (const auto& [node, index] : graph.operands(i)) g.nodes[i].operands.push_back({node, index});
   }
   for (const auto& [node, index] : graph.outputs) g.outputs.push_back({node, index});
@@ -25,19 +38,10 @@ int64_t CompileGraph::LiveNodeCount() const {
   return n;
 }
 
-bool IsRandomOp(const ir::Node& node) {
-  if (node.kind() != ir::NodeKind::kOp) return false;
-  for (const ir::Value& v : node.operands()) {
-    if (v.node->kind() == ir::NodeKind::kGenerator) return true;
-  }
-  return false;
-}
-
 std::string CompileGraph::ToText() const {
   auto name = [&](ValueRef v) {
-    return nodes[v.node].ir->num_outputs() == 1 || nodes[v.node].folded
-               ? absl::StrCat("%", v.node)
-               : absl::StrCat("%", v.node, ".", v.index);
+    return nodes[v.node].num_outputs() == 1 || nodes[v.node].folded ? absl::StrCat("%", v.node)
+                                                                    : absl::StrCat("%", v.node, ".", v.index);
   };
   std::string out = "graph {\n";
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -46,14 +50,14 @@ std::string CompileGraph::ToText() const {
     std::string call;
     if (n.folded) {
       call = absl::StrCat("folded(", n.folded->numel(), " elements)");
-    } else if (n.ir->is_leaf()) {
+    } else if (n.is_leaf()) {
       std::ostringstream os;
-      os << ir::NodeKindName(n.ir->kind());
-      if (n.ir->kind() == ir::NodeKind::kConstant) os << "(" << ir::ScalarToString(n.ir->scalar()) << ")";
+      os << ir::NodeKindName(n.kind);
+      if (n.kind == ir::NodeKind::kConstant) os << "(" << ir::ScalarToString(n.scalar) << ")";
       call = os.str();
     } else {
       std::vector<std::string> args;
-      for (const ir::Arg& a : n.ir->args()) {
+      for (const ir::Arg& a : n.args) {
         if (a.kind == ir::Arg::Kind::kAttr) {
           std::ostringstream os;
           os << a.attr;
@@ -66,13 +70,13 @@ std::string CompileGraph::ToText() const {
           args.push_back(absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
         }
       }
-      call = absl::StrCat(n.ir->op(), "(", absl::StrJoin(args, ", "), ")");
+      call = absl::StrCat(n.op, "(", absl::StrJoin(args, ", "), ")");
     }
-    std::string shapes = n.ir->shape(0).ToString();
-    for (int k = 1; k < n.ir->num_outputs() && !n.folded; ++k) {
-      absl::StrAppend(&shapes, ", ", n.ir->shape(k).ToString());
+    std::string shapes = n.shape(0).ToString();
+    for (int k = 1; k < n.num_outputs() && !n.folded; ++k) {
+      absl::StrAppend(&shapes, ", ", n.shape(k).ToString());
     }
-    if (!n.folded && n.ir->num_outputs() > 1) shapes = absl::StrCat("(", shapes, ")");
+    if (!n.folded && n.num_outputs() > 1) shapes = absl::StrCat("(", shapes, ")");
     absl::StrAppend(&out, "  %", i, " = ", call, " : ", shapes, "\n");
     if (n.kernel) absl::StrAppend(&out, "      # ", KernelSummary(*n.kernel), "\n");
   }
@@ -85,39 +89,33 @@ std::string CompileGraph::ToText() const {
 ValueRef NodeBuilder::Op(const std::string& op, const std::vector<Input>& inputs, const ir::Shape& shape,
                          const std::string& source) {
   CompileNode call;
-  std::vector<ir::Arg> args;
-  // Placeholder operands for the node's arity and hash: the compile graph holds
-  // the real ones.
-  std::vector<ir::Value> placeholders;
+  call.op = op;
+  call.source = source;
+  call.shapes = {shape};
   for (const Input& input : inputs) {
     if (const ValueRef* v = std::get_if<ValueRef>(&input)) {
-      args.push_back(ir::Arg::Operand(static_cast<int32_t>(call.operands.size())));
+      call.args.push_back(ir::Arg::Operand(static_cast<int32_t>(call.operands.size())));
       call.operands.push_back(*v);
-      placeholders.push_back(ir::Value{ir::Node::MakeDeviceData(ShapeOf(*v), nullptr), 0});
+      call.random |= nodes_[v->node].kind == ir::NodeKind::kGenerator;
     } else {
-      args.push_back(ir::Arg::Attr(std::get<c10::IValue>(input)));
+      call.args.push_back(ir::Arg::Attr(std::get<c10::IValue>(input)));
     }
   }
-  ir::NodePtr node = ir::Node::MakeOp(op, std::move(placeholders), std::move(args), {shape}, source);
-  g_.owned_ir.push_back(node);
-  call.ir = node.get();
+  call.local_hash = ir::LocalHash(call.kind, call.op, call.args, call.shapes, call.scalar);
   nodes_.push_back(std::move(call));
   return ValueRef{static_cast<int32_t>(nodes_.size() - 1), 0};
 }
 
 ValueRef NodeBuilder::One() {
   if (one_ < 0) {
-    ir::NodePtr constant = ir::Node::MakeScalar(1, c10::ScalarType::Long);
-    g_.owned_ir.push_back(constant);
-    CompileNode leaf;
-    leaf.ir = constant.get();
+    CompileNode leaf = CompileNode::FromIr(*ir::Node::MakeScalar(1, c10::ScalarType::Long));
     one_ = static_cast<int32_t>(nodes_.size());
     nodes_.push_back(std::move(leaf));
   }
   return ValueRef{one_, 0};
 }
 
-const ir::Shape& NodeBuilder::ShapeOf(ValueRef v) const { return nodes_[v.node].ir->shape(v.index); }
+const ir::Shape& NodeBuilder::ShapeOf(ValueRef v) const { return nodes_[v.node].shape(v.index); }
 
 const CompileNode& NodeBuilder::NodeOf(ValueRef v) const { return nodes_[v.node]; }
 
@@ -138,7 +136,7 @@ bool RewriteNodes(
     CompileNode n = std::move(g.nodes[i]);
     for (ValueRef& v : n.operands) v = remap(v);
     std::optional<std::vector<ValueRef>> replaced;
-    if (!n.dead && !n.folded && !n.kernel && n.ir->kind() == ir::NodeKind::kOp) replaced = expand(n, builder);
+    if (!n.dead && !n.folded && !n.kernel && n.kind == ir::NodeKind::kOp) replaced = expand(n, builder);
     if (replaced) {
       replaced_by[i] = *std::move(replaced);
       changed = true;

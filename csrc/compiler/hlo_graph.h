@@ -1,6 +1,7 @@
 // CompileGraph: the compiler's own, mutable copy of a canonical IR graph, which
-// the passes rewrite. Nodes keep a pointer to their IR node for op, arguments
-// and shapes; operands are positions in `nodes`, always earlier than the user.
+// the passes rewrite. Each node carries its own op, arguments and shapes (no
+// pointer into the IR, whose owner may free it); operands are positions in
+// `nodes`, always earlier than the user.
 //
 // Not thread-safe: one compile owns one graph.
 #pragma once
@@ -26,19 +27,40 @@ struct ValueRef {
 };
 
 struct CompileNode {
-  const ir::Node* ir = nullptr;
+  // What the node computes, copied from its IR node (or made by a pass): the
+  // compiler reads no IR node after CompileGraph::FromCanonical.
+  ir::NodeKind kind = ir::NodeKind::kOp;
+  std::string op;
+  std::vector<ir::Arg> args;  // operand arguments index `operands`
+  std::vector<ir::Shape> shapes;
+  c10::Scalar scalar;  // a scalar or constant leaf's value
+  std::string source;  // the user's line, for errors (never hashed)
+  // The IR's local hash (kind, op, attributes, shapes; not the operands).
+  ir::hash_t local_hash = 0;
+  // A random op (it takes a generator): it runs exactly once, in trace order.
+  bool random = false;
+
   std::vector<ValueRef> operands;
   bool dead = false;
   // Set by constant folding: the node's (single) output, computed at compile time.
   std::optional<at::Tensor> folded;
   // Set by elementwise fusion: the node is a call of this generated kernel
-  // (neuron::fused_kernel), its IR a synthetic node owned by the graph.
+  // (neuron::fused_kernel).
   std::shared_ptr<const FusedKernel> kernel;
 
-  bool is_constant() const { return folded.has_value() || ir->kind() == ir::NodeKind::kConstant; }
+  static CompileNode FromIr(const ir::Node& node);
+
+  const ir::Shape& shape(int index = 0) const { return shapes.at(index); }
+  int num_outputs() const { return static_cast<int>(shapes.size()); }
+  bool is_leaf() const { return kind != ir::NodeKind::kOp; }
+  bool is_parameter() const {
+    return kind == ir::NodeKind::kDeviceData || kind == ir::NodeKind::kScalar ||
+           kind == ir::NodeKind::kGenerator;
+  }
+  bool is_constant() const { return folded.has_value() || kind == ir::NodeKind::kConstant; }
   // A Python scalar or a 0/1 constant (not a folded tensor).
   bool is_scalar_leaf() const {
-    return !folded && (ir->kind() == ir::NodeKind::kScalar || ir->kind() == ir::NodeKind::kConstant);
+    return !folded && (kind == ir::NodeKind::kScalar || kind == ir::NodeKind::kConstant);
   }
 };
 
@@ -47,9 +69,6 @@ struct CompileGraph {
   std::vector<ValueRef> outputs;
   // Positions of the parameters, in binding order (never removed by passes).
   std::vector<int32_t> parameters;
-  // IR nodes made by passes (fused kernels), kept alive with the graph.
-  std::vector<ir::NodePtr> owned_ir;
-
   static CompileGraph FromCanonical(const ir::CanonicalGraph& graph);
 
   // Number of nodes still alive.
@@ -59,9 +78,6 @@ struct CompileGraph {
   std::string ToText() const;
 };
 
-// Random ops (with a Generator argument) must run exactly once, in trace order.
-bool IsRandomOp(const ir::Node& node);
-
 // Appends nodes to a graph being rebuilt by RewriteNodes.
 class NodeBuilder {
  public:
@@ -69,7 +85,7 @@ class NodeBuilder {
   using Input = std::variant<ValueRef, c10::IValue>;
 
   // Appends a call of `op` (one schema argument per input) with one output of
-  // `shape`, traced from `source`. Its IR node is owned by the graph.
+  // `shape`, traced from `source`.
   ValueRef Op(const std::string& op, const std::vector<Input>& inputs, const ir::Shape& shape,
               const std::string& source);
   // The constant 1 (an int64 leaf), made once per rebuild.

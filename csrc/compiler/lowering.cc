@@ -31,12 +31,11 @@ std::vector<bool> RunAsViews(const CompileGraph& g) {
   std::vector<bool> as_view(size, false);
   for (size_t i = size; i-- > 0;) {  // readers come later: decided first
     const CompileNode& n = g.nodes[i];
-    if (n.dead || n.folded || n.ir->kind() != ir::NodeKind::kOp ||
-        ir::TraitsOf(n.ir->op()).view_form.empty()) {
+    if (n.dead || n.folded || n.kind != ir::NodeKind::kOp || ir::TraitsOf(n.op).view_form.empty()) {
       continue;
     }
     as_view[i] = std::all_of(readers[i].begin(), readers[i].end(), [&](int32_t r) {
-      return as_view[r] || ir::TraitsOf(g.nodes[r].ir->op()).stride_agnostic;
+      return as_view[r] || ir::TraitsOf(g.nodes[r].op).stride_agnostic;
     });
   }
   return as_view;
@@ -60,30 +59,30 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
   std::vector<int32_t> last_use;  // per register: instruction index of its last read
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const CompileNode& n = g.nodes[i];
-    if (n.dead || n.ir->is_parameter()) continue;
+    if (n.dead || n.is_parameter()) continue;
     const int32_t node = static_cast<int32_t>(i);
     if (n.folded) {
       program.constants.emplace_back(new_reg(node, 0), *n.folded);
       continue;
     }
-    if (n.ir->kind() == ir::NodeKind::kConstant) {
-      program.constants.emplace_back(new_reg(node, 0), n.ir->scalar());
+    if (n.kind == ir::NodeKind::kConstant) {
+      program.constants.emplace_back(new_reg(node, 0), n.scalar);
       continue;
     }
     // A view run as a view is named as such in the program (and its NEFF).
-    const std::string op_name = as_view[i] ? std::string(ir::TraitsOf(n.ir->op()).view_form) : n.ir->op();
+    const std::string op_name = as_view[i] ? std::string(ir::TraitsOf(n.op).view_form) : n.op;
     absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(op_name);
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();
-    if (schema.arguments().size() != n.ir->args().size()) {
-      return absl::InternalError(absl::StrCat(n.ir->op(), " was traced with ", n.ir->args().size(),
+    if (schema.arguments().size() != n.args.size()) {
+      return absl::InternalError(absl::StrCat(n.op, " was traced with ", n.args.size(),
                                               " arguments, its schema has ", schema.arguments().size()));
     }
-    absl::StatusOr<std::vector<int32_t>> widths = runtime::ReturnWidths(schema, n.ir->num_outputs());
+    absl::StatusOr<std::vector<int32_t>> widths = runtime::ReturnWidths(schema, n.num_outputs());
     if (!widths.ok()) return widths.status();
-    runtime::Instruction inst{*op, op_name, n.ir->source(), {}, {}, *std::move(widths), {}};
-    for (size_t a = 0; a < n.ir->args().size(); ++a) {
-      const ir::Arg& arg = n.ir->args()[a];
+    runtime::Instruction inst{*op, op_name, n.source, {}, {}, *std::move(widths), {}};
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      const ir::Arg& arg = n.args[a];
       const c10::TypePtr& type = schema.arguments()[a].type();
       runtime::ProgramArg pa;
       if (arg.kind == ir::Arg::Kind::kAttr) {
@@ -98,8 +97,8 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
           pa.kind = runtime::ProgramArg::Kind::kGenerator;
         } else if (IsTensorType(type) && scalar_leaf) {
           pa.kind = runtime::ProgramArg::Kind::kWrappedScalar;
-          pa.dtype = src.ir->shape().dtype();
-          pa.wrapped_number = src.ir->op() == "wrapped";
+          pa.dtype = src.shape().dtype();
+          pa.wrapped_number = src.op == "wrapped";
         } else {
           pa.kind = runtime::ProgramArg::Kind::kRegister;
         }
@@ -124,7 +123,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
       }
       inst.args.push_back(std::move(pa));
     }
-    for (int32_t k = 0; k < n.ir->num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
+    for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
     program.instructions.push_back(std::move(inst));
   }
 
@@ -132,8 +131,8 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
     const CompileNode& n = g.nodes[v.node];
     const int32_t index = n.folded ? 0 : v.index;
     program.outputs.push_back(reg.at({v.node, index}));
-    program.output_dtypes.push_back(n.ir->shape(v.index).dtype());
-    program.output_sizes.push_back(n.ir->shape(v.index).sizes());
+    program.output_dtypes.push_back(n.shape(v.index).dtype());
+    program.output_sizes.push_back(n.shape(v.index).sizes());
   }
 
   // Release each register after its last read, unless the program returns it.

@@ -12,9 +12,9 @@ absl::Status CheckRef(const CompileGraph& g, ValueRef v, int32_t limit, const st
   }
   const CompileNode& n = g.nodes[v.node];
   if (n.dead) return absl::InternalError(absl::StrCat(what, " uses dead node %", v.node));
-  if (!n.folded && (v.index < 0 || v.index >= n.ir->num_outputs())) {
+  if (!n.folded && (v.index < 0 || v.index >= n.num_outputs())) {
     return absl::InternalError(
-        absl::StrCat(what, " uses output ", v.index, " of %", v.node, ", which has ", n.ir->num_outputs()));
+        absl::StrCat(what, " uses output ", v.index, " of %", v.node, ", which has ", n.num_outputs()));
   }
   return absl::OkStatus();
 }
@@ -26,10 +26,18 @@ absl::Status VerifyGraph(const CompileGraph& g) {
   for (int32_t i = 0; i < size; ++i) {
     const CompileNode& n = g.nodes[i];
     if (n.dead) continue;
-    if (n.ir == nullptr) return absl::InternalError(absl::StrCat("node %", i, " has no IR"));
-    if (!n.folded && n.operands.size() != n.ir->operands().size()) {
-      return absl::InternalError(absl::StrCat("node %", i, " has ", n.operands.size(), " operands, its IR ",
-                                              n.ir->operands().size()));
+    if (!n.folded && n.num_outputs() == 0)
+      return absl::InternalError(absl::StrCat("node %", i, " has no shape"));
+    // Every operand argument names one of the node's operands (-1: None in a list).
+    for (const ir::Arg& arg : n.args) {
+      if (n.folded) break;  // a folded node reads nothing
+      for (int32_t k : arg.operands) {
+        if (k >= static_cast<int32_t>(n.operands.size()) ||
+            (k < 0 && arg.kind != ir::Arg::Kind::kOperandList)) {
+          return absl::InternalError(absl::StrCat("node %", i, " has ", n.operands.size(),
+                                                  " operands, an argument reads operand ", k));
+        }
+      }
     }
     for (ValueRef v : n.operands) {
       absl::Status s = CheckRef(g, v, i, absl::StrCat("node %", i));
@@ -41,7 +49,7 @@ absl::Status VerifyGraph(const CompileGraph& g) {
     if (!s.ok()) return s;
   }
   for (int32_t p : g.parameters) {
-    if (p < 0 || p >= size || g.nodes[p].dead || !g.nodes[p].ir->is_parameter()) {
+    if (p < 0 || p >= size || g.nodes[p].dead || !g.nodes[p].is_parameter()) {
       return absl::InternalError(absl::StrCat("parameter %", p, " is missing"));
     }
   }

@@ -132,16 +132,24 @@ Node::~Node() {
   draining = false;
 }
 
-void Node::ComputeHashes() {
-  hash_t h = HashTagged(kTagOp + static_cast<uint64_t>(kind_), op_.data(), op_.size());
-  for (const Arg& a : args_) h = HashCombine(h, HashArg(a));
-  shape_hashes_.clear();
-  for (const Shape& s : shapes_) {
-    shape_hashes_.push_back(Hash(s));
-    h = HashCombine(h, shape_hashes_.back());
+hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
+                 const std::vector<Shape>& shapes, const c10::Scalar& scalar,
+                 std::vector<hash_t>* shape_hashes) {
+  hash_t h = HashTagged(kTagOp + static_cast<uint64_t>(kind), op.data(), op.size());
+  for (const Arg& a : args) h = HashCombine(h, HashArg(a));
+  if (shape_hashes != nullptr) shape_hashes->clear();
+  for (const Shape& s : shapes) {
+    const hash_t shape_hash = Hash(s);
+    if (shape_hashes != nullptr) shape_hashes->push_back(shape_hash);
+    h = HashCombine(h, shape_hash);
   }
-  if (kind_ == NodeKind::kConstant) h = HashCombine(h, HashScalar(scalar_));
-  local_hash_ = h;
+  if (kind == NodeKind::kConstant) h = HashCombine(h, HashScalar(scalar));
+  return h;
+}
+
+void Node::ComputeHashes() {
+  local_hash_ = LocalHash(kind_, op_, args_, shapes_, scalar_, &shape_hashes_);
+  hash_t h = local_hash_;
   for (const Value& v : operands_) h = HashCombine(h, v.hash());
   hash_ = h;
 }

@@ -135,6 +135,14 @@ class Node {
   std::string source_;  // metadata, never hashed
 };
 
+// A node's local hash: its kind, op, attributes, operand positions and shapes
+// (and a constant's value), without its operands' hashes. Node computes it at
+// construction; the compiler, for the nodes its passes make. `shape_hashes`,
+// when given, receives each shape's hash.
+hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
+                 const std::vector<Shape>& shapes, const c10::Scalar& scalar,
+                 std::vector<hash_t>* shape_hashes = nullptr);
+
 // "2.5", "3", "true": a scalar in IR text.
 std::string ScalarToString(const c10::Scalar& s);
 

@@ -103,7 +103,6 @@ TEST(ConstantFoldingPassTest, FoldsSmallConstantSubgraphsAndKeepsParameters) {
 }
 
 TEST(ConstantFoldingPassTest, LeavesLargeConstantsToRunTime) {
-  // The graph points into the IR, so the root is held while the graph is used.
   Value out = Op("aten::neg", {Ones()});
   CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
   PassPipeline pipeline;
@@ -120,6 +119,46 @@ TEST(VerifierTest, RejectsAnOperandThatIsNotBeforeItsUser) {
   absl::Status s = VerifyGraph(g);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_EQ(s.message(), "node %1 refers to node %1, which is not before it");
+}
+
+TEST(VerifierTest, RejectsAnArgumentThatReadsAMissingOperand) {
+  Value out = Op("aten::neg", {Leaf()});
+  CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
+  g.nodes[1].args[0] = Arg::Operand(1);  // neg has one operand
+  absl::Status s = VerifyGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "node %1 has 1 operands, an argument reads operand 1");
+}
+
+TEST(CompileGraphTest, OutlivesTheIrItWasMadeFrom) {
+  // The compile graph copies each node's op, arguments and shapes: once the
+  // IR and its canonical form are gone, passes, lowering and execution still
+  // see the same graph.
+  CompileGraph g;
+  {
+    Value a = Leaf(), b = Leaf();
+    Value out = Op("aten::sub.Tensor", {Op("aten::add.Tensor", {Op("aten::mul.Tensor", {a, b}), a}), b});
+    ir::CanonicalGraph canonical = ir::Canonicalize({out});
+    g = CompileGraph::FromCanonical(canonical);
+  }
+  PassPipeline pipeline;
+  pipeline.AddPass<CommonSubexpressionElimination>();
+  pipeline.AddPass<DeadCodeElimination>();
+  EXPECT_EQ(RunPipeline(pipeline, g),
+            "graph {\n"
+            "  %0 = device_data : f32[4]\n"
+            "  %1 = device_data : f32[4]\n"
+            "  %2 = aten::mul.Tensor(%0, %1) : f32[4]\n"
+            "  %3 = aten::add.Tensor(%2, %0, 1) : f32[4]\n"
+            "  %4 = aten::sub.Tensor(%3, %1, 1) : f32[4]\n"
+            "  return (%4)\n"
+            "}\n");
+  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+  ASSERT_TRUE(program.ok()) << program.status();
+  at::Tensor x = at::arange(4, at::kFloat), y = at::full({4}, 3.0f);
+  absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {x, y});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(at::equal((*result)[0], at::sub(at::add(at::mul(x, y), x), y)));
 }
 
 TEST(LoweringTest, RunsTheGraphAndReleasesRegistersAfterLastUse) {
