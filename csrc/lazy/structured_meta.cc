@@ -199,7 +199,8 @@ Entry Make(const char* name, Sig* fn) {
 }
 
 // The overload of at::meta::FN of type SIG.
-#define TN_META(NAME, FN, ...) Make<__VA_ARGS__>(NAME, static_cast<std::add_pointer_t<__VA_ARGS__>>(&at::meta::FN))
+#define TN_META(NAME, FN, ...) \
+  Make<__VA_ARGS__>(NAME, static_cast<std::add_pointer_t<__VA_ARGS__>>(&at::meta::FN))
 
 std::vector<Entry> Entries() {
   std::vector<Entry> e;
@@ -357,13 +358,16 @@ std::vector<Entry> Entries() {
   e.push_back(TN_META("aten::any", any, Unary));
   e.push_back(TN_META("aten::any.dim", any, DimReduction));
   e.push_back(TN_META("aten::any.dims", any, DimsBoolReduction));
-  e.push_back(TN_META("aten::prod.dim_int", prod, at::Tensor(T, int64_t, bool, std::optional<at::ScalarType>)));
+  e.push_back(
+      TN_META("aten::prod.dim_int", prod, at::Tensor(T, int64_t, bool, std::optional<at::ScalarType>)));
   e.push_back(TN_META("aten::linalg_vector_norm", linalg_vector_norm,
                       at::Tensor(T, S, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>)));
   e.push_back(TN_META("aten::cumsum", cumsum, Scan));
   e.push_back(TN_META("aten::cumprod", cumprod, Scan));
-  e.push_back(TN_META("aten::topk", topk, std::tuple<at::Tensor, at::Tensor>(T, int64_t, int64_t, bool, bool)));
-  e.push_back(TN_META("aten::sort.stable", sort, std::tuple<at::Tensor, at::Tensor>(T, std::optional<bool>, int64_t, bool)));
+  e.push_back(
+      TN_META("aten::topk", topk, std::tuple<at::Tensor, at::Tensor>(T, int64_t, int64_t, bool, bool)));
+  e.push_back(TN_META("aten::sort.stable", sort,
+                      std::tuple<at::Tensor, at::Tensor>(T, std::optional<bool>, int64_t, bool)));
   // Shapes and indexing.
   e.push_back(TN_META("aten::cat", cat, at::Tensor(const at::ITensorListRef&, int64_t)));
   e.push_back(TN_META("aten::tril", tril, Diagonal));
@@ -372,23 +376,28 @@ std::vector<Entry> Entries() {
   e.push_back(TN_META("aten::scatter.src", scatter, Scatter));
   e.push_back(TN_META("aten::scatter.value", scatter, at::Tensor(T, int64_t, T, S)));
   e.push_back(TN_META("aten::scatter_add", scatter_add, Scatter));
-  e.push_back(TN_META("aten::scatter_reduce.two", scatter_reduce, at::Tensor(T, int64_t, T, T, c10::string_view, bool)));
+  e.push_back(TN_META("aten::scatter_reduce.two", scatter_reduce,
+                      at::Tensor(T, int64_t, T, T, c10::string_view, bool)));
   e.push_back(TN_META("aten::index_add", index_add, at::Tensor(T, int64_t, T, T, S)));
   // Losses.
   e.push_back(TN_META("aten::nll_loss_forward", nll_loss_forward,
                       std::tuple<at::Tensor, at::Tensor>(T, T, OptT, int64_t, int64_t)));
-  e.push_back(TN_META("aten::nll_loss_backward", nll_loss_backward, at::Tensor(T, T, T, OptT, int64_t, int64_t, T)));
+  e.push_back(
+      TN_META("aten::nll_loss_backward", nll_loss_backward, at::Tensor(T, T, T, OptT, int64_t, int64_t, T)));
   e.push_back(TN_META("aten::mse_loss", mse_loss, at::Tensor(T, T, int64_t)));
   // Pooling.
-  e.push_back(TN_META("aten::avg_pool2d", avg_pool2d,
-                      at::Tensor(T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)));
+  e.push_back(TN_META(
+      "aten::avg_pool2d", avg_pool2d,
+      at::Tensor(T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)));
   e.push_back(TN_META("aten::avg_pool2d_backward", avg_pool2d_backward,
-                      at::Tensor(T, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool, std::optional<int64_t>)));
+                      at::Tensor(T, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool,
+                                 std::optional<int64_t>)));
   e.push_back(TN_META("aten::max_pool2d_with_indices", max_pool2d_with_indices,
                       std::tuple<at::Tensor, at::Tensor>(T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
                                                          at::IntArrayRef, bool)));
-  e.push_back(TN_META("aten::max_pool2d_with_indices_backward", max_pool2d_with_indices_backward,
-                      at::Tensor(T, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, T)));
+  e.push_back(
+      TN_META("aten::max_pool2d_with_indices_backward", max_pool2d_with_indices_backward,
+              at::Tensor(T, T, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, T)));
   return e;
 }
 
@@ -417,7 +426,8 @@ const Table& GetTable() {
       std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema(name);
       TORCH_INTERNAL_ASSERT(op.has_value(), "structured meta table: no op ", entry.name);
       std::optional<std::string> difference = c10::findSchemaDifferences(entry.inferred, op->schema());
-      TORCH_INTERNAL_ASSERT(!difference.has_value(), "structured meta table: ", entry.name, ": ", *difference);
+      TORCH_INTERNAL_ASSERT(!difference.has_value(), "structured meta table: ", entry.name, ": ",
+                            *difference);
       t->names.emplace_back(entry.name);
       t->kernels.emplace(name, std::move(entry.kernel));
     }
