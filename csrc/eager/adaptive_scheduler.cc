@@ -74,7 +74,7 @@ class GroupBuilder {
     }
     // The group's program names the lines it ran.
     ir::NodePtr copy =
-        ir::Node::MakeOp(node->op(), std::move(operands), node->args(), node->shapes(), node->source());
+        ir::Node::MakeOp(node->op_name(), std::move(operands), node->args(), node->shapes(), node->source());
     copies_[node.get()] = copy;
     const std::vector<ir::NodePtr> ran = lazy::RanValues::Global().Leaves(*node);
     for (size_t k = 0; k < ran.size(); ++k) {

@@ -1,5 +1,7 @@
 #include "ir/node.h"
 
+#include <absl/container/node_hash_set.h>
+#include <absl/synchronization/mutex.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -50,6 +52,20 @@ std::string ScalarToString(const c10::Scalar& s) {
   os << s.toDouble();
   return os.str();
 }
+
+OpName::OpName() {
+  static const std::string* empty = new std::string();
+  name_ = empty;
+}
+
+OpName::OpName(const std::string& name) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* names = new absl::node_hash_set<std::string>();
+  absl::MutexLock lock(&mu);
+  name_ = &*names->insert(name).first;
+}
+
+OpName::OpName(const char* name) : OpName(std::string(name)) {}
 
 const char* NodeKindName(NodeKind kind) {
   switch (kind) {
@@ -134,7 +150,7 @@ Node::~Node() {
 
 hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
                  const std::vector<Shape>& shapes, const c10::Scalar& scalar,
-                 std::vector<hash_t>* shape_hashes) {
+                 absl::InlinedVector<hash_t, 1>* shape_hashes) {
   hash_t h = HashTagged(kTagOp + static_cast<uint64_t>(kind), op.data(), op.size());
   for (const Arg& a : args) h = HashCombine(h, HashArg(a));
   if (shape_hashes != nullptr) shape_hashes->clear();
@@ -148,17 +164,17 @@ hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& a
 }
 
 void Node::ComputeHashes() {
-  local_hash_ = LocalHash(kind_, op_, args_, shapes_, scalar_, &shape_hashes_);
+  local_hash_ = LocalHash(kind_, op_.str(), args_, shapes_, scalar_, &shape_hashes_);
   hash_t h = local_hash_;
   for (const Value& v : operands_) h = HashCombine(h, v.hash());
   hash_ = h;
 }
 
-NodePtr Node::MakeOp(std::string op, std::vector<Value> operands, std::vector<Arg> args,
-                     std::vector<Shape> shapes, std::string source) {
-  auto node = std::shared_ptr<Node>(new Node());
+NodePtr Node::MakeOp(OpName op, std::vector<Value> operands, std::vector<Arg> args, std::vector<Shape> shapes,
+                     std::string source) {
+  auto node = std::make_shared<Node>(Token{});
   node->kind_ = NodeKind::kOp;
-  node->op_ = std::move(op);
+  node->op_ = op;
   node->source_ = std::move(source);
   node->operands_ = std::move(operands);
   node->args_ = std::move(args);
@@ -168,7 +184,7 @@ NodePtr Node::MakeOp(std::string op, std::vector<Value> operands, std::vector<Ar
 }
 
 NodePtr Node::MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data) {
-  auto node = std::shared_ptr<Node>(new Node());
+  auto node = std::make_shared<Node>(Token{});
   node->kind_ = NodeKind::kDeviceData;
   node->shapes_ = {std::move(shape)};
   node->data_ = std::move(data);
@@ -177,8 +193,9 @@ NodePtr Node::MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data) 
 }
 
 NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
-  auto node = std::shared_ptr<Node>(new Node());
-  node->op_ = wrapped_number ? "wrapped" : "tensor";
+  auto node = std::make_shared<Node>(Token{});
+  static const OpName wrapped("wrapped"), tensor("tensor");
+  node->op_ = wrapped_number ? wrapped : tensor;
   const bool zero_or_one = value.isBoolean() ||
                            (value.isIntegral(false) && (value.toLong() == 0 || value.toLong() == 1)) ||
                            (value.isFloatingPoint() && (value.toDouble() == 0.0 || value.toDouble() == 1.0) &&
@@ -191,7 +208,7 @@ NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool w
 }
 
 NodePtr Node::MakeGenerator(std::shared_ptr<const LeafData> generator) {
-  auto node = std::shared_ptr<Node>(new Node());
+  auto node = std::make_shared<Node>(Token{});
   node->kind_ = NodeKind::kGenerator;
   node->shapes_ = {Shape(c10::ScalarType::Long, {})};
   node->data_ = std::move(generator);

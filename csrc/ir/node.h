@@ -18,6 +18,7 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <absl/container/inlined_vector.h>
 
 #include <cstdint>
 #include <memory>
@@ -59,23 +60,39 @@ struct Arg {
   enum class Kind : uint8_t { kOperand, kOperandList, kAttr };
   Kind kind = Kind::kAttr;
   // kOperand: one index into the node's operands. kOperandList: one per list
-  // element, -1 for a None element of a Tensor?[] list.
-  std::vector<int32_t> operands;
+  // element, -1 for a None element of a Tensor?[] list. Inline up to two (a
+  // traced op makes no allocation per operand argument).
+  absl::InlinedVector<int32_t, 2> operands;
   // kAttr: the constant value (ints, floats, bools, lists, dtypes, None...).
   c10::IValue attr;
 
   static Arg Operand(int32_t index) { return {Kind::kOperand, {index}, {}}; }
-  static Arg OperandList(std::vector<int32_t> indices) {
-    return {Kind::kOperandList, std::move(indices), {}};
+  static Arg OperandList(const std::vector<int32_t>& indices) {
+    return {Kind::kOperandList, {indices.begin(), indices.end()}, {}};
   }
   static Arg Attr(c10::IValue value) { return {Kind::kAttr, {}, std::move(value)}; }
+};
+
+// An op's name, interned: one copy per distinct name in the process (names
+// come from schemas and the compiler's own ops, a bounded set), so that a node
+// holds a pointer rather than a copy. Making one from a string looks it up
+// under a lock: the tracer makes one per op, not one per traced call.
+class OpName {
+ public:
+  OpName();                         // "" (a leaf's), without a lookup
+  OpName(const std::string& name);  // NOLINT(runtime/explicit): a name is an OpName
+  OpName(const char* name);         // NOLINT(runtime/explicit)
+  const std::string& str() const { return *name_; }
+
+ private:
+  const std::string* name_;
 };
 
 class Node {
  public:
   // An operator call. `op` is "aten::add.Tensor" style (name.overload);
   // `source` is where it was traced from ("train.py:42"), or empty.
-  static NodePtr MakeOp(std::string op, std::vector<Value> operands, std::vector<Arg> args,
+  static NodePtr MakeOp(OpName op, std::vector<Value> operands, std::vector<Arg> args,
                         std::vector<Shape> shapes, std::string source = {});
   static NodePtr MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data);
   // A Python scalar of `dtype`; 0 and 1 become kConstant. Where it feeds a Tensor
@@ -90,7 +107,8 @@ class Node {
   bool is_parameter() const {
     return kind_ == NodeKind::kDeviceData || kind_ == NodeKind::kScalar || kind_ == NodeKind::kGenerator;
   }
-  const std::string& op() const { return op_; }
+  const std::string& op() const { return op_.str(); }
+  const OpName& op_name() const { return op_; }
   const std::vector<Value>& operands() const { return operands_; }
   const std::vector<Arg>& args() const { return args_; }
   const std::vector<Shape>& shapes() const { return shapes_; }
@@ -119,11 +137,19 @@ class Node {
   ~Node();
 
  private:
-  Node() = default;
+  // Made by the Make* functions only (std::make_shared: one allocation for the
+  // node and its reference count; a weak pointer to a node keeps that memory,
+  // not the node's contents, until it too is gone).
+  struct Token {};
+
+ public:
+  explicit Node(Token) {}
+
+ private:
   void ComputeHashes();
 
   NodeKind kind_ = NodeKind::kOp;
-  std::string op_;
+  OpName op_;
   std::vector<Value> operands_;
   std::vector<Arg> args_;
   std::vector<Shape> shapes_;
@@ -131,7 +157,7 @@ class Node {
   std::shared_ptr<const LeafData> data_;
   hash_t local_hash_ = 0;
   hash_t hash_ = 0;
-  std::vector<hash_t> shape_hashes_;
+  absl::InlinedVector<hash_t, 1> shape_hashes_;
   std::string source_;  // metadata, never hashed
 };
 
@@ -141,7 +167,7 @@ class Node {
 // when given, receives each shape's hash.
 hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
                  const std::vector<Shape>& shapes, const c10::Scalar& scalar,
-                 std::vector<hash_t>* shape_hashes = nullptr);
+                 absl::InlinedVector<hash_t, 1>* shape_hashes = nullptr);
 
 // "2.5", "3", "true": a scalar in IR text.
 std::string ScalarToString(const c10::Scalar& s);

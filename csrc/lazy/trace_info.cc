@@ -73,6 +73,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     // Autograd's efficient zero tensors are plain zeros here (same arguments):
     // the CPU kernel makes a storage-less ZeroTensor nothing downstream can read.
     if (slot->name == "aten::_efficientzerotensor") slot->name = "aten::zeros";
+    slot->op_name = ir::OpName(slot->name);
     slot->name_hash = ir::Hash(slot->name);
     for (const c10::Argument& ret : schema.returns()) {
       if (!IsTensorType(ret.type()) && !IsListOf(ret.type(), c10::TypeKind::TensorType)) {

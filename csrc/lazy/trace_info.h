@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/hash.h"
+#include "ir/node.h"
 #include "ir/op_traits.h"
 #include "lazy/meta_fixups.h"
 
@@ -30,7 +31,8 @@ struct FillFactory {
 };
 
 struct TraceInfo {
-  std::string name;  // "aten::add.Tensor"
+  std::string name;    // "aten::add.Tensor"
+  ir::OpName op_name;  // the same, interned for the nodes
   ir::hash_t name_hash = 0;
   const char* never_traced = nullptr;  // why it always takes the CPU fallback
   bool identity = false;

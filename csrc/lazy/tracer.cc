@@ -542,8 +542,8 @@ ir::NodePtr EmitNode(const Call& c, ArgumentBinder& bound, const MetaResult& met
   // (An op interned earlier keeps the line it was first traced from.)
   std::string source;
   if (GlobalConfig().ir_debug || CurrentMode() == ExecutionMode::kEager) source = CurrentSourceLocation();
-  return interner->Intern(ir::Node::MakeOp(c.info.name, std::move(bound.operands()), std::move(bound.args()),
-                                           meta.shapes, std::move(source)));
+  return interner->Intern(ir::Node::MakeOp(c.info.op_name, std::move(bound.operands()),
+                                           std::move(bound.args()), meta.shapes, std::move(source)));
 }
 
 // Stage 8, binding the results: the stack's arguments give way to the node's

@@ -79,13 +79,20 @@ TEST(RanValuesTest, AnEntryDiesWithItsNodeAndReleasesItsLeaves) {
 
 TEST(RanValuesTest, ANewNodeAtADeadNodesAddressIsNotResolved) {
   RanValues table;
-  // Find an address reuse: record a node, let it die (the table keeps the
-  // dead entry until the next sweep), make nodes until one lands there.
+  // A node lives in its control block's allocation (make_shared), which the
+  // entry's weak pointer keeps: while the dead entry lives, no new node can
+  // take the address.
   Value ran = Neg(Leaf());
   const Node* address = ran.node.get();
   table.Record(ran.node, {Node::MakeDeviceData(kF32_4, nullptr)});
   ran = {};
   std::vector<NodePtr> keep;
+  for (int i = 0; i < 1000; ++i) {
+    keep.push_back(Node::MakeDeviceData(kF32_4, nullptr));
+    ASSERT_NE(keep.back().get(), address) << "a new node took a recorded node's address";
+  }
+  // The sweep frees it; a node made there later is not the one that ran.
+  table.Sweep();
   NodePtr reused;
   for (int i = 0; i < 1000 && reused == nullptr; ++i) {
     keep.push_back(Node::MakeDeviceData(kF32_4, nullptr));
