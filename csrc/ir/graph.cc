@@ -22,11 +22,15 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   CanonicalGraph g;
   // A value substituted by the resolver is pinned: the graph then points only
   // at nodes it holds, directly or through the roots.
+  auto substitute = [&](const Node& node, int index) -> const NodePtr* {
+    if (resolver == nullptr) return nullptr;
+    const NodePtr* leaf = resolver->Substitute(node, index);
+    if (leaf != nullptr) g.pinned.push_back(*leaf);
+    return leaf;
+  };
   auto resolve = [&](const Value& v) -> Value {
-    if (resolver == nullptr) return v;
-    Value r = resolver->Resolve(v);
-    if (r.node != v.node) g.pinned.push_back(r.node);
-    return r;
+    const NodePtr* leaf = substitute(*v.node, v.index);
+    return leaf == nullptr ? v : Value{*leaf, 0};
   };
   std::vector<Value> roots;
   roots.reserve(given_roots.size() + ordered.size());
@@ -47,39 +51,56 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   walk.insert(walk.end(), order.begin(), order.end());
 
   // Iterative post-order DFS (graphs of 10,000+ nodes must not recurse). A
-  // node's entry is -1 from when it is first reached until it is done; its
-  // operands are numbered when it is done (each is done by then).
+  // node's entry is -1 from when it is first reached until it is done. Each
+  // edge is resolved and looked up once, when the walk reaches it: the
+  // operands of the nodes on the stack wait in `operands` as (position,
+  // output index), each frame's from its `begin`; an operand reached for the
+  // first time gets its position when its own frame is done (`slot`).
   absl::flat_hash_map<const Node*, int32_t> position;
   position.reserve(ReservedNodes());
+  constexpr size_t kNoSlot = ~size_t{0};
   struct Frame {
     const Node* node;
     size_t next_operand;
+    size_t begin;
+    size_t slot;  // the operand in `operands` waiting for this node's position
+    // The node's entry in `position`, valid while the map has not grown
+    // (its capacity then was `capacity`): saves a lookup when it is done.
+    int32_t* entry;
+    size_t capacity;
   };
   std::vector<Frame> stack;
-  std::vector<std::pair<int32_t, int32_t>> node_operands;
+  std::vector<std::pair<int32_t, int32_t>> operands;
   auto visit = [&](const Node* root) {
-    if (!position.try_emplace(root, -1).second) return;
-    stack.push_back({root, 0});
+    auto [root_entry, new_root] = position.try_emplace(root, -1);
+    if (!new_root) return;
+    stack.push_back({root, 0, operands.size(), kNoSlot, &root_entry->second, position.capacity()});
     while (!stack.empty()) {
       Frame& top = stack.back();
       const auto& ops = top.node->operands();
       if (top.next_operand < ops.size()) {
-        const Node* child = resolve(ops[top.next_operand++]).node.get();
-        if (position.try_emplace(child, -1).second) stack.push_back({child, 0});
+        const Value& operand = ops[top.next_operand++];
+        const NodePtr* leaf = substitute(*operand.node, operand.index);
+        const Node* child = leaf == nullptr ? operand.node.get() : leaf->get();
+        auto [it, reached] = position.try_emplace(child, -1);
+        operands.emplace_back(it->second, leaf == nullptr ? operand.index : 0);
+        if (reached)
+          stack.push_back({child, 0, operands.size(), operands.size() - 1, &it->second, position.capacity()});
         continue;
       }
-      const Node* done = top.node;
+      const Frame done = top;
       stack.pop_back();
       const auto index = static_cast<int32_t>(g.nodes.size());
-      position[done] = index;
-      g.nodes.push_back(done);
-      if (done->is_parameter()) g.parameters.push_back(index);
-      node_operands.clear();
-      for (const Value& operand : done->operands()) {
-        const Value v = resolver == nullptr ? operand : resolver->Resolve(operand);
-        node_operands.emplace_back(position.at(v.node.get()), v.index);
+      if (position.capacity() == done.capacity) {
+        *done.entry = index;
+      } else {
+        position[done.node] = index;
       }
-      g.AddOperands(node_operands);
+      g.nodes.push_back(done.node);
+      if (done.node->is_parameter()) g.parameters.push_back(index);
+      g.AddOperands(absl::MakeConstSpan(operands).subspan(done.begin));
+      operands.resize(done.begin);
+      if (done.slot != kNoSlot) operands[done.slot].first = index;
     }
   };
   g.operand_list.reserve(ReservedNodes() * 2);

@@ -29,7 +29,10 @@ namespace torch_neuron::ir {
 class ValueResolver {
  public:
   virtual ~ValueResolver() = default;
-  virtual Value Resolve(const Value& v) const = 0;
+  // The leaf standing for output `index` of `node` (as the leaf's output 0),
+  // or nullptr where the value stands for itself. Canonicalize asks once per
+  // edge; no copy of a node pointer is made unless there is a substitute.
+  virtual const NodePtr* Substitute(const Node& node, int index) const = 0;
 };
 
 struct CanonicalGraph {

@@ -11,6 +11,12 @@ namespace {
 // until the table has doubled (amortized constant cost per Record).
 constexpr size_t kSweepEveryTimeBelow = 256;
 
+uint64_t FilterBit(const ir::Node* node) {
+  // Nodes are at least 16-byte aligned: the low bits carry nothing.
+  const auto bits = reinterpret_cast<uintptr_t>(node) >> 4;
+  return uint64_t{1} << ((bits ^ (bits >> 6) ^ (bits >> 12)) & 63);
+}
+
 }  // namespace
 
 RanValues& RanValues::Global() {
@@ -19,6 +25,7 @@ RanValues& RanValues::Global() {
 }
 
 const RanValues::Entry* RanValues::Find(const ir::Node& node) const {
+  if ((filter_ & FilterBit(&node)) == 0) return nullptr;
   auto it = entries_.find(&node);
   if (it == entries_.end() || it->second.node.expired()) return nullptr;  // or a dead node's address
   return &it->second;
@@ -28,17 +35,19 @@ bool RanValues::SweepDueLocked() const {
   return entries_.size() < kSweepEveryTimeBelow || entries_.size() >= sweep_at_;
 }
 
-ir::Value RanValues::ResolveLocked(const ir::Value& v) const {
-  const Entry* entry = Find(*v.node);
-  return entry == nullptr ? v : ir::Value{entry->leaves.at(v.index), 0};
+const ir::NodePtr* RanValues::SubstituteLocked(const ir::Node& node, int index) const {
+  const Entry* entry = Find(node);
+  return entry == nullptr ? nullptr : &entry->leaves.at(index);
 }
 
 void RanValues::SweepLocked(std::vector<Entry>* dead) {
+  filter_ = 0;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second.node.expired()) {
       dead->push_back(std::move(it->second));
       entries_.erase(it++);
     } else {
+      filter_ |= FilterBit(it->first);
       ++it;
     }
   }
@@ -55,6 +64,7 @@ void RanValues::Record(const ir::NodePtr& node, std::vector<ir::NodePtr> leaves)
   Entry& entry = entries_[node.get()];
   if (!entry.node.expired()) return;
   dead.push_back(std::exchange(entry, Entry{node, std::move(leaves)}));
+  filter_ |= FilterBit(node.get());
   count_.store(entries_.size(), std::memory_order_relaxed);
 }
 
@@ -81,7 +91,8 @@ std::vector<ir::NodePtr> RanValues::Leaves(const ir::Node& node) const {
 ir::Value RanValues::Resolve(const ir::Value& v) const {
   if (count_.load(std::memory_order_relaxed) == 0) return v;
   absl::ReaderMutexLock lock(&mu_);
-  return ResolveLocked(v);
+  const ir::NodePtr* leaf = SubstituteLocked(*v.node, v.index);
+  return leaf == nullptr ? v : ir::Value{*leaf, 0};
 }
 
 RanValues::ScopedResolver::ScopedResolver(const RanValues& table)
@@ -93,8 +104,9 @@ RanValues::ScopedResolver::~ScopedResolver() {
   if (locked_) table_.mu_.ReaderUnlock();
 }
 
-ir::Value RanValues::ScopedResolver::Resolve(const ir::Value& v) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  return table_.ResolveLocked(v);
+const ir::NodePtr* RanValues::ScopedResolver::Substitute(const ir::Node& node,
+                                                         int index) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  return table_.SubstituteLocked(node, index);
 }
 
 size_t RanValues::size() {

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -57,7 +58,7 @@ class RanValues {
     ~ScopedResolver() override;
     ScopedResolver(const ScopedResolver&) = delete;
     ScopedResolver& operator=(const ScopedResolver&) = delete;
-    ir::Value Resolve(const ir::Value& v) const override;
+    const ir::NodePtr* Substitute(const ir::Node& node, int index) const override;
     // What to hand Canonicalize: this, or nullptr when nothing has run.
     const ir::ValueResolver* get() const { return locked_ ? this : nullptr; }
 
@@ -77,11 +78,16 @@ class RanValues {
   const Entry* Find(const ir::Node& node) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void SweepLocked(std::vector<Entry>* dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SweepDueLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  ir::Value ResolveLocked(const ir::Value& v) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  const ir::NodePtr* SubstituteLocked(const ir::Node& node, int index) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<const ir::Node*, Entry> entries_ ABSL_GUARDED_BY(mu_);
   size_t sweep_at_ ABSL_GUARDED_BY(mu_) = 0;
+  // One bit per key (FilterBit), set when an entry is made and rebuilt at
+  // each sweep: a node whose bit is clear has no entry, and Find answers
+  // without probing the map. Canonicalize asks for every edge of a graph, and
+  // almost no node has run.
+  uint64_t filter_ ABSL_GUARDED_BY(mu_) = 0;
   // entries_.size(), readable without the lock: zero means nothing to resolve.
   std::atomic<size_t> count_{0};
 };

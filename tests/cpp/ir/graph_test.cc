@@ -118,7 +118,7 @@ TEST(GraphHashTest, DeepChainsDoNotRecurse) {
 class OneSubstitution : public ValueResolver {
  public:
   OneSubstitution(const Node* ran, NodePtr leaf) : ran_(ran), leaf_(std::move(leaf)) {}
-  Value Resolve(const Value& v) const override { return v.node.get() == ran_ ? Value{leaf_, 0} : v; }
+  const NodePtr* Substitute(const Node& node, int) const override { return &node == ran_ ? &leaf_ : nullptr; }
 
  private:
   const Node* ran_;
