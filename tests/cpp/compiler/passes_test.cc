@@ -50,6 +50,14 @@ Value Ones() {
                0};
 }
 
+// `program` of (x, y) computes (x * y + x) - y, as the CPU does.
+void ExpectComputesMulAddSub(const runtime::Program& program) {
+  at::Tensor x = at::arange(4, at::kFloat), y = at::full({4}, 3.0f);
+  absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(program, {x, y});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(at::equal((*result)[0], at::sub(at::add(at::mul(x, y), x), y)));
+}
+
 std::string RunPipeline(PassPipeline& pipeline, CompileGraph& g) {
   absl::StatusOr<bool> changed = pipeline.Run(g);
   EXPECT_TRUE(changed.ok()) << changed.status();
@@ -155,10 +163,7 @@ TEST(CompileGraphTest, OutlivesTheIrItWasMadeFrom) {
             "}\n");
   absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
   ASSERT_TRUE(program.ok()) << program.status();
-  at::Tensor x = at::arange(4, at::kFloat), y = at::full({4}, 3.0f);
-  absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {x, y});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_TRUE(at::equal((*result)[0], at::sub(at::add(at::mul(x, y), x), y)));
+  ExpectComputesMulAddSub(*program);
 }
 
 TEST(LoweringTest, RunsTheGraphAndReleasesRegistersAfterLastUse) {
@@ -171,11 +176,7 @@ TEST(LoweringTest, RunsTheGraphAndReleasesRegistersAfterLastUse) {
   ASSERT_EQ(program->instructions.size(), 3u);
   // The product dies at the add; the inputs live until their last readers.
   EXPECT_EQ(program->instructions[1].release, (std::vector<int32_t>{0, 2}));
-
-  at::Tensor x = at::arange(4, at::kFloat), y = at::full({4}, 3.0f);
-  absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {x, y});
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_TRUE(at::equal((*result)[0], at::sub(at::add(at::mul(x, y), x), y)));
+  ExpectComputesMulAddSub(*program);
 }
 
 TEST(ExecutorTest, AFailingOpNamesItselfInTheError) {
