@@ -11,7 +11,8 @@ if ! command -v clang-format >/dev/null; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-format >/dev/null
 fi
-mapfile -t files < <(git ls-files 'csrc/*.cc' 'csrc/*.h' 'tests/cpp/*.cc' 'tests/cpp/*.h')
+# Tracked and new (untracked, not ignored) files: a new file is checked before its first commit.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard 'csrc/*.cc' 'csrc/*.h' 'tests/cpp/*.cc' 'tests/cpp/*.h')
 if [ "${1:-}" = "--check" ]; then
   clang-format --dry-run --Werror "${files[@]}"
   echo "[format] ${#files[@]} files formatted as .clang-format says"
