@@ -131,7 +131,12 @@ def callgrind(other: str, ops: int, syncs: int) -> dict:
             path = os.path.join(out, f"{build}.{name}.out")
             cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={path}", "--collect-atstart=no"]
             cmd += [f"--toggle-collect={f}" for f in CALLGRIND_COLLECT[kind]]
-            env = dict(os.environ, PYTHONPATH=checkout, TORCH_NEURON_OPT_LEVEL="0")
+            # Each process compiles in a cache of its own: runs that shared one
+            # would find each other's executables, and the two mark_step runs
+            # would differ by more than the cached mark_steps.
+            env = dict(os.environ, PYTHONPATH=checkout, TORCH_NEURON_OPT_LEVEL="0",
+                       TORCH_NEURON_CACHE_DIR=os.path.join(out, f"{build}.{name}.cache"),
+                       TORCH_NEURON_COMPILE_SERVICE="off")
             env.pop("TORCH_NEURON_SHAPE_REGISTRY", None)
             code = CALLGRIND_PROBE % {"kind": kind, "ops": ops, "syncs": chains}
             runs[build, name] = (path, checkout, subprocess.Popen(
