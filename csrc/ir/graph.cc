@@ -64,17 +64,12 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
     size_t next_operand;
     size_t begin;
     size_t slot;  // the operand in `operands` waiting for this node's position
-    // The node's entry in `position`, valid while the map has not grown
-    // (its capacity then was `capacity`): saves a lookup when it is done.
-    int32_t* entry;
-    size_t capacity;
   };
   std::vector<Frame> stack;
   std::vector<std::pair<int32_t, int32_t>> operands;
   auto visit = [&](const Node* root) {
-    auto [root_entry, new_root] = position.try_emplace(root, -1);
-    if (!new_root) return;
-    stack.push_back({root, 0, operands.size(), kNoSlot, &root_entry->second, position.capacity()});
+    if (!position.try_emplace(root, -1).second) return;
+    stack.push_back({root, 0, operands.size(), kNoSlot});
     while (!stack.empty()) {
       Frame& top = stack.back();
       const auto& ops = top.node->operands();
@@ -84,18 +79,13 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
         const Node* child = leaf == nullptr ? operand.node.get() : leaf->get();
         auto [it, reached] = position.try_emplace(child, -1);
         operands.emplace_back(it->second, leaf == nullptr ? operand.index : 0);
-        if (reached)
-          stack.push_back({child, 0, operands.size(), operands.size() - 1, &it->second, position.capacity()});
+        if (reached) stack.push_back({child, 0, operands.size(), operands.size() - 1});
         continue;
       }
       const Frame done = top;
       stack.pop_back();
       const auto index = static_cast<int32_t>(g.nodes.size());
-      if (position.capacity() == done.capacity) {
-        *done.entry = index;
-      } else {
-        position[done.node] = index;
-      }
+      position[done.node] = index;
       g.nodes.push_back(done.node);
       if (done.node->is_parameter()) g.parameters.push_back(index);
       g.AddOperands(absl::MakeConstSpan(operands).subspan(done.begin));
