@@ -17,7 +17,7 @@ absl::StatusOr<bool> CommonSubexpressionElimination::Run(CompileGraph& g) {
     CompileNode& n = g.nodes[i];
     if (n.dead) continue;
     for (ValueRef& v : n.operands) v.node = replacement[v.node];
-    if (n.is_parameter() || n.folded || n.random) continue;
+    if (n.is_parameter() || n.folded || g.IsRandom(static_cast<int32_t>(i))) continue;
     ir::hash_t key = n.local_hash;
     for (ValueRef v : n.operands) key = ir::HashCombine(key, ir::MHash(v.node, v.index));
     auto& candidates = seen[key];

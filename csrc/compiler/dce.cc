@@ -7,7 +7,7 @@ absl::StatusOr<bool> DeadCodeElimination::Run(CompileGraph& g) {
   for (ValueRef v : g.outputs) live[v.node] = true;
   for (int32_t p : g.parameters) live[p] = true;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!g.nodes[i].dead && g.nodes[i].random) live[i] = true;
+    if (!g.nodes[i].dead && g.IsRandom(static_cast<int32_t>(i))) live[i] = true;
   }
   // Operands precede users: one backward sweep reaches every live node.
   for (size_t i = g.nodes.size(); i-- > 0;) {

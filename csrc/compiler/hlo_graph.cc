@@ -16,7 +16,6 @@ CompileNode CompileNode::FromIr(const ir::Node& node) {
   n.scalar = node.scalar();
   n.source = node.source();
   n.local_hash = node.local_hash();
-  for (const ir::Value& v : node.operands()) n.random |= v.node->kind() == ir::NodeKind::kGenerator;
   return n;
 }
 
@@ -30,6 +29,15 @@ CompileGraph CompileGraph::FromCanonical(const ir::CanonicalGraph& graph) {
   for (const auto& [node, index] : graph.outputs) g.outputs.push_back({node, index});
   g.parameters = graph.parameters;
   return g;
+}
+
+bool CompileGraph::IsRandom(int32_t i) const {
+  const CompileNode& n = nodes[i];
+  if (n.kind != ir::NodeKind::kOp) return false;
+  for (const ValueRef& v : n.operands) {
+    if (nodes[v.node].kind == ir::NodeKind::kGenerator) return true;
+  }
+  return false;
 }
 
 int64_t CompileGraph::LiveNodeCount() const {
@@ -96,7 +104,6 @@ ValueRef NodeBuilder::Op(const std::string& op, const std::vector<Input>& inputs
     if (const ValueRef* v = std::get_if<ValueRef>(&input)) {
       call.args.push_back(ir::Arg::Operand(static_cast<int32_t>(call.operands.size())));
       call.operands.push_back(*v);
-      call.random |= nodes_[v->node].kind == ir::NodeKind::kGenerator;
     } else {
       call.args.push_back(ir::Arg::Attr(std::get<c10::IValue>(input)));
     }

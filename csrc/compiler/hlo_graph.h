@@ -37,8 +37,6 @@ struct CompileNode {
   std::string source;  // the user's line, for errors (never hashed)
   // The IR's local hash (kind, op, attributes, shapes; not the operands).
   ir::hash_t local_hash = 0;
-  // A random op (it takes a generator): it runs exactly once, in trace order.
-  bool random = false;
 
   std::vector<ValueRef> operands;
   bool dead = false;
@@ -76,6 +74,10 @@ struct CompileGraph {
 
   // Text like ir::ToText, of the live nodes (pass golden tests).
   std::string ToText() const;
+
+  // Node i is a random op (an operand is the generator): it must run exactly
+  // once, in trace order.
+  bool IsRandom(int32_t i) const;
 };
 
 // Appends nodes to a graph being rebuilt by RewriteNodes.
