@@ -94,7 +94,8 @@ absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const Com
     }
     library = *std::move(built);
   }
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1);
+  absl::StatusOr<runtime::Program> program =
+      LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1, library.first);
   if (!program.ok()) return program.status();
   if (!library.first.empty()) program->native_objects.push_back(std::move(library));
   result.program = std::make_shared<const runtime::Program>(*std::move(program));

@@ -2,7 +2,7 @@
 // The pass pipeline (CSE, constant folding, DCE, and at opt level 1 foreach
 // expansion and elementwise fusion; each verified), then, at tier 1, the fused kernels' C++ built into
 // one shared object the program carries, then lowering to one call per node
-// (ATen ops, and neuron::fused_kernel for the kernels) over planned registers.
+// (ATen calls, and typed kernel calls for the kernels) over planned registers.
 // A kernel build failure falls back to tier 0 for the graph (CompileResult
 // says why); tier 0 runs every graph tier 1 fuses.
 #pragma once

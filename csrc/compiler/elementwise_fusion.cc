@@ -260,19 +260,13 @@ CompileNode MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
   for (int32_t i = 0; i < static_cast<int32_t>(kernel.outputs.size()); ++i) {
     output_dtypes.push_back(static_cast<int64_t>(kernel.OutputDtype(i)));
   }
-  // Each argument at its position in the kernel ABI's call layout.
-  namespace abi = runtime::kernel_abi;
-  auto common = [&](size_t num_args) {
-    std::vector<ir::Arg> args(num_args);
-    args[abi::fused_kernel::kLibrary] = ir::Arg::Attr(c10::IValue(library));
-    args[abi::fused_kernel::kKernel] = ir::Arg::Attr(c10::IValue(kernel.name));
-    args[abi::fused_kernel::kInputs] = ir::Arg::OperandList(tensors);
-    args[abi::fused_kernel::kScalars] = ir::Arg::OperandList(scalars);
-    return args;
-  };
+  // The node's arguments are the call's fields in a fixed order: they name
+  // it in graph text and its hash. Lowering reads the call from the node's
+  // FusedKernel and shapes (a typed runtime::KernelCall), not from these.
+  std::vector<ir::Arg> args = {ir::Arg::Attr(c10::IValue(library)), ir::Arg::Attr(c10::IValue(kernel.name)),
+                               ir::Arg::OperandList(tensors), ir::Arg::OperandList(scalars)};
+  auto attr = [&](c10::IValue v) { args.push_back(ir::Arg::Attr(std::move(v))); };
   if (kernel.row_length > 0) {
-    namespace row = abi::fused_row_kernel;
-    std::vector<ir::Arg> args = common(row::kNumArgs);
     // output_sizes holds each output's rank, then its sizes.
     std::vector<int64_t> extents, output_extents, sizes;
     for (Extent e : kernel.input_extents) extents.push_back(static_cast<int64_t>(e));
@@ -281,24 +275,21 @@ CompileNode MakeFusedKernelNode(const FusedKernel& kernel, const std::string& li
       sizes.push_back(static_cast<int64_t>(shape.sizes().size()));
       sizes.insert(sizes.end(), shape.sizes().begin(), shape.sizes().end());
     }
-    args[row::kRows] = ir::Arg::Attr(c10::IValue(kernel.rows));
-    args[row::kRowLength] = ir::Arg::Attr(c10::IValue(kernel.row_length));
-    args[row::kInputExtents] = ir::Arg::Attr(c10::IValue(extents));
-    args[row::kOutputExtents] = ir::Arg::Attr(c10::IValue(output_extents));
-    args[row::kOutputSizes] = ir::Arg::Attr(c10::IValue(sizes));
-    args[row::kInputDtypes] = ir::Arg::Attr(c10::IValue(input_dtypes));
-    args[row::kOutputDtypes] = ir::Arg::Attr(c10::IValue(output_dtypes));
-    return call(row::kName, std::move(args));
+    attr(kernel.rows);
+    attr(kernel.row_length);
+    attr(extents);
+    attr(output_extents);
+    attr(sizes);
+    attr(input_dtypes);
+    attr(output_dtypes);
+    return call(kFusedRowKernelOp, std::move(args));
   }
-  namespace flat = abi::fused_kernel;
-  std::vector<ir::Arg> args = common(flat::kNumArgs);
-  args[flat::kSizes] = ir::Arg::Attr(c10::IValue(output_shapes[0].sizes()));
-  args[flat::kNumOutputs] = ir::Arg::Attr(c10::IValue(static_cast<int64_t>(kernel.outputs.size())));
-  // Filled in at run time by the executor when inputs are donated.
-  args[flat::kReuse] = ir::Arg::Attr(c10::IValue(std::vector<int64_t>{}));
-  args[flat::kInputDtypes] = ir::Arg::Attr(c10::IValue(input_dtypes));
-  args[flat::kOutputDtypes] = ir::Arg::Attr(c10::IValue(output_dtypes));
-  return call(flat::kName, std::move(args));
+  attr(output_shapes[0].sizes());
+  attr(static_cast<int64_t>(kernel.outputs.size()));
+  attr(std::vector<int64_t>{});  // no output reuses an input (the executor may decide otherwise)
+  attr(input_dtypes);
+  attr(output_dtypes);
+  return call(kFusedKernelOp, std::move(args));
 }
 
 absl::StatusOr<bool> ElementwiseFusion::Run(CompileGraph& g) {

@@ -27,8 +27,14 @@ class ElementwiseFusion : public Pass {
   absl::StatusOr<bool> Run(CompileGraph& graph) override;
 };
 
-// The call of a fused kernel, with `library` (the shared object's name, ""
-// until it is built) as its first argument; its operands are the caller's to set.
+// The ops of fused-kernel nodes in the compiler's graphs (and their text).
+inline constexpr const char* kFusedKernelOp = "neuron::fused_kernel";
+inline constexpr const char* kFusedRowKernelOp = "neuron::fused_row_kernel";
+
+// The node calling a fused kernel, holding `kernel`'s call fields as its
+// arguments (library first: the shared object's name, "" until it is built),
+// for graph text and hashing; lowering makes the program's typed call from the
+// node's FusedKernel. Its operands (and `kernel`) are the caller's to set.
 CompileNode MakeFusedKernelNode(const FusedKernel& kernel, const std::string& library,
                                 const std::vector<ir::Shape>& input_shapes,
                                 const std::vector<ir::Shape>& output_shapes);

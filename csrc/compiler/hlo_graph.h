@@ -43,7 +43,8 @@ struct CompileNode {
   // Set by constant folding: the node's (single) output, computed at compile time.
   std::optional<at::Tensor> folded;
   // Set by elementwise fusion: the node is a call of this generated kernel
-  // (neuron::fused_kernel).
+  // (a neuron::fused_kernel or neuron::fused_row_kernel node, lowered to a
+  // runtime::KernelCall).
   std::shared_ptr<const FusedKernel> kernel;
 
   static CompileNode FromIr(const ir::Node& node);

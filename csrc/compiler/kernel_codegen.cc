@@ -631,7 +631,7 @@ std::string KernelSource(const FusedKernel& k) {
     return out;
   }
   // An output is a new buffer or, where the executor donates one, the very
-  // buffer of an input (runtime/fused_kernel_op.cc): outputs and inputs overlap
+  // buffer of an input (runtime/kernel_call.cc): outputs and inputs overlap
   // exactly or not at all. With no output on an input's buffer (the usual
   // case) one loop stores straight to the outputs through __restrict__
   // pointers. Otherwise the loop runs over blocks whose results go to local

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/op_traits.h"
+#include "runtime/kernel_call.h"
 #include "runtime/op_lookup.h"
 #include "runtime/schema_types.h"
 
@@ -16,6 +17,35 @@ using runtime::IsGeneratorType;
 using runtime::IsTensorType;
 
 bool IsScalarListType(const c10::TypePtr& type) { return runtime::IsListOf(type, c10::TypeKind::NumberType); }
+
+// The typed call of node `n`'s fused kernel, its registers left to the caller.
+absl::StatusOr<runtime::KernelCall> KernelCallOf(const CompileNode& n, const std::string& library) {
+  const FusedKernel& k = *n.kernel;
+  runtime::KernelCall call;
+  call.library = library;
+  call.kernel = k.name;
+  for (int32_t i = 0; i < k.num_inputs; ++i) call.input_dtypes.push_back(k.InputDtype(i));
+  for (size_t i = 0; i < k.outputs.size(); ++i)
+    call.output_dtypes.push_back(k.OutputDtype(static_cast<int32_t>(i)));
+  if (static_cast<size_t>(n.num_outputs()) != k.outputs.size() ||
+      n.operands.size() != static_cast<size_t>(k.num_inputs + k.num_scalars)) {
+    return absl::InternalError(absl::StrCat("kernel ", k.name, " has ", n.operands.size(), " operands and ",
+                                            n.num_outputs(), " outputs; it takes ", k.num_inputs, " + ",
+                                            k.num_scalars, " and stores ", k.outputs.size()));
+  }
+  if (k.row_length == 0) {
+    call.form = runtime::KernelCall::Form::kFlat;
+    call.sizes = n.shape(0).sizes();
+  } else {
+    call.form = runtime::KernelCall::Form::kRows;
+    call.rows = k.rows;
+    call.row_length = k.row_length;
+    call.input_extents = k.input_extents;
+    for (int32_t v : k.outputs) call.output_extents.push_back(k.ExtentOf(v));
+    for (int32_t i = 0; i < n.num_outputs(); ++i) call.output_sizes.push_back(n.shape(i).sizes());
+  }
+  return call;
+}
 
 // Per node: whether it is a copying view op run as its view (OpTraits::view_form), which
 // it is when every reader takes a view: a stride-agnostic op, another view op
@@ -43,7 +73,8 @@ std::vector<bool> RunAsViews(const CompileGraph& g) {
 
 }  // namespace
 
-absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool views_in_place) {
+absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool views_in_place,
+                                                const std::string& library) {
   const std::vector<bool> as_view = views_in_place ? RunAsViews(g) : std::vector<bool>(g.nodes.size(), false);
   runtime::Program program;
   // Register of each (node, output).
@@ -57,6 +88,12 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
   for (int32_t p : g.parameters) program.parameter_registers.push_back(new_reg(p, 0));
 
   std::vector<int32_t> last_use;  // per register: instruction index of its last read
+  auto record_read = [&](int32_t r) {
+    if (r < 0) return;
+    if (static_cast<size_t>(r) >= last_use.size()) last_use.resize(r + 1, -1);
+    last_use[r] = static_cast<int32_t>(program.instructions.size());
+  };
+  auto reg_of = [&](const ValueRef& v) { return reg.at({v.node, g.nodes[v.node].folded ? 0 : v.index}); };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const CompileNode& n = g.nodes[i];
     if (n.dead || n.is_parameter()) continue;
@@ -67,6 +104,22 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
     }
     if (n.kind == ir::NodeKind::kConstant) {
       program.constants.emplace_back(new_reg(node, 0), n.scalar);
+      continue;
+    }
+    if (n.kernel) {
+      if (library.empty())
+        return absl::InternalError(absl::StrCat("kernel ", n.kernel->name, " was not built"));
+      absl::StatusOr<runtime::KernelCall> call = KernelCallOf(n, library);
+      if (!call.ok()) return call.status();
+      for (size_t k = 0; k < n.operands.size(); ++k) {
+        const int32_t r = reg_of(n.operands[k]);
+        (static_cast<int32_t>(k) < n.kernel->num_inputs ? call->inputs : call->scalars).push_back(r);
+        record_read(r);
+      }
+      if (absl::Status s = runtime::ValidateKernelCall(*call); !s.ok()) return s;
+      runtime::Instruction inst{std::nullopt, *std::move(call), n.op, n.source, {}, {}, {}, {}};
+      for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
+      program.instructions.push_back(std::move(inst));
       continue;
     }
     // A view run as a view is named as such in the program (and its NEFF).
@@ -80,7 +133,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
     }
     absl::StatusOr<std::vector<int32_t>> widths = runtime::ReturnWidths(schema, n.num_outputs());
     if (!widths.ok()) return widths.status();
-    runtime::Instruction inst{*op, op_name, n.source, {}, {}, *std::move(widths), {}};
+    runtime::Instruction inst{*op, std::nullopt, op_name, n.source, {}, {}, *std::move(widths), {}};
     for (size_t a = 0; a < n.args.size(); ++a) {
       const ir::Arg& arg = n.args[a];
       const c10::TypePtr& type = schema.arguments()[a].type();
@@ -91,7 +144,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
       } else if (arg.kind == ir::Arg::Kind::kOperand) {
         ValueRef v = n.operands[arg.operands[0]];
         const CompileNode& src = g.nodes[v.node];
-        pa.registers = {reg.at({v.node, src.folded ? 0 : v.index})};
+        pa.registers = {reg_of(v)};
         const bool scalar_leaf = src.is_scalar_leaf();
         if (IsGeneratorType(type)) {
           pa.kind = runtime::ProgramArg::Kind::kGenerator;
@@ -108,19 +161,14 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
           if (k < 0) {
             pa.registers.push_back(-1);
           } else {
-            ValueRef v = n.operands[k];
-            pa.registers.push_back(reg.at({v.node, g.nodes[v.node].folded ? 0 : v.index}));
+            pa.registers.push_back(reg_of(n.operands[k]));
           }
         }
         if (IsScalarListType(type)) pa.dtype = c10::ScalarType::Double;
       }
       const c10::AliasInfo* alias = schema.arguments()[a].alias_info();
       pa.copy_before_use = alias != nullptr && alias->isWrite();
-      for (int32_t r : pa.registers) {
-        if (r < 0) continue;
-        if (static_cast<size_t>(r) >= last_use.size()) last_use.resize(r + 1, -1);
-        last_use[r] = static_cast<int32_t>(program.instructions.size());
-      }
+      for (int32_t r : pa.registers) record_read(r);
       inst.args.push_back(std::move(pa));
     }
     for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));

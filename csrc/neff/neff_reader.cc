@@ -6,12 +6,15 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/hash.h"
 #include "neff/constant_codec.h"
 #include "neff/neff_format.h"
+#include "runtime/kernel_call.h"
 #include "runtime/op_lookup.h"
 #include "runtime/schema_types.h"
 
@@ -30,7 +33,10 @@ uint64_t GetLittleEndian(const unsigned char* p, int bytes) {
 
 class ProgramBuilder {
  public:
-  explicit ProgramBuilder(const proto::Program& p) : p_(p) {}
+  // `libraries`: the names of the payload's native objects, which kernel calls
+  // may name.
+  ProgramBuilder(const proto::Program& p, absl::flat_hash_set<std::string> libraries)
+      : p_(p), libraries_(std::move(libraries)) {}
 
   absl::StatusOr<runtime::Program> Build(const proto::Signature& signature) {
     runtime::Program out;
@@ -115,7 +121,77 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
+  // Kernel call `pi`, checked: its registers in range, its fields consistent
+  // (runtime::ValidateKernelCall), its library one of `libraries`.
+  absl::StatusOr<runtime::Instruction> BuildKernelCall(const proto::Instruction& pi, int index) {
+    const proto::KernelCall& pk = pi.kernel();
+    auto bad = [&](const std::string& what) {
+      return Malformed(absl::StrCat("instruction ", index, " (kernel call): ", what));
+    };
+    if (pi.args_size() != 0 || pi.return_widths_size() != 0) return bad("has operator arguments or returns");
+    if (pk.form() != proto::KernelCall::FLAT && pk.form() != proto::KernelCall::ROWS) {
+      return bad(absl::StrCat("form ", pk.form()));
+    }
+    runtime::KernelCall call;
+    call.form = pk.form() == proto::KernelCall::FLAT ? runtime::KernelCall::Form::kFlat
+                                                     : runtime::KernelCall::Form::kRows;
+    call.library = pk.library();
+    call.kernel = pk.kernel();
+    if (!libraries_.contains(call.library))
+      return bad(absl::StrCat("library '", call.library, "' is not in the file"));
+    for (int32_t r : pk.inputs()) {
+      if (!InRange(r)) return bad(absl::StrCat("reads register ", r));
+      call.inputs.push_back(r);
+    }
+    for (int32_t r : pk.scalars()) {
+      if (!InRange(r)) return bad(absl::StrCat("reads register ", r));
+      call.scalars.push_back(r);
+    }
+    for (int32_t d : pk.input_dtypes()) {
+      if (!ValidDtype(d)) return bad(absl::StrCat("input dtype ", d));
+      call.input_dtypes.push_back(static_cast<c10::ScalarType>(d));
+    }
+    for (int32_t d : pk.output_dtypes()) {
+      if (!ValidDtype(d)) return bad(absl::StrCat("output dtype ", d));
+      call.output_dtypes.push_back(static_cast<c10::ScalarType>(d));
+    }
+    call.sizes.assign(pk.sizes().begin(), pk.sizes().end());
+    call.rows = pk.rows();
+    call.row_length = pk.row_length();
+    auto extent = [&](int32_t e) -> std::optional<runtime::kernel_abi::Extent> {
+      if (e < 0 || e >= runtime::kernel_abi::kNumExtents) return std::nullopt;
+      return static_cast<runtime::kernel_abi::Extent>(e);
+    };
+    for (int32_t e : pk.input_extents()) {
+      if (!extent(e)) return bad(absl::StrCat("input extent ", e));
+      call.input_extents.push_back(*extent(e));
+    }
+    for (int32_t e : pk.output_extents()) {
+      if (!extent(e)) return bad(absl::StrCat("output extent ", e));
+      call.output_extents.push_back(*extent(e));
+    }
+    for (const proto::IntList& sizes : pk.output_sizes()) {
+      call.output_sizes.emplace_back(sizes.values().begin(), sizes.values().end());
+    }
+    if (absl::Status s = runtime::ValidateKernelCall(call); !s.ok()) return bad(std::string(s.message()));
+    runtime::Instruction inst{std::nullopt, std::move(call), pi.op(), "", {}, {}, {}, {}};
+    for (int32_t r : pi.outputs()) {
+      if (!InRange(r) && r != -1) return bad(absl::StrCat("writes register ", r));
+      inst.outputs.push_back(r);
+    }
+    if (inst.outputs.size() != inst.kernel->num_outputs()) {
+      return bad(absl::StrCat(inst.outputs.size(), " output registers for ", inst.kernel->num_outputs(),
+                              " outputs"));
+    }
+    for (int32_t r : pi.release()) {
+      if (!InRange(r)) return bad(absl::StrCat("releases register ", r));
+      inst.release.push_back(r);
+    }
+    return inst;
+  }
+
   absl::StatusOr<runtime::Instruction> BuildInstruction(const proto::Instruction& pi, int index) {
+    if (pi.has_kernel()) return BuildKernelCall(pi, index);
     absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(pi.op());
     if (!op.ok()) return Malformed(absl::StrCat("instruction ", index, ": ", op.status().message()));
     const c10::FunctionSchema& schema = op->schema();
@@ -123,7 +199,7 @@ class ProgramBuilder {
       return Malformed(absl::StrCat("instruction ", index, " calls ", pi.op(), " with ", pi.args_size(),
                                     " arguments; its schema has ", schema.arguments().size()));
     }
-    runtime::Instruction inst{*op, pi.op(), "", {}, {}, {}, {}};
+    runtime::Instruction inst{*op, std::nullopt, pi.op(), "", {}, {}, {}, {}};
     for (const proto::ProgramArg& pa : pi.args()) {
       runtime::ProgramArg arg;
       const bool list = pa.kind() == proto::ProgramArg::REGISTER_LIST;
@@ -206,6 +282,7 @@ class ProgramBuilder {
   }
 
   const proto::Program& p_;
+  const absl::flat_hash_set<std::string> libraries_;
 };
 
 }  // namespace
@@ -240,8 +317,10 @@ absl::StatusOr<LoadedNeff> ReadNeff(std::string_view bytes, const proto::Compile
       loaded.payload.fingerprint().SerializeAsString() != expected->SerializeAsString()) {
     return absl::FailedPreconditionError("NEFF was compiled by a different compiler (fingerprint mismatch)");
   }
+  absl::flat_hash_set<std::string> libraries;
+  for (const proto::NativeObject& object : loaded.payload.native_objects()) libraries.insert(object.name());
   absl::StatusOr<runtime::Program> program =
-      ProgramBuilder(loaded.payload.program()).Build(loaded.payload.signature());
+      ProgramBuilder(loaded.payload.program(), std::move(libraries)).Build(loaded.payload.signature());
   if (!program.ok()) return program.status();
   for (const proto::SourceEntry& entry : loaded.payload.source_map()) {
     if (entry.instruction() < 0 || static_cast<size_t>(entry.instruction()) >= program->instructions.size()) {

@@ -31,6 +31,26 @@ proto::ProgramArg::Kind ArgKind(runtime::ProgramArg::Kind kind) {
   return proto::ProgramArg::CONSTANT;
 }
 
+void WriteKernelCall(const runtime::KernelCall& call, proto::KernelCall* out) {
+  out->set_form(call.form == runtime::KernelCall::Form::kFlat ? proto::KernelCall::FLAT
+                                                              : proto::KernelCall::ROWS);
+  out->set_library(call.library);
+  out->set_kernel(call.kernel);
+  for (int32_t r : call.inputs) out->add_inputs(r);
+  for (int32_t r : call.scalars) out->add_scalars(r);
+  for (c10::ScalarType d : call.input_dtypes) out->add_input_dtypes(static_cast<int32_t>(d));
+  for (c10::ScalarType d : call.output_dtypes) out->add_output_dtypes(static_cast<int32_t>(d));
+  for (int64_t s : call.sizes) out->add_sizes(s);
+  out->set_rows(call.rows);
+  out->set_row_length(call.row_length);
+  for (runtime::kernel_abi::Extent e : call.input_extents) out->add_input_extents(static_cast<int32_t>(e));
+  for (runtime::kernel_abi::Extent e : call.output_extents) out->add_output_extents(static_cast<int32_t>(e));
+  for (const std::vector<int64_t>& sizes : call.output_sizes) {
+    proto::IntList* list = out->add_output_sizes();
+    for (int64_t s : sizes) list->add_values(s);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> WriteNeff(const NeffContents& contents) {
@@ -62,6 +82,7 @@ absl::StatusOr<std::string> WriteNeff(const NeffContents& contents) {
     const runtime::Instruction& inst = program.instructions[i];
     proto::Instruction* pi = p->add_instructions();
     pi->set_op(inst.op_name);
+    if (inst.kernel) WriteKernelCall(*inst.kernel, pi->mutable_kernel());
     for (int32_t w : inst.return_widths) pi->add_return_widths(w);
     for (int32_t r : inst.outputs) pi->add_outputs(r);
     for (int32_t r : inst.release) pi->add_release(r);

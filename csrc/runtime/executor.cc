@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "runtime/generator.h"
-#include "runtime/kernel_abi.h"
+#include "runtime/kernel_call.h"
 #include "runtime/kernel_team.h"
 #include "runtime/profiler.h"
 #include "runtime/torch_status.h"
@@ -113,19 +113,7 @@ class RegisterStorages {
   int64_t peak_ = 0;
 };
 
-// neuron::fused_kernel (its argument positions: runtime/kernel_abi.h).
-bool IsFusedKernel(const c10::OperatorHandle& op) {
-  static const std::optional<c10::OperatorHandle> fused =
-      c10::Dispatcher::singleton().findOp({kernel_abi::fused_kernel::kName, ""});
-  return fused.has_value() && op == *fused;
-}
-constexpr size_t kKernelInputsArg = kernel_abi::fused_kernel::kInputs;
-constexpr size_t kKernelNumOutputsArg = kernel_abi::fused_kernel::kNumOutputs;
-constexpr size_t kKernelReuseArg = kernel_abi::fused_kernel::kReuse;
-constexpr size_t kKernelInputDtypesArg = kernel_abi::fused_kernel::kInputDtypes;
-constexpr size_t kKernelOutputDtypesArg = kernel_abi::fused_kernel::kOutputDtypes;
-
-// Which donated parameter buffers a fused kernel may write its outputs into:
+// Which donated parameter buffers a flat kernel call may write its outputs into:
 // reuse[k] = the kernel input whose buffer output k takes, or -1. A buffer
 // qualifies when this instruction is its register's last use, the kernel reads
 // it once, and no other live register views it (a view taken earlier would see
@@ -136,17 +124,16 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
                                  const absl::flat_hash_map<int32_t, size_t>& donated_param_of,
                                  std::vector<bool>& overwritten) {
   std::vector<int64_t> reuse;
-  const ProgramArg& inputs = inst.args[kKernelInputsArg];
-  const int64_t num_outputs = inst.args[kKernelNumOutputsArg].constant.toInt();
-  const std::vector<int64_t> input_dtypes = inst.args[kKernelInputDtypesArg].constant.toIntVector();
-  const std::vector<int64_t> output_dtypes = inst.args[kKernelOutputDtypesArg].constant.toIntVector();
-  std::vector<bool> taken(inputs.registers.size(), false);
-  auto qualifies = [&](size_t j, int64_t dtype) {
-    const int32_t reg = inputs.registers[j];
+  const KernelCall& call = *inst.kernel;
+  if (call.form != KernelCall::Form::kFlat) return reuse;
+  const std::vector<int32_t>& inputs = call.inputs;
+  std::vector<bool> taken(inputs.size(), false);
+  auto qualifies = [&](size_t j, c10::ScalarType dtype) {
+    const int32_t reg = inputs[j];
     auto param = donated_param_of.find(reg);
-    if (taken[j] || j >= input_dtypes.size() || input_dtypes[j] != dtype || param == donated_param_of.end() ||
+    if (taken[j] || call.input_dtypes[j] != dtype || param == donated_param_of.end() ||
         overwritten[param->second] || std::count(inst.release.begin(), inst.release.end(), reg) == 0 ||
-        std::count(inputs.registers.begin(), inputs.registers.end(), reg) != 1) {
+        std::count(inputs.begin(), inputs.end(), reg) != 1) {
       return false;
     }
     const c10::StorageImpl* storage = StorageOf(regs[reg]);
@@ -155,10 +142,10 @@ std::vector<int64_t> KernelReuse(const Instruction& inst, const std::vector<c10:
     taken[j] = true;
     return true;
   };
-  for (int64_t k = 0; k < num_outputs && k < static_cast<int64_t>(output_dtypes.size()); ++k) {
+  for (c10::ScalarType dtype : call.output_dtypes) {
     int64_t chosen = -1;
-    for (size_t j = 0; j < inputs.registers.size() && chosen < 0; ++j) {
-      if (qualifies(j, output_dtypes[k])) chosen = static_cast<int64_t>(j);
+    for (size_t j = 0; j < inputs.size() && chosen < 0; ++j) {
+      if (qualifies(j, dtype)) chosen = static_cast<int64_t>(j);
     }
     reuse.push_back(chosen);
   }
@@ -211,6 +198,41 @@ absl::Status SpreadReturns(const Instruction& inst, torch::jit::Stack& stack,
   return absl::OkStatus();
 }
 
+// Runs kernel-call instruction `inst` on its registers, writing its outputs to
+// theirs; flat outputs go into donated parameters' buffers where KernelReuse
+// allows. The generated code splits itself over the kernel team.
+absl::Status RunKernelInstruction(const Instruction& inst, std::vector<c10::IValue>& regs,
+                                  const RegisterStorages& storages,
+                                  const absl::flat_hash_map<int32_t, size_t>& donated_param_of,
+                                  std::vector<bool>& written, const std::string& where) {
+  const KernelCall& call = *inst.kernel;
+  try {
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(call.inputs.size());
+    for (int32_t r : call.inputs) inputs.push_back(regs[r].toTensor());
+    std::vector<double> scalars;
+    scalars.reserve(call.scalars.size());
+    for (int32_t r : call.scalars) scalars.push_back(regs[r].toScalar().toDouble());
+    const std::vector<int64_t> reuse = donated_param_of.empty()
+                                           ? std::vector<int64_t>()
+                                           : KernelReuse(inst, regs, storages, donated_param_of, written);
+    profiler::Scope scope("instruction", inst.op_name, where);
+    ScopedLibraryThreads team(0);
+    absl::StatusOr<std::vector<at::Tensor>> outputs = RunKernelCall(call, inputs, scalars, reuse);
+    if (!outputs.ok()) return outputs.status();
+    if (outputs->size() != inst.outputs.size()) {
+      return absl::InternalError(absl::StrCat("kernel ", call.kernel, " made ", outputs->size(),
+                                              " outputs, the program expects ", inst.outputs.size()));
+    }
+    for (size_t k = 0; k < outputs->size(); ++k) {
+      if (inst.outputs[k] >= 0) regs[inst.outputs[k]] = std::move((*outputs)[k]);
+    }
+  } catch (...) {
+    return StatusFromCurrentException();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
@@ -238,32 +260,37 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   for (const c10::IValue& r : regs) storages.Hold(r);
   torch::jit::Stack stack;
   for (const Instruction& inst : program.instructions) {
-    stack.clear();
-    for (const ProgramArg& arg : inst.args) {
-      stack.push_back(ArgValue(arg, regs));
-      if (arg.copy_before_use && stack.back().isTensor()) {
-        stack.back() = stack.back().toTensor().clone();
-      }
-    }
-    if (!donated_param_of.empty() && IsFusedKernel(inst.op)) {
-      stack[kKernelReuseArg] = KernelReuse(inst, regs, storages, donated_param_of, written);
-    }
+    const std::string& where = source == nullptr ? inst.source : *source;
     // Kernels throw c10::Errors; libraries under them (gloo, below the
     // collectives) may throw anything else. Either is reported with its op and
     // keeps its kind (an IndexError stays one).
-    try {
-      profiler::Scope scope("instruction", inst.op_name, source == nullptr ? inst.source : *source);
-      // Generated kernels split themselves over the kernel team; a large
-      // library call gets an OpenMP team of the same size.
-      ScopedLibraryThreads team(IsFusedKernel(inst.op) ? 0 : TensorElements(stack));
-      inst.op.callBoxed(stack);
-    } catch (...) {
-      const std::string& where = source == nullptr ? inst.source : *source;
-      return WithContext(
-          StatusFromCurrentException(),
-          absl::StrCat("neuron execution failed in ", inst.op_name, where.empty() ? "" : " (" + where + ")"));
+    auto failed = [&](absl::Status status) {
+      return WithContext(std::move(status), absl::StrCat("neuron execution failed in ", inst.op_name,
+                                                         where.empty() ? "" : " (" + where + ")"));
+    };
+    stack.clear();
+    if (inst.kernel) {
+      if (absl::Status s = RunKernelInstruction(inst, regs, storages, donated_param_of, written, where);
+          !s.ok()) {
+        return failed(std::move(s));
+      }
+    } else {
+      for (const ProgramArg& arg : inst.args) {
+        stack.push_back(ArgValue(arg, regs));
+        if (arg.copy_before_use && stack.back().isTensor()) {
+          stack.back() = stack.back().toTensor().clone();
+        }
+      }
+      try {
+        profiler::Scope scope("instruction", inst.op_name, where);
+        // A large library call gets an OpenMP team of the kernel team's size.
+        ScopedLibraryThreads team(TensorElements(stack));
+        inst.op->callBoxed(stack);
+      } catch (...) {
+        return failed(StatusFromCurrentException());
+      }
+      if (absl::Status s = SpreadReturns(inst, stack, regs); !s.ok()) return s;
     }
-    if (absl::Status s = SpreadReturns(inst, stack, regs); !s.ok()) return s;
     for (int32_t r : inst.outputs) {
       if (r >= 0) storages.Hold(regs[r]);
     }

@@ -8,9 +8,9 @@
 //     path, and the symbol every generated library exports with its version;
 //   - the loop quanta (threads split a call only at multiples of them, so no
 //     block straddles two threads) and the strided-rank limit;
-//   - the extent codes of row kernels' values;
-//   - the call layout: the argument positions of neuron::fused_kernel and
-//     neuron::fused_row_kernel, the program instructions that call kernels.
+//   - the extent codes of row kernels' values.
+// The instruction that calls a kernel is typed (runtime/program.h KernelCall,
+// and its NEFF message), not positional operator arguments.
 // Any change here changes kVersion. The version is part of the compiler's
 // fingerprint (cached executables of another ABI are never loaded), and the
 // runtime refuses a library that exports another version.
@@ -21,7 +21,7 @@
 
 namespace torch_neuron::runtime::kernel_abi {
 
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;
 
 // Every generated library defines `extern "C" const int tn_kernel_abi_version`
 // equal to the kVersion it was generated for.
@@ -70,54 +70,5 @@ constexpr int64_t ExtentNumel(Extent extent, int64_t rows, int64_t row_length) {
   }
   return 0;
 }
-
-// neuron::fused_kernel: a flat kernel over `sizes`. Outputs are new tensors of
-// `sizes` and output_dtypes, except where `reuse[k]` names an input (of the
-// output's dtype) whose buffer output k is written into: programs carry an
-// empty `reuse`, the executor fills it in for donated inputs.
-namespace fused_kernel {
-inline constexpr const char* kName = "neuron::fused_kernel";
-inline constexpr const char* kSchema =
-    "fused_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int[] sizes, "
-    "int num_outputs, int[] reuse, int[] input_dtypes, int[] output_dtypes) -> Tensor[]";
-enum Arg : size_t {
-  kLibrary = 0,
-  kKernel = 1,
-  kInputs = 2,
-  kScalars = 3,
-  kSizes = 4,
-  kNumOutputs = 5,
-  kReuse = 6,
-  kInputDtypes = 7,   // c10::ScalarType codes, one per input
-  kOutputDtypes = 8,  // one per output
-  kNumArgs = 9,
-};
-}  // namespace fused_kernel
-
-// neuron::fused_row_kernel: a row kernel over `rows` rows of `row_length`.
-// input_extents[i] and output_extents[k] are Extent codes; output_sizes holds
-// each output's rank, then its sizes. A kernel with a kColumn output (a column
-// kernel) runs by columns.
-namespace fused_row_kernel {
-inline constexpr const char* kName = "neuron::fused_row_kernel";
-inline constexpr const char* kSchema =
-    "fused_row_kernel(str library, str kernel, Tensor[] inputs, Scalar[] scalars, int rows, "
-    "int row_length, int[] input_extents, int[] output_extents, int[] output_sizes, int[] input_dtypes, "
-    "int[] output_dtypes) -> Tensor[]";
-enum Arg : size_t {
-  kLibrary = 0,
-  kKernel = 1,
-  kInputs = 2,
-  kScalars = 3,
-  kRows = 4,
-  kRowLength = 5,
-  kInputExtents = 6,
-  kOutputExtents = 7,
-  kOutputSizes = 8,
-  kInputDtypes = 9,
-  kOutputDtypes = 10,
-  kNumArgs = 11,
-};
-}  // namespace fused_row_kernel
 
 }  // namespace torch_neuron::runtime::kernel_abi

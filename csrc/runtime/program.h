@@ -1,5 +1,6 @@
-// Program: what the compiler produces and the device executes (tier 0): an
-// ordered list of ATen operator calls over numbered registers.
+// Program: what the compiler produces and the device executes: an ordered list
+// of instructions over numbered registers. An instruction is an ATen operator
+// call or (tier 1) a call of one of the program's generated kernels.
 //
 // Registers hold tensors or scalars. Parameters (device buffers, Python scalars,
 // generators) are bound to their registers at each execution; constants are
@@ -13,9 +14,12 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/kernel_abi.h"
 
 namespace torch_neuron::runtime {
 
@@ -40,9 +44,39 @@ struct ProgramArg {
   bool copy_before_use = false;
 };
 
+// A call of a generated kernel (kernel_abi.h has the kernels' C signatures).
+// Inputs are tensors of input_dtypes; outputs are new tensors of output_dtypes
+// in device memory, except that the executor may write an output into a donated
+// input's buffer. Flat: every input and output has `sizes`; an input that is
+// not contiguous is read through its strides where the kernel's strided path
+// allows. Rows: the domain is `rows` rows of `row_length`; input i holds
+// input_extents[i] of it (contiguous), output k holds output_extents[k] and has
+// output_sizes[k]; a kernel with a kColumn output runs by columns.
+struct KernelCall {
+  enum class Form : uint8_t { kFlat, kRows };
+  Form form = Form::kFlat;
+  std::string library;           // the program's native object holding the kernel
+  std::string kernel;            // its symbol
+  std::vector<int32_t> inputs;   // tensor registers
+  std::vector<int32_t> scalars;  // scalar registers, passed as doubles
+  std::vector<c10::ScalarType> input_dtypes;
+  std::vector<c10::ScalarType> output_dtypes;  // one per output
+  std::vector<int64_t> sizes;                  // kFlat
+  int64_t rows = 0;                            // kRows
+  int64_t row_length = 0;
+  std::vector<kernel_abi::Extent> input_extents;
+  std::vector<kernel_abi::Extent> output_extents;
+  std::vector<std::vector<int64_t>> output_sizes;
+
+  size_t num_outputs() const { return output_dtypes.size(); }
+};
+
 struct Instruction {
-  c10::OperatorHandle op;
-  std::string op_name;  // "aten::mul.Tensor", for errors
+  // An ATen call: `op` with `args`, its returns spread by return_widths. A
+  // kernel call: `kernel`; op, args and return_widths are unused.
+  std::optional<c10::OperatorHandle> op;
+  std::optional<KernelCall> kernel;
+  std::string op_name;  // "aten::mul.Tensor" or "neuron::fused_kernel", for errors
   std::string source;   // user's file:line when recorded
   std::vector<ProgramArg> args;
   std::vector<int32_t> outputs;  // register per returned value (-1: unused)
@@ -68,9 +102,9 @@ struct Program {
   // byte size). Empty lists for a program that donates nothing.
   std::vector<std::vector<int32_t>> donation_candidates;
   int64_t num_nodes = 0;
-  // Tier 1: the shared objects holding the generated kernels its
-  // neuron::fused_kernel calls name, as (name, bytes); registered with the
-  // native library registry when the program is built or read.
+  // Tier 1: the shared objects holding the generated kernels its kernel calls
+  // name, as (name, bytes); registered with the native library registry when
+  // the runtime loads the program (LoadNativeObjects).
   std::vector<std::pair<std::string, std::string>> native_objects;
 };
 

@@ -1,13 +1,18 @@
 #include <gtest/gtest.h>
 
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/tanh.h>
 #include <ATen/ops/zeros.h>
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
 #include "ir/graph.h"
@@ -16,6 +21,8 @@
 #include "neff/neff_reader.h"
 #include "neff/neff_writer.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_call.h"
+#include "runtime/native_library.h"
 
 #include <xxhash.h>
 
@@ -207,7 +214,7 @@ TEST(NeffTest, HeaderErrorsNameTheField) {
   std::string bad_version = bytes;
   bad_version[8] = 1;
   EXPECT_EQ(ReadNeff(bad_version, nullptr).status(),
-            absl::FailedPreconditionError("NEFF has format version 1 (this reader reads 2)"));
+            absl::FailedPreconditionError("NEFF has format version 1 (this reader reads 3)"));
   EXPECT_EQ(ReadNeff(bytes + "x", nullptr).status().code(), absl::StatusCode::kDataLoss);
 }
 
@@ -258,6 +265,166 @@ TEST(NeffTest, StructuralErrorsBehindAValidChecksumAreRejected) {
   bad_outputs.mutable_signature()->add_outputs();
   EXPECT_EQ(ReadNeff(Reframe(bad_outputs), nullptr).status().message(),
             "malformed NEFF: signature and program disagree on the number of outputs");
+
+  EXPECT_TRUE(ReadNeff(Reframe(p), nullptr).ok());  // the unmodified payload is fine
+}
+
+// tanh(x * 2.5) and its softmax over rows of 8 (a row kernel), and
+// (x - 1) * 3 (a flat kernel), compiled at tier 1: each kernel a typed KernelCall.
+struct KernelSample {
+  Value x;
+  ir::CanonicalGraph graph;
+  std::shared_ptr<const runtime::Program> program;
+  std::string bytes;
+};
+
+KernelSample CompileKernelSample() {
+  const Shape f32(c10::ScalarType::Float, {4, 8});
+  KernelSample k;
+  k.x = Value{Node::MakeDeviceData(f32, nullptr), 0};
+  Value scaled{Node::MakeOp("aten::mul.Scalar", {k.x}, {Arg::Operand(0), Arg::Attr(2.5)}, {f32}), 0};
+  Value t{Node::MakeOp("aten::tanh", {scaled}, {Arg::Operand(0)}, {f32}), 0};
+  Value soft{
+      Node::MakeOp("aten::_softmax", {t}, {Arg::Operand(0), Arg::Attr(int64_t{-1}), Arg::Attr(false)}, {f32}),
+      0};
+  Value shifted{Node::MakeOp("aten::sub.Scalar", {k.x},
+                             {Arg::Operand(0), Arg::Attr(1.0), Arg::Attr(int64_t{1})}, {f32}),
+                0};
+  Value tripled{Node::MakeOp("aten::mul.Scalar", {shifted}, {Arg::Operand(0), Arg::Attr(3.0)}, {f32}), 0};
+  k.graph = ir::Canonicalize({t, soft, tripled});
+  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(k.graph, compiler::CompileOptions());
+  EXPECT_TRUE(result.ok()) << result.status();
+  k.program = result->program;
+  proto::Signature signature;
+  signature.add_input_kinds(proto::Signature::DEVICE_DATA);
+  proto::TensorSpec* in = signature.add_inputs();
+  in->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
+  in->add_sizes(4);
+  in->add_sizes(8);
+  for (int i = 0; i < 3; ++i) *signature.add_outputs() = *in;
+  absl::StatusOr<std::string> bytes = WriteNeff(
+      {k.program.get(), compiler::MakeFingerprint(compiler::CompileOptions()), k.graph.hash, signature});
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  k.bytes = *bytes;
+  return k;
+}
+
+void ExpectSameCall(const runtime::KernelCall& a, const runtime::KernelCall& b) {
+  EXPECT_EQ(a.form, b.form);
+  EXPECT_EQ(a.library, b.library);
+  EXPECT_EQ(a.kernel, b.kernel);
+  EXPECT_EQ(a.inputs, b.inputs);
+  EXPECT_EQ(a.scalars, b.scalars);
+  EXPECT_EQ(a.input_dtypes, b.input_dtypes);
+  EXPECT_EQ(a.output_dtypes, b.output_dtypes);
+  EXPECT_EQ(a.sizes, b.sizes);
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(a.row_length, b.row_length);
+  EXPECT_EQ(a.input_extents, b.input_extents);
+  EXPECT_EQ(a.output_extents, b.output_extents);
+  EXPECT_EQ(a.output_sizes, b.output_sizes);
+}
+
+// The index of the program's first kernel call of `form`, or -1.
+int KernelInstruction(const runtime::Program& program, runtime::KernelCall::Form form) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const auto& kernel = program.instructions[i].kernel;
+    if (kernel && kernel->form == form) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+TEST(NeffTest, KernelCallsRoundTripTypedAndRun) {
+  KernelSample k = CompileKernelSample();
+  const int flat = KernelInstruction(*k.program, runtime::KernelCall::Form::kFlat);
+  const int rows = KernelInstruction(*k.program, runtime::KernelCall::Form::kRows);
+  ASSERT_GE(flat, 0);
+  ASSERT_GE(rows, 0);
+  const runtime::KernelCall& row_call = *k.program->instructions[rows].kernel;
+  EXPECT_EQ(row_call.rows, 4);
+  EXPECT_EQ(row_call.row_length, 8);
+  EXPECT_EQ(k.program->instructions[flat].kernel->sizes, (std::vector<int64_t>{4, 8}));
+  for (const runtime::Instruction& inst : k.program->instructions) {
+    EXPECT_EQ(inst.kernel.has_value(), !inst.op.has_value()) << inst.op_name;
+  }
+
+  const proto::CompilerFingerprint fp = compiler::MakeFingerprint(compiler::CompileOptions());
+  absl::StatusOr<LoadedNeff> loaded = ReadNeff(k.bytes, &fp);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const runtime::Program& read = *loaded->program;
+  ASSERT_EQ(read.instructions.size(), k.program->instructions.size());
+  for (size_t i = 0; i < read.instructions.size(); ++i) {
+    const runtime::Instruction& a = k.program->instructions[i];
+    const runtime::Instruction& b = read.instructions[i];
+    EXPECT_EQ(a.op_name, b.op_name);
+    EXPECT_EQ(a.outputs, b.outputs);
+    EXPECT_EQ(a.release, b.release);
+    ASSERT_EQ(a.kernel.has_value(), b.kernel.has_value());
+    if (a.kernel) ExpectSameCall(*a.kernel, *b.kernel);
+  }
+
+  runtime::LoadNativeObjects(read.native_objects);
+  at::Tensor x = at::arange(32, at::kFloat).reshape({4, 8}).div(16.0);
+  auto run = runtime::Execute(read, {x});
+  ASSERT_TRUE(run.ok()) << run.status();
+  const at::Tensor t = at::tanh(at::mul(x, 2.5));
+  EXPECT_TRUE(at::allclose((*run)[k.graph.root_to_output[0]], t, 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose((*run)[k.graph.root_to_output[1]], at::_softmax(t, -1, false), 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose((*run)[k.graph.root_to_output[2]], at::mul(at::sub(x, 1.0), 3.0), 1e-5, 1e-6));
+}
+
+TEST(NeffTest, MalformedKernelCallsAreRejected) {
+  KernelSample k = CompileKernelSample();
+  const int flat = KernelInstruction(*k.program, runtime::KernelCall::Form::kFlat);
+  const int rows = KernelInstruction(*k.program, runtime::KernelCall::Form::kRows);
+  ASSERT_GE(flat, 0);
+  ASSERT_GE(rows, 0);
+  proto::NeffPayload p = Payload(k.bytes);
+  auto rejected = [&](const proto::NeffPayload& bad) {
+    absl::Status s = ReadNeff(Reframe(bad), nullptr).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    return std::string(s.message());
+  };
+  auto edit = [&](int instruction, auto&& change) {
+    proto::NeffPayload bad = p;
+    change(*bad.mutable_program()->mutable_instructions(instruction));
+    return rejected(bad);
+  };
+  const std::string prefix = absl::StrCat("malformed NEFF: instruction ", flat, " (kernel call): ");
+  EXPECT_EQ(edit(flat, [](proto::Instruction& i) { i.mutable_kernel()->set_library("tn_elsewhere"); }),
+            prefix + "library 'tn_elsewhere' is not in the file");
+  EXPECT_EQ(edit(flat, [](proto::Instruction& i) { i.mutable_kernel()->set_inputs(0, 999); }),
+            prefix + "reads register 999");
+  EXPECT_EQ(edit(flat, [](proto::Instruction& i) { i.mutable_kernel()->add_input_dtypes(6); }),
+            absl::StrCat(prefix, "kernel ", k.program->instructions[flat].kernel->kernel,
+                         ": 2 input dtypes for 1 inputs"));
+  EXPECT_EQ(edit(flat, [](proto::Instruction& i) { i.mutable_kernel()->set_output_dtypes(0, 999); }),
+            prefix + "output dtype 999");
+  EXPECT_EQ(edit(flat, [](proto::Instruction& i) { i.add_outputs(0); }),
+            prefix + "2 output registers for 1 outputs");
+  EXPECT_EQ(edit(flat, [](proto::Instruction& i) { i.add_return_widths(-1); }),
+            prefix + "has operator arguments or returns");
+  EXPECT_NE(edit(flat, [](proto::Instruction& i) { i.mutable_kernel()->set_rows(4); })
+                .find("a flat call with row fields"),
+            std::string::npos);
+  EXPECT_NE(edit(flat, [](proto::Instruction& i) { i.mutable_kernel()->set_sizes(0, -1); }).find("bad sizes"),
+            std::string::npos);
+  // A row kernel's output must hold its extent of the domain: one value per
+  // output (kOne) or sizes that do not match are refused, so the runtime never
+  // writes past an output.
+  EXPECT_NE(edit(rows, [](proto::Instruction& i) { i.mutable_kernel()->set_output_extents(0, 3); })
+                .find("does not hold extent 3"),
+            std::string::npos);
+  EXPECT_NE(
+      edit(rows, [](proto::Instruction& i) { i.mutable_kernel()->mutable_output_sizes(0)->set_values(0, 5); })
+          .find("does not hold extent"),
+      std::string::npos);
+  EXPECT_NE(edit(rows, [](proto::Instruction& i) { i.mutable_kernel()->set_input_extents(0, 9); })
+                .find("input extent 9"),
+            std::string::npos);
+  EXPECT_NE(
+      edit(rows, [](proto::Instruction& i) { i.mutable_kernel()->set_row_length(0); }).find("bad domain"),
+      std::string::npos);
 
   EXPECT_TRUE(ReadNeff(Reframe(p), nullptr).ok());  // the unmodified payload is fine
 }
