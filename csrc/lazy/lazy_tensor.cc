@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "lazy/data_leaves.h"
 #include "lazy/ran_values.h"
 #include "runtime/fork_guard.h"
 
@@ -123,12 +124,7 @@ ir::Value LazyTensor::GetValue() {
   if (pending_) return pending_;
   if (!data_leaf_) {
     // One leaf per buffer, shared by every tensor holding it.
-    auto node = std::static_pointer_cast<const ir::Node>(data_->leaf_slot().lock());
-    if (node == nullptr) {
-      node = ir::Node::MakeDeviceData(shape_, std::make_shared<DeviceDataLeaf>(data_));
-      data_->leaf_slot() = node;
-    }
-    data_leaf_ = ir::Value{std::move(node), 0};
+    data_leaf_ = ir::Value{DataLeaves::Global().LeafFor(data_, shape_), 0};
   }
   return data_leaf_;
 }

@@ -69,11 +69,6 @@ class DeviceData {
   // transfer of one element), after Wait().
   absl::StatusOr<c10::Scalar> ReadElement(int64_t index) const;
 
-  // A weak slot for the IR layer to keep the one leaf node that stands for this
-  // buffer, so every tensor sharing the buffer reads one graph parameter. Weak:
-  // the leaf owns the buffer, not the other way round. Tracing thread only.
-  std::weak_ptr<const void>& leaf_slot() const { return leaf_slot_; }
-
  private:
   absl::Status AllocateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AdoptLocked(const at::Tensor& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -87,7 +82,6 @@ class DeviceData {
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   c10::DataPtr buffer_ ABSL_GUARDED_BY(mu_);
-  mutable std::weak_ptr<const void> leaf_slot_;
 };
 
 using DeviceDataPtr = std::shared_ptr<DeviceData>;
