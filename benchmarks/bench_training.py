@@ -14,13 +14,16 @@ a GPT-2-style decoder from transformers with AdamW, a ResNet-18-style CNN on
   cpu eager      PyTorch on the CPU
   torch.compile  inductor on the CPU (model compiled; not in --quick)
 
-and the peak memory of one step above its starting state: on neuron the device
-arena's peak (graph inputs and outputs) plus the largest set of graph
-intermediates live at once (graph.execute.peak_bytes: the emulator keeps them in
-host memory beside the arena), against the CPU eager step's tensors live at once
-(a dispatch mode counting storages from the op that makes them until their
-last tensor dies; approximate: a storage whose first tensor dies before a view
-of it is released early).
+and the peak memory of one step above its starting state. On neuron: the
+highest of the device arena's peak and the peak, during an execution, of the
+arena's allocated bytes plus the graph's host intermediates (ATen results,
+which the emulator keeps in host memory beside the arena;
+graph.execute.peak_total_bytes), each byte counted once; less the arena's bytes
+at the start. On the CPU: the tensors the step creates, live at once, less the
+gradients of the step before once they are freed (a dispatch mode counting
+storages from the op that makes them until their last tensor dies;
+approximate: a storage whose first tensor dies before a view of it is released
+early). Both credit the step for the old gradients it frees (zero_grad).
 
     python benchmarks/bench_training.py [--quick] [--models mlp,gpt2,...] [--out DIR]
 
@@ -123,16 +126,19 @@ class Peer:
 
 
 def neuron_step_peak(peer: Peer) -> dict:
-    """The device arena's peak above the step's start (graph inputs and outputs)
-    and the largest set of graph intermediates live at once, which the emulator
-    keeps in host memory beside the arena (graph.execute.peak_bytes)."""
+    """Peak bytes of one step above its start: the device arena's own peak, and
+    the peak of the arena plus the graph's host intermediates during an
+    execution (each byte once); the step's peak is the higher. Also the host
+    intermediates' own peak (graph.execute.peak_bytes)."""
     torch_neuron.wait_device_ops()
     base = torch.neuron.memory_allocated()
     torch.neuron.reset_peak_memory_stats()
     torch_neuron.metrics.reset()
     peer.step()
-    return {"arena": torch.neuron.max_memory_allocated() - base,
-            "intermediates": torch_neuron.metrics.counter("graph.execute.peak_bytes")}
+    arena = torch.neuron.max_memory_allocated() - base
+    during = torch_neuron.metrics.counter("graph.execute.peak_total_bytes") - base
+    return {"arena": arena, "intermediates": torch_neuron.metrics.counter("graph.execute.peak_bytes"),
+            "total": max(arena, during)}
 
 
 class _LiveTensorBytes(TorchDispatchMode):
@@ -147,6 +153,13 @@ class _LiveTensorBytes(TorchDispatchMode):
     def _free(self, key, nbytes):
         self.live.discard(key)
         self.current -= nbytes
+
+    def _free_old(self, nbytes):
+        self.current -= nbytes
+
+    def track_old(self, t: torch.Tensor):
+        """Counts `t` (made before the step) as freed when it dies."""
+        weakref.finalize(t, self._free_old, t.untyped_storage().nbytes())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -163,7 +176,11 @@ class _LiveTensorBytes(TorchDispatchMode):
 
 
 def cpu_step_peak(peer: Peer) -> int:
-    with _LiveTensorBytes() as tracker:
+    tracker = _LiveTensorBytes()
+    for p in peer.model.parameters():  # the old gradients zero_grad lets go
+        if p.grad is not None:
+            tracker.track_old(p.grad)
+    with tracker:
         peer.step()
     return tracker.peak
 
@@ -191,7 +208,7 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
                 result["ratios"][f"{other}/{base}"] = ratios(samples[other], samples[base])
     neuron = neuron_step_peak(peers["neuron_lazy"])
     result["peak_bytes"] = {"neuron_arena": neuron["arena"], "neuron_intermediates": neuron["intermediates"],
-                            "neuron_lazy": neuron["arena"] + neuron["intermediates"],
+                            "neuron_lazy": neuron["total"],
                             "cpu_eager": cpu_step_peak(peers["cpu_eager"])}
     return result
 
@@ -237,7 +254,7 @@ def main(argv=None) -> int:
                 f"{base.replace('_', ' ')} {fmt(r['step_ms'][base]['median'])} ms; peer time / its "
                 f"time: {', '.join(parts)} (above 1: neuron is faster)")
         headline[f"peak step memory, {kind}"] = (
-            f"neuron {r['peak_bytes']['neuron_lazy']} B (arena + graph intermediates) vs CPU eager "
+            f"neuron {r['peak_bytes']['neuron_lazy']} B (arena and graph intermediates) vs CPU eager "
             f"{r['peak_bytes']['cpu_eager']} B")
     path = write_results("training", {
         "quick": args.quick, "models": results,
@@ -257,17 +274,18 @@ def main(argv=None) -> int:
             "eager, and torch.compile (inductor, CPU). Each peer has its own model copy; "
             "warm-up steps (compiles) are discarded, then peers alternate step by step and "
             "ratios are taken pair by pair. Peak memory of one step above its starting state: "
-            "on neuron, the device arena's peak (graph inputs and outputs) plus the largest "
-            "set of graph intermediates live at once (which the emulator keeps in host memory "
-            "beside the arena; the sum is an upper bound, the two peaks need not coincide); "
-            "on the CPU, the tensors the step creates, live at once (a dispatch mode counting "
-            "storages from their op to their last tensor's death)."),
+            "on neuron, the higher of the device arena's peak and the peak, during an "
+            "execution, of the arena's allocated bytes plus the graph's host intermediates "
+            "(ATen results, which the emulator keeps in host memory beside the arena), each "
+            "byte counted once; on the CPU, the tensors the step creates, live at once (a "
+            "dispatch mode counting storages from their op to their last tensor's death), "
+            "less the previous step's gradients once zero_grad lets them go."),
         "tables": [
             table("Step time (ms, median)", ["model"] + peers, step_rows),
             table("Peer step time / neuron step time (median, min-max)", ["model"] + ratio_names,
                   ratio_rows),
             table("Peak memory of one step above its starting state (bytes)",
-                  ["model", "neuron arena", "neuron graph intermediates", "neuron total (bound)",
+                  ["model", "neuron arena", "neuron host intermediates", "neuron step",
                    "cpu eager", "neuron / cpu"], mem_rows),
         ],
         "plots": [{

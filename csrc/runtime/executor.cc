@@ -12,9 +12,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
+#include "runtime/device_registry.h"
+#include "runtime/execution_queue.h"
 #include "runtime/generator.h"
 #include "runtime/kernel_call.h"
 #include "runtime/kernel_team.h"
+#include "runtime/neuron_allocator.h"
 #include "runtime/profiler.h"
 #include "runtime/torch_status.h"
 
@@ -68,24 +71,29 @@ c10::StorageImpl* StorageOf(const c10::IValue& v) {
 }
 
 // The storages an execution's registers hold, with how many registers hold
-// each, and the bytes of the intermediate ones held at once: storages made by
-// its instructions (not the parameters'), from the instruction that makes them
-// until the last register holding them is released. On the emulated device
-// intermediates live in host memory beside the arena, so the arena's
-// statistics do not see them; graph.execute.peak_bytes reports them.
+// each, and the bytes of the host intermediates held at once: storages in host
+// memory made by its instructions (ATen calls' results; not the parameters',
+// nor a generated kernel's outputs, which are device memory from the start),
+// from the instruction that makes them until the last register holding them is
+// released. The arena's statistics do not see host intermediates;
+// graph.execute.peak_bytes reports their peak, and
+// graph.execute.peak_total_bytes the peak of the arena's allocated bytes plus
+// them, sampled as each instruction's results arrive (each byte counted once).
 class RegisterStorages {
  public:
   explicit RegisterStorages(const std::vector<c10::IValue>& parameters) {
     for (const c10::IValue& p : parameters) {
       if (c10::StorageImpl* s = StorageOf(p)) parameters_.insert(s);
     }
+    const int device = CurrentQueueDevice();
+    if (device >= 0) arena_ = &DeviceRegistry::Global().arena(device);
   }
   void Hold(const c10::IValue& v) {
     c10::StorageImpl* s = StorageOf(v);
     if (s == nullptr) return;
     auto [it, fresh] = holders_.try_emplace(s, 0);
     ++it->second;
-    if (fresh && !parameters_.contains(s)) {
+    if (fresh && Counted(s)) {
       current_ += static_cast<int64_t>(s->nbytes());
       peak_ = std::max(peak_, current_);
     }
@@ -95,10 +103,16 @@ class RegisterStorages {
     auto it = s == nullptr ? holders_.end() : holders_.find(s);
     if (it == holders_.end()) return;
     if (--it->second == 0) {
-      if (!parameters_.contains(s)) current_ -= static_cast<int64_t>(s->nbytes());
+      if (Counted(s)) current_ -= static_cast<int64_t>(s->nbytes());
       holders_.erase(it);
     }
   }
+  // Samples the arena's allocated bytes plus the host intermediates now.
+  void SampleTotal() {
+    const int64_t arena = arena_ == nullptr ? 0 : arena_->Stats().allocated_bytes;
+    peak_total_ = std::max(peak_total_, arena + current_);
+  }
+  int64_t peak_total() const { return peak_total_; }
   // How many registers hold `s` now.
   int Holders(const c10::StorageImpl* s) const {
     auto it = holders_.find(s);
@@ -107,6 +121,12 @@ class RegisterStorages {
   int64_t peak() const { return peak_; }
 
  private:
+  bool Counted(const c10::StorageImpl* s) const {
+    return !parameters_.contains(s) && !IsDeviceMemory(s->data_ptr());
+  }
+
+  DeviceArena* arena_ = nullptr;
+  int64_t peak_total_ = 0;
   absl::flat_hash_set<const c10::StorageImpl*> parameters_;
   absl::flat_hash_map<const c10::StorageImpl*, int> holders_;
   int64_t current_ = 0;
@@ -258,6 +278,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
 
   RegisterStorages storages(parameters);
   for (const c10::IValue& r : regs) storages.Hold(r);
+  storages.SampleTotal();
   torch::jit::Stack stack;
   for (const Instruction& inst : program.instructions) {
     const std::string& where = source == nullptr ? inst.source : *source;
@@ -294,6 +315,7 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     for (int32_t r : inst.outputs) {
       if (r >= 0) storages.Hold(regs[r]);
     }
+    storages.SampleTotal();
     for (int32_t r : inst.release) {
       storages.Drop(regs[r]);
       regs[r] = c10::IValue();
@@ -301,6 +323,8 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
   }
   static metrics::Counter* peak = metrics::GetCounter("graph.execute.peak_bytes");
   peak->Max(storages.peak());
+  static metrics::Counter* peak_total = metrics::GetCounter("graph.execute.peak_total_bytes");
+  peak_total->Max(storages.peak_total());
   stack.clear();  // the last call's results: outputs must be the only holders (adoption)
 
   if (in_place != nullptr) in_place->assign(parameters.size(), -1);

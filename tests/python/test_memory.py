@@ -411,21 +411,27 @@ print(json.dumps(result))
     assert result["num_ooms"] == 1
 
 
-@pytest.mark.parametrize("opt_level, peak", [("0", 2 * 4000), ("1", 4000)], ids=["O0", "O1"])
+@pytest.mark.parametrize("opt_level, host_peak, total_peak", [("0", 2 * 4000, 2 * 4000), ("1", 0, 4096)],
+                         ids=["O0", "O1"])
 def test_graph_intermediates_peak_counts_the_live_temporaries_of_an_execution(
-        opt_level, peak, metrics):
+        opt_level, host_peak, total_peak, metrics):
     # x*2 -> +1 -> relu -> *x -> sigmoid over 1000 floats. Tier 0: each op's
-    # input temporary is released only after the op made its output, so two
-    # values of 4000 bytes are live at once, never three (x is a parameter: not
-    # counted). Tier 1: one fused kernel, whose output is the only value.
+    # input temporary (ATen's, in host memory) is released only after the op
+    # made its output, so two values of 4000 bytes are live at once, never
+    # three (x is a parameter: not counted). Tier 1: one fused kernel, whose
+    # output is the only value and is device memory from the start: no host
+    # intermediate, and the arena's one 4096-byte block (4000 rounded up to 512
+    # bytes) above what it held when the step started. Each byte counts once.
     with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL=opt_level):
         x = torch.randn(1000, device="neuron")
         torch_neuron.mark_step()
         torch_neuron.wait_device_ops()
+        base = torch.neuron.memory_allocated()
         metrics.reset()
         y = torch.sigmoid(torch.relu(x * 2 + 1) * x)
         torch_neuron.mark_step()
         torch_neuron.wait_device_ops()
-        assert metrics.counter("graph.execute.peak_bytes") == peak
+        assert metrics.counter("graph.execute.peak_bytes") == host_peak
+        assert metrics.counter("graph.execute.peak_total_bytes") - base == total_peak
         expected = torch.sigmoid(torch.relu(x.cpu() * 2 + 1) * x.cpu())
         torch.testing.assert_close(y.cpu(), expected)
