@@ -487,7 +487,7 @@ def test_metrics_save_and_load_round_trip(tmp_path, metrics):
     loaded = metrics.load(path)
     assert loaded == metrics.counters()
     events = ("fallback.", "graph.", "mark_step.", "trace.", "transfer.")
-    timings = (".ns", ".nodes", ".peak_bytes")
+    timings = (".ns", ".nodes", ".peak_bytes", ".peak_total_bytes")
     assert {
         k: v for k, v in loaded.items() if k.startswith(events) and not k.endswith(timings)
     } == {

@@ -37,7 +37,7 @@ def counts(metrics):
     return {
         k: v
         for k, v in metrics.counters().items()
-        if k.startswith(events) and not k.endswith((".ns", ".nodes", ".peak_bytes"))
+        if k.startswith(events) and not k.endswith((".ns", ".nodes", ".peak_bytes", ".peak_total_bytes"))
     }
 
 
