@@ -132,20 +132,33 @@ bool HashIValue(const c10::IValue& v, hash_t* out) {
   return true;
 }
 
+namespace {
+
+// Operands whose release a destructor on this thread has deferred (a chain of
+// 100,000 nodes must not recurse 100,000 deep).
+struct Releases {
+  std::vector<NodePtr> pending;
+  bool draining = false;
+};
+
+}  // namespace
+
 Node::~Node() {
-  thread_local std::vector<NodePtr> releasing;
-  thread_local bool draining = false;
+  // One thread-local lookup per destructor: in a shared library each access
+  // to a thread_local calls __tls_get_addr.
+  thread_local Releases releases_on_thread;
+  Releases& r = releases_on_thread;
   for (Value& v : operands_) {
-    if (v.node) releasing.push_back(std::move(v.node));
+    if (v.node) r.pending.push_back(std::move(v.node));
   }
-  if (draining) return;  // an outer destructor's loop releases them
-  draining = true;
-  while (!releasing.empty()) {
-    NodePtr last = std::move(releasing.back());
-    releasing.pop_back();
+  if (r.draining) return;  // an outer destructor's loop releases them
+  r.draining = true;
+  while (!r.pending.empty()) {
+    NodePtr last = std::move(r.pending.back());
+    r.pending.pop_back();
     last.reset();  // may push its own operands
   }
-  draining = false;
+  r.draining = false;
 }
 
 hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
