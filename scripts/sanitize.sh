@@ -14,6 +14,11 @@
 #   checkout's regular build: they are not in the default subset;
 # - leak checking in Python (torch and CPython keep allocations to exit):
 #   detect_leaks=0 there; the C++ tests run with leak checking on.
+# ThreadSanitizer sees synchronization only in instrumented code. Debian's
+# Abseil is not instrumented, so to it every absl::Mutex was no lock at all
+# (each guarded member looked raced). The tsan build therefore links an Abseil
+# of Debian's version built here with -fsanitize=thread (in build-tsan/absl,
+# from Debian's source archive, checked against its SHA-256).
 # TN_SANITIZE_NO_SETUP=1 skips scripts/setup.sh (a checkout already set up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +36,32 @@ PKG=$BUILD/pkg/torch_neuron
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 
 [ "${TN_SANITIZE_NO_SETUP:-0}" = 1 ] || bash scripts/setup.sh _C >/dev/null  # packages, .venv, the regular build
-if [ ! -f "$BUILD/build.ninja" ]; then
-  echo "sanitize.sh: configuring $BUILD (-fsanitize=$flag)"
-  cmake -S . -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$PY" -DTN_OUTPUT_DIR="$PKG" \
-        -DTN_BUILD_TESTS=ON -DTN_SANITIZE="$flag" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+extra=()
+if [ "$kind" = tsan ]; then
+  ABSL_VERSION=20220623.1  # Debian bookworm's libabsl-dev
+  ABSL_SHA256=abfe2897f3a30edaa74bc34365afe3c2a3cd012091a97dc7e008f7016adcd5fe
+  ABSL=$BUILD/absl
+  if [ ! -f "$ABSL/lib/cmake/absl/abslConfig.cmake" ]; then
+    echo "sanitize.sh: building Abseil $ABSL_VERSION with -fsanitize=thread into $ABSL"
+    mkdir -p "$BUILD"
+    tarball=$BUILD/abseil_$ABSL_VERSION.orig.tar.gz
+    [ -f "$tarball" ] || curl -sSfL -o "$tarball" \
+      "http://deb.debian.org/debian/pool/main/a/abseil/abseil_$ABSL_VERSION.orig.tar.gz"
+    echo "$ABSL_SHA256  $tarball" | sha256sum -c --quiet - || { echo "sanitize.sh: $tarball is not Debian's Abseil source" >&2; exit 1; }
+    rm -rf "$BUILD/absl-src" "$BUILD/absl-build" && mkdir -p "$BUILD/absl-src"
+    tar xzf "$tarball" -C "$BUILD/absl-src" --strip-components=1
+    cmake -S "$BUILD/absl-src" -B "$BUILD/absl-build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DCMAKE_CXX_STANDARD=17 -DABSL_PROPAGATE_CXX_STD=ON -DBUILD_SHARED_LIBS=ON -DBUILD_TESTING=OFF \
+          -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" -DCMAKE_INSTALL_PREFIX="$ABSL" \
+          -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+    cmake --build "$BUILD/absl-build" -j "$(nproc)" >/dev/null
+    cmake --install "$BUILD/absl-build" >/dev/null
+  fi
+  extra=(-Dabsl_DIR="$ABSL/lib/cmake/absl")
 fi
+echo "sanitize.sh: configuring $BUILD (-fsanitize=$flag)"
+cmake -S . -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$PY" -DTN_OUTPUT_DIR="$PKG" \
+      -DTN_BUILD_TESTS=ON -DTN_SANITIZE="$flag" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" | { grep -v '^ninja: no work to do' || true; }
 for f in torch_neuron/*.py; do ln -sf "$ROOT/$f" "$PKG/$(basename "$f")"; done
 

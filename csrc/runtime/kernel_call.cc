@@ -216,7 +216,7 @@ absl::Status ValidateKernelCall(const KernelCall& call) {
     if (!ValidDtype(d)) return BadCall(call, absl::StrCat("bad output dtype ", static_cast<int>(d)));
   }
   if (call.form == KernelCall::Form::kFlat) {
-    if (call.sizes.empty() || Numel(call.sizes) < 0) return BadCall(call, "bad sizes");
+    if (Numel(call.sizes) < 0) return BadCall(call, "bad sizes");  // [] is one element
     if (!call.input_extents.empty() || !call.output_extents.empty() || !call.output_sizes.empty() ||
         call.rows != 0 || call.row_length != 0) {
       return BadCall(call, "a flat call with row fields");
