@@ -45,6 +45,7 @@ enum HashTag : uint64_t {
   kTagOperandList,
   kTagScalarComplex,
   kTagGraph,
+  kTagNode,
   kTagShape = 0x746e2d7368700000ULL,    // + the dtype
   kTagOp = 0x746e2d6f70000000ULL,       // + the node kind
   kTagNumbers = 0x746e2d6e756d0000ULL,  // + the element's size (+ 16 if floating)

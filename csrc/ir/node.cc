@@ -1,6 +1,6 @@
 #include "ir/node.h"
 
-#include <absl/container/node_hash_set.h>
+#include <absl/container/node_hash_map.h>
 #include <absl/synchronization/mutex.h>
 #include <c10/util/Exception.h>
 
@@ -54,15 +54,17 @@ std::string ScalarToString(const c10::Scalar& s) {
 }
 
 OpName::OpName() {
-  static const std::string* empty = new std::string();
-  name_ = empty;
+  static const auto* empty = new std::pair<const std::string, hash_t>("", Hash(std::string_view()));
+  entry_ = empty;
 }
 
 OpName::OpName(const std::string& name) {
   static absl::Mutex mu(absl::kConstInit);
-  static auto* names = new absl::node_hash_set<std::string>();
+  static auto* names = new absl::node_hash_map<std::string, hash_t>();  // entries never move
   absl::MutexLock lock(&mu);
-  name_ = &*names->insert(name).first;
+  auto [it, inserted] = names->try_emplace(name, 0);
+  if (inserted) it->second = Hash(name);
+  entry_ = &*it;
 }
 
 OpName::OpName(const char* name) : OpName(std::string(name)) {}
@@ -161,26 +163,62 @@ Node::~Node() {
   r.draining = false;
 }
 
-hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
-                 const std::vector<Shape>& shapes, const c10::Scalar& scalar,
-                 absl::InlinedVector<hash_t, 1>* shape_hashes) {
-  hash_t h = HashTagged(kTagOp + static_cast<uint64_t>(kind), op.data(), op.size());
-  for (const Arg& a : args) h = HashCombine(h, HashArg(a));
+namespace {
+
+// The words a node's hash covers, hashed in one call (a HashCombine per item
+// took about twenty XXH3 calls a traced op). Every count precedes its items,
+// so no two nodes give the same words.
+using HashWords = absl::InlinedVector<uint64_t, 32>;
+
+void PutHash(HashWords& w, hash_t h) {
+  w.push_back(absl::Uint128High64(h));
+  w.push_back(absl::Uint128Low64(h));
+}
+
+}  // namespace
+
+hash_t LocalHashOf(NodeKind kind, hash_t op_hash, const std::vector<Arg>& args,
+                   const std::vector<Shape>& shapes, const c10::Scalar& scalar,
+                   absl::InlinedVector<hash_t, 1>* shape_hashes) {
+  HashWords w;
+  PutHash(w, op_hash);
+  w.push_back(args.size());
+  for (const Arg& a : args) {
+    w.push_back(static_cast<uint64_t>(a.kind));
+    if (a.kind == Arg::Kind::kAttr) {
+      PutHash(w, HashArg(a));
+    } else {
+      w.push_back(a.operands.size());
+      for (int32_t k : a.operands) w.push_back(static_cast<uint32_t>(k));  // -1 (None) included
+    }
+  }
   if (shape_hashes != nullptr) shape_hashes->clear();
+  w.push_back(shapes.size());
   for (const Shape& s : shapes) {
     const hash_t shape_hash = Hash(s);
     if (shape_hashes != nullptr) shape_hashes->push_back(shape_hash);
-    h = HashCombine(h, shape_hash);
+    PutHash(w, shape_hash);
   }
-  if (kind == NodeKind::kConstant) h = HashCombine(h, HashScalar(scalar));
-  return h;
+  if (kind == NodeKind::kConstant) PutHash(w, HashScalar(scalar));
+  return HashTagged(kTagOp + static_cast<uint64_t>(kind), w.data(), w.size() * sizeof(uint64_t));
+}
+
+hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
+                 const std::vector<Shape>& shapes, const c10::Scalar& scalar,
+                 absl::InlinedVector<hash_t, 1>* shape_hashes) {
+  return LocalHashOf(kind, Hash(op), args, shapes, scalar, shape_hashes);
 }
 
 void Node::ComputeHashes() {
-  local_hash_ = LocalHash(kind_, op_.str(), args_, shapes_, scalar_, &shape_hashes_);
-  hash_t h = local_hash_;
-  for (const Value& v : operands_) h = HashCombine(h, v.hash());
-  hash_ = h;
+  local_hash_ = LocalHashOf(kind_, op_.hash(), args_, shapes_, scalar_, &shape_hashes_);
+  HashWords w;
+  PutHash(w, local_hash_);
+  w.push_back(operands_.size());
+  for (const Value& v : operands_) {
+    PutHash(w, v.node->hash());
+    w.push_back(static_cast<uint64_t>(v.index));
+  }
+  hash_ = HashTagged(kTagNode, w.data(), w.size() * sizeof(uint64_t));
 }
 
 NodePtr Node::MakeOp(OpName op, std::vector<Value> operands, std::vector<Arg> args, std::vector<Shape> shapes,

@@ -82,10 +82,12 @@ class OpName {
   OpName();                         // "" (a leaf's), without a lookup
   OpName(const std::string& name);  // NOLINT(runtime/explicit): a name is an OpName
   OpName(const char* name);         // NOLINT(runtime/explicit)
-  const std::string& str() const { return *name_; }
+  const std::string& str() const { return entry_->first; }
+  // Hash(str()), computed once per name.
+  hash_t hash() const { return entry_->second; }
 
  private:
-  const std::string* name_;
+  const std::pair<const std::string, hash_t>* entry_;
 };
 
 class Node {
@@ -168,6 +170,10 @@ class Node {
 hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& args,
                  const std::vector<Shape>& shapes, const c10::Scalar& scalar,
                  absl::InlinedVector<hash_t, 1>* shape_hashes = nullptr);
+// The same, given Hash(op).
+hash_t LocalHashOf(NodeKind kind, hash_t op_hash, const std::vector<Arg>& args,
+                   const std::vector<Shape>& shapes, const c10::Scalar& scalar,
+                   absl::InlinedVector<hash_t, 1>* shape_hashes = nullptr);
 
 // "2.5", "3", "true": a scalar in IR text.
 std::string ScalarToString(const c10::Scalar& s);

@@ -90,10 +90,11 @@ TEST(GraphHashTest, ParametersAreNumberedByFirstUseAndSharedNodesAppearOnce) {
 TEST(GraphHashTest, HashIsStableAcrossProcesses) {
   // A fixed graph hashes to a fixed constant: disk cache keys depend on it. A
   // change here invalidates every cache on disk, so it must be deliberate
-  // (the last: GraphHash became one XXH3 over the canonical form's words).
+  // (the last: a node's local and structural hashes became one XXH3 each over
+  // their words, in place of a HashCombine per argument, shape and operand).
   Value a = Leaf(), b = Leaf();
   CanonicalGraph g = Canonicalize({AddWithAlpha(Binary("aten::mul.Tensor", a, b), a, 1)});
-  EXPECT_EQ(HashToHex(g.hash), "969da64b7f0b99e11f0172688c261fdd");
+  EXPECT_EQ(HashToHex(g.hash), "16b2ed3c7ed89f7a9ad9cca5425ae2bd");
 }
 
 // The outputs are part of the canonical form: the same nodes with one more
