@@ -58,6 +58,9 @@ if [ "$kind" = tsan ]; then
     cmake --install "$BUILD/absl-build" >/dev/null
   fi
   extra=(-Dabsl_DIR="$ABSL/lib/cmake/absl")
+  # Its libraries carry no run path to one another: tests (run at build time
+  # too, to list their cases) find them here.
+  export LD_LIBRARY_PATH="$ABSL/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 echo "sanitize.sh: configuring $BUILD (-fsanitize=$flag)"
 cmake -S . -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$PY" -DTN_OUTPUT_DIR="$PKG" \
@@ -74,8 +77,10 @@ if [ "$kind" = asan ]; then
   cpp_options="detect_leaks=1:abort_on_error=0:halt_on_error=1"
   py_options="detect_leaks=0:halt_on_error=1:alloc_dealloc_mismatch=0"
 else
-  cpp_options="halt_on_error=1:second_deadlock_stack=1"
-  py_options="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1"
+  # scripts/tsan.supp: reports inside Abseil's own synchronization, each with
+  # its reason.
+  cpp_options="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/scripts/tsan.supp"
+  py_options="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$ROOT/scripts/tsan.supp"
 fi
 
 echo "== $kind: C++ tests =="
