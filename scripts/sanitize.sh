@@ -66,7 +66,12 @@ echo "sanitize.sh: configuring $BUILD (-fsanitize=$flag)"
 cmake -S . -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$PY" -DTN_OUTPUT_DIR="$PKG" \
       -DTN_BUILD_TESTS=ON -DTN_SANITIZE="$flag" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" | { grep -v '^ninja: no work to do' || true; }
-for f in torch_neuron/*.py; do ln -sf "$ROOT/$f" "$PKG/$(basename "$f")"; done
+# The package's Python modules and subpackages (service/, registry/) beside the
+# instrumented libraries.
+for f in torch_neuron/*; do
+  case "$(basename "$f")" in lib | _C*.so | __pycache__) continue ;; esac
+  ln -sfn "$ROOT/$f" "$PKG/$(basename "$f")"
+done
 
 # libstdc++ too: Python itself does not link it, and the sanitizer's exception
 # interceptors need the real __cxa_throw resolvable when they start.
