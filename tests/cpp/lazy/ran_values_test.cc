@@ -92,6 +92,10 @@ TEST(RanValuesTest, ANewNodeAtADeadNodesAddressIsNotResolved) {
     ASSERT_NE(keep.back().get(), address) << "a new node took a recorded node's address";
   }
   // The sweep frees it; a node made there later is not the one that ran.
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer quarantines freed memory: no new node can be given the dead node's "
+                  "address to check against (the half above ran)";
+#endif
   table.Sweep();
   NodePtr reused;
   for (int i = 0; i < 1000 && reused == nullptr; ++i) {
