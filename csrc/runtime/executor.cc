@@ -71,14 +71,14 @@ c10::StorageImpl* StorageOf(const c10::IValue& v) {
 }
 
 // The storages an execution's registers hold, with how many registers hold
-// each, and the bytes of the host intermediates held at once: storages in host
-// memory made by its instructions (ATen calls' results; not the parameters',
-// nor a generated kernel's outputs, which are device memory from the start),
+// each, and the bytes its instructions made (not the parameters') held at once,
 // from the instruction that makes them until the last register holding them is
-// released. The arena's statistics do not see host intermediates;
-// graph.execute.peak_bytes reports their peak, and
-// graph.execute.peak_total_bytes the peak of the arena's allocated bytes plus
-// them, sampled as each instruction's results arrive (each byte counted once).
+// released: in host memory (ATen calls' results, which the arena's statistics
+// do not see; graph.execute.peak_bytes) and in device memory (generated
+// kernels' outputs, counted as the arena rounds them). Their sum above the
+// arena's allocated bytes when the execution began is the execution's
+// footprint, each byte once (graph.execute.peak_total_bytes); what other
+// threads allocate or free meanwhile is not seen.
 class RegisterStorages {
  public:
   explicit RegisterStorages(const std::vector<c10::IValue>& parameters) {
@@ -86,16 +86,18 @@ class RegisterStorages {
       if (c10::StorageImpl* s = StorageOf(p)) parameters_.insert(s);
     }
     const int device = CurrentQueueDevice();
-    if (device >= 0) arena_ = &DeviceRegistry::Global().arena(device);
+    if (device >= 0) arena_start_ = DeviceRegistry::Global().arena(device).Stats().allocated_bytes;
+    peak_total_ = arena_start_;
   }
   void Hold(const c10::IValue& v) {
     c10::StorageImpl* s = StorageOf(v);
     if (s == nullptr) return;
     auto [it, fresh] = holders_.try_emplace(s, 0);
     ++it->second;
-    if (fresh && Counted(s)) {
-      current_ += static_cast<int64_t>(s->nbytes());
-      peak_ = std::max(peak_, current_);
+    if (fresh && !parameters_.contains(s)) {
+      Bytes(s) += Size(s);
+      peak_ = std::max(peak_, host_);
+      peak_total_ = std::max(peak_total_, arena_start_ + device_ + host_);
     }
   }
   void Drop(const c10::IValue& v) {
@@ -103,34 +105,32 @@ class RegisterStorages {
     auto it = s == nullptr ? holders_.end() : holders_.find(s);
     if (it == holders_.end()) return;
     if (--it->second == 0) {
-      if (Counted(s)) current_ -= static_cast<int64_t>(s->nbytes());
+      if (!parameters_.contains(s)) Bytes(s) -= Size(s);
       holders_.erase(it);
     }
   }
-  // Samples the arena's allocated bytes plus the host intermediates now.
-  void SampleTotal() {
-    const int64_t arena = arena_ == nullptr ? 0 : arena_->Stats().allocated_bytes;
-    peak_total_ = std::max(peak_total_, arena + current_);
-  }
-  int64_t peak_total() const { return peak_total_; }
   // How many registers hold `s` now.
   int Holders(const c10::StorageImpl* s) const {
     auto it = holders_.find(s);
     return it == holders_.end() ? 0 : it->second;
   }
   int64_t peak() const { return peak_; }
+  int64_t peak_total() const { return peak_total_; }
 
  private:
-  bool Counted(const c10::StorageImpl* s) const {
-    return !parameters_.contains(s) && !IsDeviceMemory(s->data_ptr());
+  int64_t& Bytes(const c10::StorageImpl* s) { return IsDeviceMemory(s->data_ptr()) ? device_ : host_; }
+  static int64_t Size(const c10::StorageImpl* s) {
+    return static_cast<int64_t>(IsDeviceMemory(s->data_ptr()) ? DeviceArena::RoundSize(s->nbytes())
+                                                              : s->nbytes());
   }
 
-  DeviceArena* arena_ = nullptr;
-  int64_t peak_total_ = 0;
   absl::flat_hash_set<const c10::StorageImpl*> parameters_;
   absl::flat_hash_map<const c10::StorageImpl*, int> holders_;
-  int64_t current_ = 0;
+  int64_t arena_start_ = 0;
+  int64_t host_ = 0;
+  int64_t device_ = 0;
   int64_t peak_ = 0;
+  int64_t peak_total_ = 0;
 };
 
 // Which donated parameter buffers a flat kernel call may write its outputs into:
@@ -278,7 +278,6 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
 
   RegisterStorages storages(parameters);
   for (const c10::IValue& r : regs) storages.Hold(r);
-  storages.SampleTotal();
   torch::jit::Stack stack;
   for (const Instruction& inst : program.instructions) {
     const std::string& where = source == nullptr ? inst.source : *source;
@@ -315,7 +314,6 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     for (int32_t r : inst.outputs) {
       if (r >= 0) storages.Hold(regs[r]);
     }
-    storages.SampleTotal();
     for (int32_t r : inst.release) {
       storages.Drop(regs[r]);
       regs[r] = c10::IValue();
