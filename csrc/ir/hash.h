@@ -41,8 +41,8 @@ enum HashTag : uint64_t {
   kTagScalarDouble,
   kTagScalarBool,
   kTagScalarInt,
-  kTagOperands,
-  kTagOperandList,
+  kTagOperands,     // retired (operand positions are words of a node's hash now);
+  kTagOperandList,  // kept so that the tags after them keep their values
   kTagScalarComplex,
   kTagGraph,
   kTagNode,

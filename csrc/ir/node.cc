@@ -10,16 +10,11 @@
 namespace torch_neuron::ir {
 namespace {
 
-// An attribute's hash is tagged by its type, operand indices by their kind,
-// so the three kinds of argument hash apart.
-hash_t HashArg(const Arg& arg) {
-  if (arg.kind == Arg::Kind::kAttr) {
-    hash_t attr = 0;
-    TORCH_INTERNAL_ASSERT(HashIValue(arg.attr, &attr), "unhashable IR attribute ", arg.attr.tagKind());
-    return attr;
-  }
-  return HashTagged(arg.kind == Arg::Kind::kOperand ? kTagOperands : kTagOperandList, arg.operands.data(),
-                    arg.operands.size() * sizeof(int32_t));
+// An attribute's hash (tagged by its type).
+hash_t HashAttr(const c10::IValue& attr) {
+  hash_t h = 0;
+  TORCH_INTERNAL_ASSERT(HashIValue(attr, &h), "unhashable IR attribute ", attr.tagKind());
+  return h;
 }
 
 template <typename T>
@@ -186,7 +181,7 @@ hash_t LocalHashOf(NodeKind kind, hash_t op_hash, const std::vector<Arg>& args,
   for (const Arg& a : args) {
     w.push_back(static_cast<uint64_t>(a.kind));
     if (a.kind == Arg::Kind::kAttr) {
-      PutHash(w, HashArg(a));
+      PutHash(w, HashAttr(a.attr));
     } else {
       w.push_back(a.operands.size());
       for (int32_t k : a.operands) w.push_back(static_cast<uint32_t>(k));  // -1 (None) included

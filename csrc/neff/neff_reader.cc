@@ -163,12 +163,14 @@ class ProgramBuilder {
       return static_cast<runtime::kernel_abi::Extent>(e);
     };
     for (int32_t e : pk.input_extents()) {
-      if (!extent(e)) return bad(absl::StrCat("input extent ", e));
-      call.input_extents.push_back(*extent(e));
+      const auto valid = extent(e);
+      if (!valid) return bad(absl::StrCat("input extent ", e));
+      call.input_extents.push_back(*valid);
     }
     for (int32_t e : pk.output_extents()) {
-      if (!extent(e)) return bad(absl::StrCat("output extent ", e));
-      call.output_extents.push_back(*extent(e));
+      const auto valid = extent(e);
+      if (!valid) return bad(absl::StrCat("output extent ", e));
+      call.output_extents.push_back(*valid);
     }
     for (const proto::IntList& sizes : pk.output_sizes()) {
       call.output_sizes.emplace_back(sizes.values().begin(), sizes.values().end());

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
+#include "runtime/dtypes.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/kernel_team.h"
 #include "runtime/native_library.h"
@@ -61,9 +62,10 @@ void RunSplit(const Body& body, int64_t total, int64_t quantum, int64_t elements
                            [&](int64_t piece) { body(piece * chunk, std::min(total, (piece + 1) * chunk)); });
 }
 
-bool ValidDtype(c10::ScalarType dtype) {
-  return dtype != c10::ScalarType::Undefined && static_cast<int>(dtype) >= 0 &&
-         static_cast<int>(dtype) < static_cast<int>(c10::ScalarType::NumOptions);
+// A dtype generated kernels load or store (the dtype table's kernel C type).
+bool KernelDtype(c10::ScalarType dtype) {
+  const DtypeFacts* facts = FactsOf(dtype);
+  return facts != nullptr && facts->kernel_c_type != nullptr;
 }
 
 bool ValidExtent(abi::Extent e) { return static_cast<int64_t>(e) < abi::kNumExtents; }
@@ -210,10 +212,10 @@ absl::Status ValidateKernelCall(const KernelCall& call) {
   }
   if (call.num_outputs() == 0) return BadCall(call, "no outputs");
   for (c10::ScalarType d : call.input_dtypes) {
-    if (!ValidDtype(d)) return BadCall(call, absl::StrCat("bad input dtype ", static_cast<int>(d)));
+    if (!KernelDtype(d)) return BadCall(call, absl::StrCat("bad input dtype ", static_cast<int>(d)));
   }
   for (c10::ScalarType d : call.output_dtypes) {
-    if (!ValidDtype(d)) return BadCall(call, absl::StrCat("bad output dtype ", static_cast<int>(d)));
+    if (!KernelDtype(d)) return BadCall(call, absl::StrCat("bad output dtype ", static_cast<int>(d)));
   }
   if (call.form == KernelCall::Form::kFlat) {
     if (Numel(call.sizes) < 0) return BadCall(call, "bad sizes");  // [] is one element
