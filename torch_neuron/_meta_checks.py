@@ -167,72 +167,45 @@ def _cpu_lenient(op, python_meta):
 
 
 def _with_kernel_check(check, python_meta, op=None):
+    """`python_meta` behind `check`, and the index of the argument it writes
+    when the call can be memoized (an out= op with one `out`), else None."""
     inner = _unprobed_inside(python_meta)
-    # An out= op whose Python Meta kernel returned its one `out` unresized: the
-    # same signature passes its checks again and leaves `out` as it is, so the
-    # Python kernel need not run again (DDP scales each gradient into its
-    # bucket with mul(out=) every step).
-    outs = [a.name for a in op._schema.arguments if a.is_out] if op is not None else []
-    passed = set() if len(outs) == 1 else None
-    if passed is not None:
-        _passed[op] = passed
-        _python_metas[op] = inner
-
-    def meta(*args, **kwargs):
-        out = kwargs.get(outs[0]) if passed is not None else None
-        key = _signature(args, kwargs) if isinstance(out, torch.Tensor) else None
-        if key is not None and key in passed:
-            return out
-        check(*args, **kwargs)
-        if key is None:
+    outs = [i for i, a in enumerate(op._schema.arguments) if a.is_out] if op is not None else []
+    if len(outs) != 1:
+        def meta(*args, **kwargs):
+            check(*args, **kwargs)
             return inner(*args, **kwargs)
-        before = (tuple(out.shape), out.stride())
-        result = _python_metas[op](*args, **kwargs)
-        if result is out and (tuple(out.shape), out.stride()) == before and len(passed) < _PASSED_LIMIT:
-            passed.add(key)
-        return result
-    return meta
+        return meta, None
+    _python_metas[op] = inner
+
+    def checked(*args, **kwargs):
+        check(*args, **kwargs)
+        return _python_metas[op](*args, **kwargs)
+    return checked, outs[0]
 
 
-# At most this many passed signatures are remembered per op.
-_PASSED_LIMIT = 4096
-# Per checked in-place op: the signatures that passed (pointwise ops only), and
-# the Python Meta kernel that runs after the checks.
-_passed = {}
+# Per checked in-place op, and per out= op with one `out`: the Python Meta
+# kernel that runs after the checks (looked up at each call: tests count them).
 _python_metas = {}
 
 
-def _signature(args, kwargs):
-    """What an in-place or out= op's checks depend on, as a hashable key: per
-    tensor its dtype, shape, strides and conj/neg bits; per number its type (and
-    an integer's or bool's value: pow_ of an integer by a negative one is an
-    error); torch's default dtype (Python floats promote to it) and whether the
-    call runs below functionalization. None for anything else, symbolic sizes
-    included (not cached)."""
-    parts = [torch.get_default_dtype(),
-             torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize)]
-    for value in (*args, *kwargs.items()):
-        name = None
-        if isinstance(value, tuple):  # a keyword argument
-            name, value = value
-        if isinstance(value, torch.Tensor):
-            shape, stride = tuple(value.shape), value.stride()
-            if not all(type(d) is int for d in shape + stride):
-                return None  # symbolic sizes (torch.compile's dynamic shapes)
-            part = (value.dtype, shape, stride, value.is_conj(), value.is_neg())
-        elif isinstance(value, (bool, int)):
-            part = (type(value), value)
-        elif isinstance(value, (float, complex)):
-            part = type(value)
-        elif value is None or isinstance(value, (torch.dtype, str)):
-            part = value
-        else:
-            return None
-        parts.append((name, part))
-    return tuple(parts)
+def _register(library, op, meta, written):
+    """`meta` as `op`'s Meta kernel. With `written` (the index of the tensor the
+    op writes), behind torch_neuron._C's signature memo: the op's checks depend
+    on its arguments' dtypes, shapes, strides and integer values alone, so a
+    signature that passed once (the kernel returned the written tensor, its
+    shape and strides unchanged) is not checked again; the memo keys the
+    boxed arguments in C++, where a Python memo cost more than tracing the op."""
+    if written is None:
+        library.impl(op, meta, "Meta")
+    else:
+        from . import _C
+        _C._meta_memo_impl(op._schema.name, op._schema.overload_name, written, meta)
 
 
 def _checking(op, python_meta, broadcast, overlap, functional=None):
+    """The Meta kernel of in-place `op`: the CPU's checks, then `python_meta`;
+    and 0 (self's index) when its passed signatures may be remembered, else None."""
     kernel_check = _kernel_check(op)
     if op._schema.name.split("::")[1] in CPU_PROBED:
         python_meta = _unprobed_inside(python_meta)
@@ -243,19 +216,7 @@ def _checking(op, python_meta, broadcast, overlap, functional=None):
     # parameter values) always run it, unless the check too depends on the
     # signature alone (SIGNATURE_CHECKS).
     memo = kernel_check is None or op._schema.name.split("::")[1].rstrip("_") in SIGNATURE_CHECKS
-    passed = set() if torch.Tag.pointwise in op.tags and memo else None
-    if passed is not None:
-        _passed[op] = passed
     _python_metas[op] = python_meta
-
-    def meta(self, *args, **kwargs):
-        key = _signature((self, *args), kwargs) if passed is not None else None
-        if key is not None and key in passed:
-            return self
-        result = checked(self, *args, **kwargs)
-        if key is not None and result is self and len(passed) < _PASSED_LIMIT:
-            passed.add(key)
-        return result
 
     def checked(self, *args, **kwargs):
         if kernel_check is not None:
@@ -303,7 +264,7 @@ def _checking(op, python_meta, broadcast, overlap, functional=None):
             if cpu is None:
                 raise
             raise RuntimeError(cpu) from None
-    return meta
+    return checked, (0 if torch.Tag.pointwise in op.tags and memo else None)
 
 
 _UNSAFE_CAST = re.compile(r"Attempting to cast from torch\.(\w+) to out tensor with dtype torch\.(\w+), "
@@ -399,7 +360,7 @@ def install() -> None:
             # Pointwise ops, and the shifts (__irshift__ lacks the tag).
             promotes = torch.Tag.pointwise in op.tags or _key(op) in BROADCAST_FIRST
             functional = _functional_of(op) if promotes else None
-            library.impl(op, _checking(op, python_meta, broadcast, overlap, functional), "Meta")
+            _register(library, op, *_checking(op, python_meta, broadcast, overlap, functional))
             _originals[op] = original
         # The functional and out= overloads of the ops with kernel checks.
         probed_out = set(_probed_out_ops())
@@ -417,7 +378,7 @@ def install() -> None:
                 check = KERNEL_CHECKS[name]
                 if op in probed_out:  # mode(out=): the out dtype probe too
                     check = _both(check, _out_probe(op))
-                library.impl(op, _with_kernel_check(check, python_meta), "Meta")
+                _register(library, op, _with_kernel_check(check, python_meta)[0], None)
                 _originals[op] = original
         # Pointwise and reduction out= overloads with a Python Meta kernel: the CPU's dtype checks first.
         for op in probed_out:
@@ -427,7 +388,7 @@ def install() -> None:
             if python_meta is None:
                 continue
             original = torch.library.get_kernel(op, "Meta")
-            library.impl(op, _with_kernel_check(_out_probe(op), _cpu_lenient(op, python_meta), op), "Meta")
+            _register(library, op, *_with_kernel_check(_out_probe(op), _cpu_lenient(op, python_meta), op))
             _originals[op] = original
         for name, check in CPP_META_CHECKS.items():
             for overload in getattr(torch.ops.aten, name).overloads():

@@ -60,6 +60,7 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindMetrics(m);
   torch_neuron::python::BindProfiler(m);
   torch_neuron::python::BindLazy(m);
+  torch_neuron::python::BindMetaMemo(m);
   torch_neuron::python::BindEager(m);
   torch_neuron::python::BindRegistry(m);
   torch_neuron::python::BindService(m);

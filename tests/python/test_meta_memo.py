@@ -1,0 +1,142 @@
+"""The C++ signature memo in front of the Python Meta kernels of pointwise
+in-place and out= ops (csrc/python/meta_memo.cc, torch_neuron/_meta_checks.py).
+
+Functionalization runs every in-place op on meta copies of its arguments before
+it traces the op. A signature (dtypes, sizes, strides, number types, integer
+values) that passed the checks once is not checked again, and no Python runs;
+anything else reaches the Python kernel as before: new signatures, bad ones
+(every time), symbolic sizes.
+"""
+
+import sys
+import threading
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+import torch_neuron
+
+
+def memo_counts():
+    c = torch_neuron.metrics.counters()
+    return c.get("trace.meta_memo.hit.count", 0), c.get("trace.meta_memo.miss.count", 0)
+
+
+def python_calls(fn):
+    """The Python functions that run in fn(), by name, but fn's own."""
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename != __file__:
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_the_memo_is_the_meta_kernel_of_pointwise_in_place_and_out_ops():
+    for op in ("aten::add_.Tensor", "aten::mul_.Scalar", "aten::addcmul_", "aten::mul.out"):
+        meta = torch._C._dispatch_dump(op).split("\nMeta: ")[1].splitlines()[0]
+        assert "meta_memo.cc" in meta, (op, meta)
+
+
+def test_a_repeated_in_place_signature_runs_no_python_and_matches_the_cpu():
+    gen = torch.Generator().manual_seed(0)
+    x, y, z = (torch.randn(4, 6, generator=gen) for _ in range(3))
+    nx, ny, nz = x.to("neuron"), y.to("neuron"), z.to("neuron")
+    nz.mul_(ny).add_(nx, alpha=2)  # first time: checked in Python
+    z.mul_(y).add_(x, alpha=2)
+    hits, misses = memo_counts()
+    assert python_calls(lambda: [nz.mul_(ny).add_(nx, alpha=2) for _ in range(5)]) == []
+    for _ in range(5):
+        z.mul_(y).add_(x, alpha=2)
+    assert memo_counts() == (hits + 10, misses)
+    torch.testing.assert_close(nz.cpu(), z)
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron", "meta"])
+def test_a_failing_signature_fails_every_time(device):
+    # Bad signatures are never remembered, whichever was checked before them.
+    x = torch.ones(3, device=device)
+    x.add_(torch.ones(3, device=device))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+            x.add_(torch.ones(2, 3, device=device))
+    i = torch.ones(3, dtype=torch.int32, device=device)
+    i.mul_(torch.ones(3, dtype=torch.int32, device=device))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Int"):
+            i.mul_(torch.ones(3, device=device))
+
+
+def test_integer_values_are_part_of_the_signature_and_float_values_are_not():
+    # Integer and bool values can decide a check (the Python kernels see
+    # numbers); a float's value cannot. A Python int the binding wrapped into a
+    # tensor keys by its value too.
+    x, y = torch.ones(3, 4, device="meta"), torch.ones(3, 4, device="meta")
+    x.add_(y)  # alpha=1
+    outcomes = []
+    for call in (lambda: x.add_(y, alpha=2), lambda: x.add_(y, alpha=2), lambda: x.add_(y, alpha=0.5),
+                 lambda: x.add_(y, alpha=0.25), lambda: x.add_(7), lambda: x.add_(8), lambda: x.add_(8)):
+        hits, misses = memo_counts()
+        call()
+        outcomes.append("hit" if memo_counts() == (hits + 1, misses) else "miss")
+    assert outcomes == ["miss", "hit", "miss", "hit", "miss", "miss", "hit"]
+
+
+def test_symbolic_sizes_are_checked_in_python_every_time():
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC])
+    x = mode.from_tensor(torch.randn(5), symbolic_context=dynamic)
+    y = mode.from_tensor(torch.randn(5), symbolic_context=dynamic)
+    assert isinstance(x.shape[0], torch.SymInt)
+    hits, _ = memo_counts()
+    with mode:
+        x.add_(y, alpha=2)
+        x.add_(y, alpha=2)
+        assert isinstance(x.shape[0], torch.SymInt)
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            x.add_(torch.ones(2, 5))
+    assert memo_counts()[0] == hits
+
+
+def test_an_out_that_was_resized_is_checked_again():
+    x = torch.ones(4, 5, device="meta")
+    torch.mul(x, 2.0, out=torch.empty(4, 5, device="meta"))
+    hits, misses = memo_counts()
+    torch.mul(x, 2.0, out=torch.empty(4, 5, device="meta"))
+    assert memo_counts() == (hits + 1, misses)
+    with pytest.warns(UserWarning, match="was resized"):
+        torch.mul(x, 2.0, out=torch.empty(3, device="meta"))
+    with pytest.warns(UserWarning, match="was resized"):
+        torch.mul(x, 2.0, out=torch.empty(3, device="meta"))
+    assert memo_counts() == (hits + 1, misses + 2)
+
+
+def test_threads_checking_at_once_get_their_own_results():
+    # The memo is shared by threads that trace at once (the GIL is released
+    # around each op); every thread sees its own shapes' outcome.
+    errors = []
+
+    def work(n):
+        try:
+            for _ in range(50):
+                x = torch.ones(n, device="meta")
+                x.add_(torch.ones(n, device="meta"))
+                with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+                    x.add_(torch.ones(2, n, device="meta"))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in (3, 4, 5, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
