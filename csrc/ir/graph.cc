@@ -1,9 +1,11 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
+#include <c10/util/Exception.h>
 
 namespace torch_neuron::ir {
 namespace {
@@ -14,6 +16,116 @@ thread_local size_t last_graph_nodes = 0;
 
 size_t ReservedNodes() { return last_graph_nodes; }
 void NoteGraphSize(size_t nodes) { last_graph_nodes = nodes; }
+
+// The walk's node -> position table: open addressing with linear probing over
+// an array each thread keeps from walk to walk. A slot belongs to the current
+// walk when it carries the walk's generation, so a new walk starts with no
+// clearing. (absl::flat_hash_map cost about 40% of a cached sync's walk: its
+// pointer hash, and clearing its control bytes for every graph.)
+class PositionTable {
+ public:
+  // Starts a walk expecting about `nodes` nodes.
+  void Begin(size_t nodes) {
+    if (++generation_ == 0) {  // after 2^32 walks: forget every old slot
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+      generation_ = 1;
+    }
+    size_t capacity = kMinCapacity;
+    while (capacity < 2 * nodes) capacity *= 2;
+    // A table left large by a much bigger graph is given back.
+    if (slots_.size() < capacity || slots_.size() > 16 * capacity) Reset(capacity);
+    size_ = 0;
+  }
+
+  // The position stored for `node`, and whether this call put it there (as -1).
+  std::pair<int32_t*, bool> FindOrInsert(const Node* node) {
+    if (2 * (size_ + 1) > slots_.size()) Grow();
+    for (size_t i = Index(node);; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      if (slot.generation != generation_) {
+        slot = Slot{node, generation_, -1};
+        ++size_;
+        return {&slot.position, true};
+      }
+      if (slot.node == node) return {&slot.position, false};
+    }
+  }
+
+  // The position of a node the walk reached.
+  int32_t& At(const Node* node) {
+    for (size_t i = Index(node);; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      TORCH_INTERNAL_ASSERT(slot.generation == generation_,
+                            "Canonicalize: a node the walk reached is not in its table");
+      if (slot.node == node) return slot.position;
+    }
+  }
+
+ private:
+  static constexpr size_t kMinCapacity = 1024;
+  struct Slot {
+    const Node* node = nullptr;
+    uint32_t generation = 0;
+    int32_t position = 0;
+  };
+
+  size_t Index(const Node* node) const {
+    // Fibonacci hashing of the address: its high bits, spread by the multiply.
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(node) * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+  void Reset(size_t capacity) {
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+    shift_ = 64 - static_cast<int>(__builtin_ctzll(capacity));
+  }
+  void Grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    const uint32_t generation = generation_;
+    Reset(old.size() * 2);
+    for (const Slot& slot : old) {
+      if (slot.generation != generation) continue;
+      size_t i = Index(slot.node);
+      while (slots_[i].generation == generation) i = (i + 1) & mask_;
+      slots_[i] = slot;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  int shift_ = 64;
+  size_t size_ = 0;
+  uint32_t generation_ = 0;
+};
+
+// This thread's table, or a new one for a walk that starts inside another
+// (a resolver that canonicalizes), which must not share it.
+class ScopedPositionTable {
+ public:
+  ScopedPositionTable() {
+    if (!in_use_) {
+      in_use_ = true;
+      table_ = &shared_;
+    } else {
+      own_ = std::make_unique<PositionTable>();
+      table_ = own_.get();
+    }
+  }
+  ~ScopedPositionTable() {
+    if (own_ == nullptr) in_use_ = false;
+  }
+  ScopedPositionTable(const ScopedPositionTable&) = delete;
+  ScopedPositionTable& operator=(const ScopedPositionTable&) = delete;
+  PositionTable& operator*() { return *table_; }
+
+ private:
+  static thread_local PositionTable shared_;
+  static thread_local bool in_use_;
+  std::unique_ptr<PositionTable> own_;
+  PositionTable* table_;
+};
+thread_local PositionTable ScopedPositionTable::shared_;
+thread_local bool ScopedPositionTable::in_use_ = false;
 
 }  // namespace
 
@@ -56,8 +168,9 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   // operands of the nodes on the stack wait in `operands` as (position,
   // output index), each frame's from its `begin`; an operand reached for the
   // first time gets its position when its own frame is done (`slot`).
-  absl::flat_hash_map<const Node*, int32_t> position;
-  position.reserve(ReservedNodes());
+  ScopedPositionTable scoped_table;
+  PositionTable& position = *scoped_table;
+  position.Begin(ReservedNodes());
   constexpr size_t kNoSlot = ~size_t{0};
   struct Frame {
     const Node* node;
@@ -68,7 +181,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   std::vector<Frame> stack;
   std::vector<std::pair<int32_t, int32_t>> operands;
   auto visit = [&](const Node* root) {
-    if (!position.try_emplace(root, -1).second) return;
+    if (!position.FindOrInsert(root).second) return;
     stack.push_back({root, 0, operands.size(), kNoSlot});
     while (!stack.empty()) {
       Frame& top = stack.back();
@@ -77,15 +190,15 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
         const Value& operand = ops[top.next_operand++];
         const NodePtr* leaf = substitute(*operand.node, operand.index);
         const Node* child = leaf == nullptr ? operand.node.get() : leaf->get();
-        auto [it, reached] = position.try_emplace(child, -1);
-        operands.emplace_back(it->second, leaf == nullptr ? operand.index : 0);
+        auto [child_position, reached] = position.FindOrInsert(child);
+        operands.emplace_back(*child_position, leaf == nullptr ? operand.index : 0);
         if (reached) stack.push_back({child, 0, operands.size(), operands.size() - 1});
         continue;
       }
       const Frame done = top;
       stack.pop_back();
       const auto index = static_cast<int32_t>(g.nodes.size());
-      position[done.node] = index;
+      position.At(done.node) = index;
       g.nodes.push_back(done.node);
       if (done.node->is_parameter()) g.parameters.push_back(index);
       g.AddOperands(absl::MakeConstSpan(operands).subspan(done.begin));
@@ -101,7 +214,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> output_index;
   g.root_to_output.assign(roots.size(), -1);
   for (size_t i : walk) {
-    std::pair<int32_t, int32_t> out(position.at(roots[i].node.get()), roots[i].index);
+    std::pair<int32_t, int32_t> out(position.At(roots[i].node.get()), roots[i].index);
     auto [it, inserted] = output_index.try_emplace(out, static_cast<int32_t>(g.outputs.size()));
     if (inserted) g.outputs.push_back(out);
     g.root_to_output[i] = it->second;

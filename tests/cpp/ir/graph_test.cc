@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <thread>
+#include <vector>
+
 #include "ir/printer.h"
 
 namespace torch_neuron::ir {
@@ -113,6 +117,118 @@ TEST(GraphHashTest, DeepChainsDoNotRecurse) {
   for (int i = 0; i < 20000; ++i) v = Binary("aten::add.Tensor", v, v);
   CanonicalGraph g = Canonicalize({v});
   EXPECT_EQ(g.size(), 20001);
+}
+
+// Checks what Canonicalize promises of any graph without a resolver: every
+// node once, operands before users, and each operand entry naming the node and
+// output the IR names.
+void ExpectWellFormed(const CanonicalGraph& g) {
+  std::set<const Node*> seen(g.nodes.begin(), g.nodes.end());
+  ASSERT_EQ(seen.size(), g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& ops = g.nodes[i]->operands();
+    auto entries = g.operands(i);
+    ASSERT_EQ(entries.size(), ops.size());
+    for (size_t k = 0; k < ops.size(); ++k) {
+      ASSERT_LT(entries[k].first, static_cast<int32_t>(i));
+      EXPECT_EQ(g.nodes[entries[k].first], ops[k].node.get());
+      EXPECT_EQ(entries[k].second, ops[k].index);
+    }
+  }
+}
+
+// A graph of `leaves` leaves summed pairwise (a tree), each sum also feeding a
+// mul with the first leaf, so nodes are shared.
+Value WideGraph(int leaves, std::vector<Value>* keep) {
+  std::vector<Value> level;
+  for (int i = 0; i < leaves; ++i) level.push_back(Leaf());
+  *keep = level;
+  while (level.size() > 1) {
+    std::vector<Value> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2) {
+      Value sum = Binary("aten::add.Tensor", level[i], level[i + 1]);
+      next.push_back(Binary("aten::mul.Tensor", sum, Binary("aten::sub.Tensor", sum, (*keep)[0])));
+    }
+    if (level.size() % 2 == 1) next.push_back(level.back());
+    level = std::move(next);
+  }
+  return level[0];
+}
+
+TEST(GraphWalkTest, TheWalksTableGrowsMidWalkAndIsReusedAcrossWalks) {
+  // The walk keeps its node -> position table per thread, sized by the last
+  // graph. A small graph first leaves it small, so the big one grows it while
+  // walking; the same graph again walks a table already big; a small one
+  // after it reuses the big table. All must agree with each other.
+  std::vector<Value> keep;
+  const Value big = WideGraph(6000, &keep);
+  const Value a = Leaf(), b = Leaf();
+  const Value small = Binary("aten::add.Tensor", a, b);
+  const CanonicalGraph small_first = Canonicalize({small});
+  const CanonicalGraph grown = Canonicalize({big});
+  const CanonicalGraph again = Canonicalize({big});
+  const CanonicalGraph small_after = Canonicalize({small});
+  ExpectWellFormed(grown);
+  ExpectWellFormed(again);
+  EXPECT_EQ(grown.size(), 6000 + 3 * 5999);
+  EXPECT_EQ(grown.nodes, again.nodes);
+  EXPECT_EQ(grown.operand_list, again.operand_list);
+  EXPECT_EQ(grown.parameters, again.parameters);
+  EXPECT_EQ(grown.hash, again.hash);
+  EXPECT_EQ(grown.parameters.size(), 6000u);
+  EXPECT_EQ(small_after.nodes, small_first.nodes);
+  EXPECT_EQ(small_after.hash, small_first.hash);
+  ExpectWellFormed(small_after);
+}
+
+// A resolver that canonicalizes another graph whenever it is asked: a walk
+// that starts inside a walk on the same thread.
+class CanonicalizingResolver : public ValueResolver {
+ public:
+  explicit CanonicalizingResolver(Value other) : other_(std::move(other)) {}
+  const NodePtr* Substitute(const Node&, int) const override {
+    inner_hashes_.push_back(Canonicalize({other_}).hash);
+    return nullptr;
+  }
+  mutable std::vector<hash_t> inner_hashes_;
+
+ private:
+  Value other_;
+};
+
+TEST(GraphWalkTest, AWalkInsideAWalkHasItsOwnTable) {
+  std::vector<Value> keep_outer, keep_inner;
+  const Value outer = WideGraph(300, &keep_outer);
+  const Value inner = WideGraph(40, &keep_inner);
+  const hash_t inner_hash = Canonicalize({inner}).hash;
+  const CanonicalGraph plain = Canonicalize({outer});
+  CanonicalizingResolver resolver(inner);
+  const CanonicalGraph nested = Canonicalize({outer}, {}, &resolver);
+  EXPECT_EQ(nested.nodes, plain.nodes);
+  EXPECT_EQ(nested.operand_list, plain.operand_list);
+  EXPECT_EQ(nested.hash, plain.hash);
+  ASSERT_FALSE(resolver.inner_hashes_.empty());
+  for (hash_t h : resolver.inner_hashes_) EXPECT_EQ(h, inner_hash);
+}
+
+TEST(GraphWalkTest, ThreadsWalkingSharedNodesAtOnceAgree) {
+  std::vector<Value> keep;
+  const Value shared = WideGraph(2000, &keep);
+  const CanonicalGraph expected = Canonicalize({shared});
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<Value> own_keep;
+      const Value own = WideGraph(50 + t * 700, &own_keep);  // other sizes between
+      for (int i = 0; i < 20; ++i) {
+        const CanonicalGraph g = Canonicalize({i % 2 == 0 ? shared : own});
+        if (i % 2 == 0 && (g.nodes != expected.nodes || g.hash != expected.hash)) ++mismatches[t];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
 // Stands a fixed leaf for one node, as the lazy layer does for values that ran.
