@@ -240,6 +240,12 @@ class ArgumentBinder {
     // Factories and promotions with Python floats take torch's default dtype
     // (set_default_dtype), which the arguments do not show.
     signature_.Word(static_cast<uint64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+    // One allocation each for a call without lists (growing one element at a
+    // time reallocated them two or three times per traced op).
+    operands_.reserve(call.num_args);
+    args_.reserve(call.num_args);
+    meta_stack_.reserve(call.num_args);
+    deferred_.reserve(call.num_args);
   }
 
   // Binds every argument. A reason when the op must take the CPU fallback.
