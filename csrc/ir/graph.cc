@@ -32,8 +32,11 @@ class PositionTable {
     }
     size_t capacity = kMinCapacity;
     while (capacity < 2 * nodes) capacity *= 2;
-    // A table left large by a much bigger graph is given back.
-    if (slots_.size() < capacity || slots_.size() > 16 * capacity) Reset(capacity);
+    // Sized for this walk, not for the biggest graph seen: a table left large
+    // by a bigger graph spreads the same nodes over more cache lines, and the
+    // walk's probes miss (a 1,000-node sync took 0.34 ms instead of 0.20 after
+    // one 4,000-node sync). A new size costs one allocation.
+    if (slots_.size() != capacity) Reset(capacity);
     size_ = 0;
   }
 
