@@ -291,7 +291,9 @@ def main(argv=None) -> int:
         "plots": [{
             "name": "training_step", "title": "Training step time (ms)", "kind": "bar",
             "xlabel": "model", "ylabel": "ms", "logx": False, "logy": True, "x": list(results),
-            "series": {p: [r["step_ms"][p]["median"] for r in results.values()] for p in peers},
+            # A peer a model lacks (the real-sized models have no neuron eager) is a gap.
+            "series": {p: [r["step_ms"][p]["median"] if p in r["step_ms"] else None for r in results.values()]
+                       for p in peers},
         }],
         "headline": headline,
     }, args.out)
