@@ -4,6 +4,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/synchronization/mutex.h>
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -13,15 +14,17 @@
 namespace torch_neuron::lazy {
 namespace {
 
+// A cached result is shared, not copied: copying its shape, layout and count
+// vectors cost several allocations per traced op. nullptr: no Meta result.
 class MetaCache {
  public:
-  std::optional<MetaResult> Get(ir::hash_t key, bool* found) {
+  std::shared_ptr<const MetaResult> Get(ir::hash_t key, bool* found) {
     absl::MutexLock lock(&mu_);
     auto it = cache_.find(key);
     *found = it != cache_.end();
-    return *found ? it->second : std::nullopt;
+    return *found ? it->second : nullptr;
   }
-  void Put(ir::hash_t key, std::optional<MetaResult> result) {
+  void Put(ir::hash_t key, std::shared_ptr<const MetaResult> result) {
     absl::MutexLock lock(&mu_);
     if (cache_.size() > 100000) cache_.clear();  // bound memory for pathological programs
     cache_[key] = std::move(result);
@@ -33,7 +36,7 @@ class MetaCache {
 
  private:
   absl::Mutex mu_;
-  absl::flat_hash_map<ir::hash_t, std::optional<MetaResult>> cache_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ir::hash_t, std::shared_ptr<const MetaResult>> cache_ ABSL_GUARDED_BY(mu_);
 };
 
 MetaCache& Metas() {
@@ -60,11 +63,12 @@ bool CollectLayouts(const torch::jit::Stack& returns, std::vector<TensorLayout>*
 
 void ClearMetaCache() { Metas().Clear(); }
 
-std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
-                                    const std::optional<c10::OperatorHandle>& view_of, MetaFixup fixup,
-                                    const std::function<torch::jit::Stack()>& build_stack) {
+std::shared_ptr<const MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
+                                            const std::optional<c10::OperatorHandle>& view_of,
+                                            MetaFixup fixup,
+                                            const std::function<torch::jit::Stack()>& build_stack) {
   bool found = false;
-  std::optional<MetaResult> cached = Metas().Get(key, &found);
+  std::shared_ptr<const MetaResult> cached = Metas().Get(key, &found);
   if (found) return cached;
   std::optional<MetaResult> result;
   torch::jit::Stack meta_stack = build_stack();
@@ -137,8 +141,10 @@ std::optional<MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t ke
   if (result && view_layouts && view_layouts->size() == result->layouts.size()) {
     result->layouts = std::move(*view_layouts);
   }
-  Metas().Put(key, result);
-  return result;
+  std::shared_ptr<const MetaResult> shared =
+      result ? std::make_shared<const MetaResult>(*std::move(result)) : nullptr;
+  Metas().Put(key, shared);
+  return shared;
 }
 
 }  // namespace torch_neuron::lazy

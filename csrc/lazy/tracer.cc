@@ -619,7 +619,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // Stage 4, Meta inference: output shapes and layouts, cached per op key.
   const ir::hash_t op_key = bound.op_key();
-  std::optional<MetaResult> meta =
+  const std::shared_ptr<const MetaResult> meta =
       InferMeta(op, op_key, c.info.view_of, c.info.meta_fixup, [&bound] { return bound.TakeMetaStack(); });
   if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
   for (const ir::Shape& s : meta->shapes) {
