@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "base/metrics.h"
 #include "python/bindings.h"
 
@@ -62,17 +63,18 @@ enum Tag : int64_t {
   kString,
 };
 
+// Appends words to a caller's buffer.
 class Key {
  public:
+  explicit Key(std::string* bytes) : bytes_(*bytes) {}
   void Word(int64_t w) { bytes_.append(reinterpret_cast<const char*>(&w), sizeof(w)); }
   void Text(const std::string& s) {
     Word(static_cast<int64_t>(s.size()));
     bytes_ += s;
   }
-  std::string Take() { return std::move(bytes_); }
 
  private:
-  std::string bytes_;
+  std::string& bytes_;
 };
 
 // Appends `value`'s part of the signature; false if it has none (the call is
@@ -146,14 +148,16 @@ bool AddValue(const c10::IValue& value, Key& key) {
 
 // The call's signature: the arguments' parts, torch's default dtype (Python
 // floats promote to it) and whether the call runs below functionalization.
-std::optional<std::string> Signature(const torch::jit::Stack& stack, size_t num_args) {
-  Key key;
+// Written into `bytes` (cleared first); false when the call has no signature.
+bool Signature(const torch::jit::Stack& stack, size_t num_args, std::string* bytes) {
+  bytes->clear();
+  Key key(bytes);
   key.Word(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   key.Word(c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Functionalize));
   for (size_t i = stack.size() - num_args; i < stack.size(); ++i) {
-    if (!AddValue(stack[i], key)) return std::nullopt;
+    if (!AddValue(stack[i], key)) return false;
   }
-  return key.Take();
+  return true;
 }
 
 // The boxed arguments as the Python kernel's positional and keyword arguments,
@@ -227,22 +231,30 @@ class MemoKernel final : public c10::OperatorKernel {
     const size_t num_args = op.schema().arguments().size();
     const c10::IValue& written_value = (*stack)[stack->size() - num_args + written_];
     const at::Tensor written = written_value.isTensor() ? written_value.toTensor() : at::Tensor();
-    std::optional<std::string> key = written.defined() ? Signature(*stack, num_args) : std::nullopt;
-    if (key.has_value()) {
+    // The key is built in a buffer this thread keeps, so a hit allocates
+    // nothing (the set looks a string_view up).
+    thread_local std::string buffer;
+    std::string& bytes = buffer;
+    const bool keyed = written.defined() && Signature(*stack, num_args, &bytes);
+    if (keyed) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (passed_.contains(*key)) {
+      if (passed_.contains(absl::string_view(bytes))) {
         torch::jit::drop(*stack, num_args);
         stack->emplace_back(written);
         hits_->Add(1);
         return;
       }
     }
+    // A miss: the Python checks may trace in-place or out= ops of their own,
+    // which reuse the buffer, so the key is copied first.
+    std::optional<std::string> key;
+    if (keyed) key = bytes;
     const std::vector<int64_t> sizes = written.defined() ? written.sizes().vec() : std::vector<int64_t>();
     const std::vector<int64_t> strides = written.defined() ? written.strides().vec() : std::vector<int64_t>();
     CallPython(op, stack, num_args);
     if (!key.has_value()) return;
     if (stack->empty() || !stack->back().isTensor() || !stack->back().toTensor().is_same(written) ||
-        written.sizes().vec() != sizes || written.strides().vec() != strides) {
+        written.sizes() != c10::IntArrayRef(sizes) || written.strides() != c10::IntArrayRef(strides)) {
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
