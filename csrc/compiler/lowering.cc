@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/memory_schedule.h"
 #include "ir/op_traits.h"
 #include "runtime/kernel_call.h"
 #include "runtime/op_lookup.h"
@@ -94,10 +95,17 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
     last_use[r] = static_cast<int32_t>(program.instructions.size());
   };
   auto reg_of = [&](const ValueRef& v) { return reg.at({v.node, g.nodes[v.node].folded ? 0 : v.index}); };
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  std::vector<int32_t> made_by;  // per register: the instruction that makes it, or -1
+  auto new_output = [&](int32_t node, int32_t index) {
+    const int32_t r = new_reg(node, index);
+    made_by.resize(r + 1, -1);
+    made_by[r] = static_cast<int32_t>(program.instructions.size());
+    return r;
+  };
+  for (const int32_t node : MemorySchedule(g, as_view)) {
+    const size_t i = static_cast<size_t>(node);
     const CompileNode& n = g.nodes[i];
     if (n.dead || n.is_parameter()) continue;
-    const int32_t node = static_cast<int32_t>(i);
     if (n.folded) {
       program.constants.emplace_back(new_reg(node, 0), *n.folded);
       continue;
@@ -118,7 +126,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
       }
       if (absl::Status s = runtime::ValidateKernelCall(*call); !s.ok()) return s;
       runtime::Instruction inst{std::nullopt, *std::move(call), n.op, n.source, {}, {}, {}, {}};
-      for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
+      for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_output(node, k));
       program.instructions.push_back(std::move(inst));
       continue;
     }
@@ -171,7 +179,7 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
       for (int32_t r : pa.registers) record_read(r);
       inst.args.push_back(std::move(pa));
     }
-    for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_reg(node, k));
+    for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_output(node, k));
     program.instructions.push_back(std::move(inst));
   }
 
@@ -183,12 +191,16 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
     program.output_sizes.push_back(n.shape(v.index).sizes());
   }
 
-  // Release each register after its last read, unless the program returns it.
+  // Release each register after its last read, unless the program returns it;
+  // an output nobody reads, after the instruction that makes it.
   last_use.resize(program.num_registers, -1);
+  made_by.resize(program.num_registers, -1);
   std::vector<bool> is_output(program.num_registers, false);
   for (int32_t r : program.outputs) is_output[r] = true;
   for (int32_t r = 0; r < program.num_registers; ++r) {
-    if (last_use[r] >= 0 && !is_output[r]) program.instructions[last_use[r]].release.push_back(r);
+    if (is_output[r]) continue;
+    const int32_t at = last_use[r] >= 0 ? last_use[r] : made_by[r];
+    if (at >= 0) program.instructions[at].release.push_back(r);
   }
   program.num_nodes = g.LiveNodeCount();
   return program;

@@ -1,0 +1,241 @@
+#include "compiler/memory_schedule.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <tuple>
+
+#include "runtime/collectives.h"
+
+namespace torch_neuron::compiler {
+namespace {
+
+constexpr int32_t kNoBuffer = -1;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+bool IsOp(const CompileNode& n) { return !n.dead && n.kind == ir::NodeKind::kOp && !n.folded; }
+
+int64_t ShapeBytes(const ir::Shape& shape) {
+  if (shape.dtype() == c10::ScalarType::Undefined) return 0;  // an output the op did not compute
+  return std::max<int64_t>(shape.numel(), 0) * static_cast<int64_t>(c10::elementSize(shape.dtype()));
+}
+
+// Sorts and dedups `v`.
+void Distinct(std::vector<int32_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// The graph as the schedule sees it: buffers (an op's output, with the views
+// run on it), who reads them, and what each op must wait for.
+struct Model {
+  std::vector<bool> is_op;
+  std::vector<int64_t> bytes;                 // per buffer
+  std::vector<bool> pinned;                   // per buffer: the graph returns it (or a view of it)
+  std::vector<std::vector<int32_t>> readers;  // per buffer: the ops that read it, each once
+  std::vector<std::vector<int32_t>> reads;    // per node: the buffers it reads, each once
+  std::vector<std::vector<int32_t>> makes;    // per node: the buffers it allocates
+  std::vector<std::vector<int32_t>> users;    // per node: the ops that read any of its outputs, each once
+  std::vector<int32_t> chain_next;            // per node: the next random op or collective, or -1
+  std::vector<int32_t> waits;                 // per node: ops it waits for (users' edges + the chain)
+  int32_t num_ops = 0;
+
+  Model(const CompileGraph& g, const std::vector<bool>& as_view) {
+    const size_t size = g.nodes.size();
+    is_op.resize(size);
+    reads.resize(size);
+    makes.resize(size);
+    users.resize(size);
+    chain_next.assign(size, -1);
+    waits.assign(size, 0);
+    std::vector<std::vector<int32_t>> buffer_of(size);  // per node, per output
+    int32_t last_ordered = -1;
+    for (size_t i = 0; i < size; ++i) {
+      const CompileNode& n = g.nodes[i];
+      const auto node = static_cast<int32_t>(i);
+      is_op[i] = IsOp(n);
+      if (!is_op[i]) {
+        if (!n.dead) buffer_of[i].assign(std::max(n.num_outputs(), 1), kNoBuffer);
+        continue;
+      }
+      ++num_ops;
+      std::vector<int32_t> producers;
+      for (const ValueRef& v : n.operands) {
+        const std::vector<int32_t>& of = buffer_of[v.node];
+        const int32_t buffer = of.empty() ? kNoBuffer : of[std::min<size_t>(v.index, of.size() - 1)];
+        if (buffer != kNoBuffer) reads[i].push_back(buffer);
+        if (is_op[v.node]) producers.push_back(v.node);
+      }
+      Distinct(reads[i]);
+      Distinct(producers);
+      for (int32_t b : reads[i]) readers[b].push_back(node);
+      for (int32_t p : producers) users[p].push_back(node);
+      waits[i] = static_cast<int32_t>(producers.size());
+      if (i < as_view.size() && as_view[i] && !n.operands.empty()) {
+        const ValueRef base = n.operands[0];
+        const std::vector<int32_t>& of = buffer_of[base.node];
+        buffer_of[i].assign(n.num_outputs(),
+                            of.empty() ? kNoBuffer : of[std::min<size_t>(base.index, of.size() - 1)]);
+      } else {
+        for (int32_t k = 0; k < n.num_outputs(); ++k) {
+          buffer_of[i].push_back(static_cast<int32_t>(bytes.size()));
+          makes[i].push_back(static_cast<int32_t>(bytes.size()));
+          bytes.push_back(ShapeBytes(n.shape(k)));
+          readers.emplace_back();
+        }
+      }
+      if (g.IsRandom(node) || runtime::IsCollectiveOp(n.op)) {
+        if (last_ordered >= 0) {
+          chain_next[last_ordered] = node;
+          ++waits[i];
+        }
+        last_ordered = node;
+      }
+    }
+    pinned.assign(bytes.size(), false);
+    for (const ValueRef& v : g.outputs) {
+      const std::vector<int32_t>& of = buffer_of[v.node];
+      if (!of.empty() && of[std::min<size_t>(v.index, of.size() - 1)] != kNoBuffer) {
+        pinned[of[std::min<size_t>(v.index, of.size() - 1)]] = true;
+      }
+    }
+  }
+};
+
+// Runs `order` through the model: the peak bytes, or -1 where it is not a
+// valid order of the graph.
+int64_t Simulate(const CompileGraph& g, const Model& m, const std::vector<int32_t>& order) {
+  const size_t size = g.nodes.size();
+  std::vector<int32_t> position(size, -1);
+  size_t live_nodes = 0;
+  for (size_t i = 0; i < size; ++i) live_nodes += g.nodes[i].dead ? 0 : 1;
+  if (order.size() != live_nodes) return -1;
+  for (size_t p = 0; p < order.size(); ++p) {
+    const int32_t n = order[p];
+    if (n < 0 || static_cast<size_t>(n) >= size || g.nodes[n].dead || position[n] >= 0) return -1;
+    position[n] = static_cast<int32_t>(p);
+  }
+  for (size_t i = 0; i < size; ++i) {
+    if (!m.is_op[i]) continue;
+    for (const ValueRef& v : g.nodes[i].operands) {
+      if (position[v.node] >= position[i]) return -1;
+    }
+    if (m.chain_next[i] >= 0 && position[m.chain_next[i]] <= position[i]) return -1;
+  }
+  std::vector<size_t> readers_left(m.readers.size());
+  for (size_t b = 0; b < m.readers.size(); ++b) readers_left[b] = m.readers[b].size();
+  int64_t live = 0, peak = 0;
+  for (int32_t n : order) {
+    if (!m.is_op[n]) continue;
+    for (int32_t b : m.makes[n]) live += m.bytes[b];
+    peak = std::max(peak, live);
+    for (int32_t b : m.reads[n]) {
+      if (--readers_left[b] == 0 && !m.pinned[b]) live -= m.bytes[b];
+    }
+    for (int32_t b : m.makes[n]) {
+      if (readers_left[b] == 0 && !m.pinned[b]) live -= m.bytes[b];  // nobody reads it
+    }
+  }
+  return peak;
+}
+
+std::vector<int32_t> GraphOrder(const CompileGraph& g) {
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!g.nodes[i].dead) order.push_back(static_cast<int32_t>(i));
+  }
+  return order;
+}
+
+enum class Policy {
+  kSoonestNeeded,  // after the ops that free memory: the op the graph's order reads soonest
+  kLeastAllocated  // the op whose lasting allocation, less what it frees, is least
+};
+
+// A list schedule: each step runs the ready op with the least key.
+std::vector<int32_t> Greedy(const CompileGraph& g, const Model& m, Policy policy) {
+  const size_t size = g.nodes.size();
+  std::vector<int32_t> waits = m.waits;
+  std::vector<size_t> readers_left(m.readers.size());
+  for (size_t b = 0; b < m.readers.size(); ++b) readers_left[b] = m.readers[b].size();
+  std::vector<bool> done(size, false);
+  std::vector<uint32_t> version(size, 0);
+  // When the graph's order first reads a node's result (its first user, or
+  // the next op of the chain).
+  std::vector<int64_t> need(size, kNever);
+  for (size_t i = 0; i < size; ++i) {
+    for (int32_t u : m.users[i]) need[i] = std::min<int64_t>(need[i], u);
+    if (m.chain_next[i] >= 0) need[i] = std::min<int64_t>(need[i], m.chain_next[i]);
+  }
+  using Entry = std::tuple<int64_t, int64_t, int32_t, uint32_t>;  // key, key, node, version
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
+  auto push = [&](int32_t n) {
+    int64_t net = 0;
+    for (int32_t b : m.makes[n]) {
+      if (!m.readers[b].empty() || m.pinned[b]) net += m.bytes[b];
+    }
+    for (int32_t b : m.reads[n]) {
+      if (readers_left[b] == 1 && !m.pinned[b]) net -= m.bytes[b];
+    }
+    const uint32_t v = ++version[n];
+    if (policy == Policy::kSoonestNeeded) {
+      ready.emplace(net > 0 ? 1 : 0, net > 0 ? need[n] : n, n, v);
+    } else {
+      ready.emplace(net, need[n], n, v);
+    }
+  };
+  for (size_t i = 0; i < size; ++i) {
+    if (m.is_op[i] && waits[i] == 0) push(static_cast<int32_t>(i));
+  }
+  std::vector<int32_t> order;
+  order.reserve(size);
+  for (size_t i = 0; i < size; ++i) {
+    if (!g.nodes[i].dead && !m.is_op[i]) order.push_back(static_cast<int32_t>(i));
+  }
+  auto release = [&](int32_t next) {
+    if (--waits[next] == 0) push(next);
+  };
+  while (!ready.empty()) {
+    const auto [k1, k2, n, v] = ready.top();
+    ready.pop();
+    if (done[n] || v != version[n]) continue;
+    done[n] = true;
+    order.push_back(n);
+    for (int32_t b : m.reads[n]) {
+      if (--readers_left[b] != 1) continue;
+      // The buffer's last reader now frees it: its key changes.
+      for (int32_t r : m.readers[b]) {
+        if (!done[r] && waits[r] == 0) push(r);
+      }
+    }
+    for (int32_t u : m.users[n]) release(u);
+    if (m.chain_next[n] >= 0) release(m.chain_next[n]);
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<int32_t> MemorySchedule(const CompileGraph& g, const std::vector<bool>& as_view) {
+  const Model m(g, as_view);
+  std::vector<int32_t> best = GraphOrder(g);
+  if (m.num_ops < 3) return best;
+  int64_t best_peak = Simulate(g, m, best);
+  for (Policy policy : {Policy::kSoonestNeeded, Policy::kLeastAllocated}) {
+    std::vector<int32_t> order = Greedy(g, m, policy);
+    const int64_t peak = Simulate(g, m, order);
+    if (peak >= 0 && peak < best_peak) {
+      best = std::move(order);
+      best_peak = peak;
+    }
+  }
+  return best;
+}
+
+int64_t SchedulePeakBytes(const CompileGraph& g, const std::vector<bool>& as_view,
+                          const std::vector<int32_t>& order) {
+  const Model m(g, as_view);
+  return Simulate(g, m, order);
+}
+
+}  // namespace torch_neuron::compiler
