@@ -1,6 +1,8 @@
 #include "lazy/layouts.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/Contiguity.h>
 #include <ATen/ops/as_strided_copy.h>
 #include <ATen/ops/as_strided_scatter.h>
 #include <ATen/ops/empty.h>
@@ -73,9 +75,29 @@ at::Tensor MetaTensor(const ir::Shape& shape, const TensorLayout& layout) {
 TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_format) {
   const TensorLayout layout = TensorLayout::Of(input);
   const std::optional<c10::MemoryFormat> format = memory_format.toOptional<c10::MemoryFormat>();
-  if (layout.strides.empty() &&
-      (!format || *format == c10::MemoryFormat::Preserve || *format == c10::MemoryFormat::Contiguous)) {
+  if (format == c10::MemoryFormat::Contiguous ||
+      (layout.strides.empty() && (!format || *format == c10::MemoryFormat::Preserve))) {
     return {};
+  }
+  if (!format || *format == c10::MemoryFormat::Preserve) {
+    // empty_like's rule for preserve_format, as the CPU's clone applies it:
+    // the input's strides where they are non-overlapping and dense, else
+    // dense strides in the order of the input's. Computed here: the Meta
+    // empty_like is PyTorch's Python reference, whose call cost 40 us per
+    // traced clone of a transposed tensor (attention's, every step).
+    const c10::IntArrayRef sizes = input.sizes();
+    const c10::SmallVector<int64_t, 5> given =
+        layout.strides.empty() ? ContiguousStrides(sizes) : layout.strides;
+    const c10::IntArrayRef strides(given.data(), given.size());
+    TensorLayout result;
+    if (c10::_compute_non_overlapping_and_dense(sizes, strides)) {
+      result.strides.assign(strides.begin(), strides.end());
+    } else {
+      const std::vector<int64_t> dense = at::infer_dense_strides(sizes, strides);
+      result.strides.assign(dense.begin(), dense.end());
+    }
+    if (result.strides == ContiguousStrides(sizes)) result.strides.clear();
+    return result;
   }
   at::Tensor meta = MetaTensor(ir::Shape(input.scalar_type(), input.sizes().vec()), layout);
   return TensorLayout::Of(at::empty_like(meta, at::TensorOptions(), format));
