@@ -234,6 +234,15 @@ def _clamp_check(self, min=None, max=None, *rest, **kwargs):  # noqa: A002 - the
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
 
 
+def _pow_check(self, exponent=None, *rest, **kwargs):
+    # pow.Tensor_Scalar's C++ Meta kernel refuses an integer (or bool) tensor to
+    # a negative integer power, as NumPy does; pow_.Scalar's Python one does not,
+    # so x.pow_(-1) on an integer tensor was traced and failed at the sync.
+    if (isinstance(self, torch.Tensor) and isinstance(exponent, int) and exponent < 0
+            and not self.dtype.is_floating_point and not self.dtype.is_complex):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
 def _nonempty_reduction(name, reported=None):
     """max, min, median, nanmedian and mode over a dim of size 0 have no value
     to give: the CPU refuses them (an IndexError naming the dim, as wrapped), and
@@ -273,6 +282,7 @@ KERNEL_CHECKS = {
     "fmax": _no_complex("fmax"),
     "fmin": _no_complex("fmin"),
     "clamp": _clamp_check,
+    "pow": _pow_check,
     "randperm": _randperm_check,
     "bernoulli": _bernoulli_check,
     "complex": _elementwise_probe(torch.complex),

@@ -477,3 +477,31 @@ def test_add_and_sub_refuse_what_the_cpu_refuses_at_the_call(call):
     # Accepted at the call, these failed when the graph ran (at a later sync).
     cpu, neuron = _outcomes(call)
     assert neuron == cpu
+
+
+_I32 = torch.tensor([1, 2, 3], dtype=torch.int32)
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: _I32.to(d).pow_(-1), id="int_inplace_negative"),
+    pytest.param(lambda d: torch.tensor([True, False]).to(d).pow_(-2), id="bool_inplace_negative"),
+    pytest.param(lambda d: torch.pow(_I32.to(d), -1, out=torch.empty(3, dtype=torch.int32, device=d)),
+                 id="int_out_negative"),
+    pytest.param(lambda d: _I32.to(d).pow(-1), id="int_negative"),
+])
+def test_an_integer_tensor_to_a_negative_integer_power_fails_at_the_call(call):
+    # The CPU refuses at the call; pow_'s Meta kernel did not, so neuron traced
+    # the op and raised at the next sync, pointing at the wrong line.
+    cpu, neuron = _outcomes(call)
+    assert cpu == "RuntimeError: Integers to negative integer powers are not allowed."
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: _I32.to(d).pow_(2), id="int_positive"),
+    pytest.param(lambda d: _I32.to(d).pow_(0), id="int_zero"),
+    pytest.param(lambda d: _I32.to(d).double().pow_(-1), id="double_negative"),
+    pytest.param(lambda d: _I32.to(d).pow(torch.tensor([-1, 1, 2], dtype=torch.int32).to(d)), id="int_tensor"),
+])
+def test_integer_powers_the_cpu_accepts_give_its_values(call):
+    torch.testing.assert_close(call(DEV).cpu(), call("cpu"))
