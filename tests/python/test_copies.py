@@ -362,20 +362,9 @@ def test_cloning_a_strided_tensor_runs_no_python():
     # The layout of a clone of a non-contiguous tensor came from the Meta
     # empty_like, PyTorch's Python reference: 40 us per traced clone, every
     # step of an attention model.
-    import sys
+    from python_calls import python_calls
 
     y = torch.randn(4, 6, 8, device="neuron").transpose(1, 2)
     y.clone()
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename != __file__:
-            calls.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        y.clone()
-        y.contiguous()
-    finally:
-        sys.setprofile(None)
+    calls = python_calls(lambda: (y.clone(), y.contiguous()), lambda filename: filename != __file__)
     assert calls == []

@@ -8,14 +8,13 @@ rejects, and still serve meta tensors with symbolic sizes (torch.compile's
 FakeTensors).
 """
 
-import sys
-
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import torch_neuron
+from python_calls import python_calls
 
 SHAPES = [(4, 3), (5,)]
 
@@ -183,18 +182,7 @@ PYTHON_META_FILES = ("torch/_meta_registrations.py", "torch/_refs/", "torch/_pri
 def python_meta_calls(fn):
     """How many Python functions of PyTorch's meta registrations and the
     references they use run in fn()."""
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call" and any(f in frame.f_code.co_filename for f in PYTHON_META_FILES):
-            calls.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return len(calls)
+    return len(python_calls(fn, lambda filename: any(f in filename for f in PYTHON_META_FILES)))
 
 
 def test_foreach_adamw_step_runs_no_python_meta_function():

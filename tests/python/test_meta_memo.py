@@ -8,7 +8,6 @@ anything else reaches the Python kernel as before: new signatures, bad ones
 (every time), symbolic sizes.
 """
 
-import sys
 import threading
 
 import pytest
@@ -17,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import torch_neuron
+from python_calls import python_calls as calls_in
 
 
 def memo_counts():
@@ -26,18 +26,7 @@ def memo_counts():
 
 def python_calls(fn):
     """The Python functions that run in fn(), by name, but fn's own."""
-    calls = []
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename != __file__:
-            calls.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
+    return calls_in(fn, lambda filename: filename != __file__)
 
 
 def test_the_memo_is_the_meta_kernel_of_pointwise_in_place_and_out_ops():
