@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <queue>
+#include <span>
 #include <tuple>
 
 #include "runtime/collectives.h"
@@ -26,62 +27,95 @@ void Distinct(std::vector<int32_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+// Compressed rows: row r's items are items[begin[r] .. begin[r + 1]). One
+// array per relation, not a vector per node: a 15,000-op graph's model was
+// mostly its allocations.
+struct Rows {
+  std::vector<int32_t> begin;
+  std::vector<int32_t> items;
+
+  std::span<const int32_t> operator[](size_t r) const {
+    return {items.data() + begin[r], static_cast<size_t>(begin[r + 1] - begin[r])};
+  }
+  size_t size(size_t r) const { return static_cast<size_t>(begin[r + 1] - begin[r]); }
+
+  // Rows 0 .. num_rows - 1 from (row, item) pairs (or (item, row) with
+  // `swapped`), each row's items in pair order.
+  static Rows FromPairs(size_t num_rows, const std::vector<std::pair<int32_t, int32_t>>& pairs,
+                        bool swapped) {
+    Rows rows;
+    rows.begin.assign(num_rows + 1, 0);
+    for (const auto& [a, b] : pairs) ++rows.begin[(swapped ? b : a) + 1];
+    for (size_t r = 0; r < num_rows; ++r) rows.begin[r + 1] += rows.begin[r];
+    rows.items.resize(pairs.size());
+    std::vector<int32_t> next(rows.begin.begin(), rows.begin.end() - 1);
+    for (const auto& [a, b] : pairs) rows.items[next[swapped ? b : a]++] = swapped ? a : b;
+    return rows;
+  }
+};
+
 // The graph as the schedule sees it: buffers (an op's output, with the views
 // run on it), who reads them, and what each op must wait for.
 struct Model {
-  std::vector<bool> is_op;
-  std::vector<int64_t> bytes;                 // per buffer
-  std::vector<bool> pinned;                   // per buffer: the graph returns it (or a view of it)
-  std::vector<std::vector<int32_t>> readers;  // per buffer: the ops that read it, each once
-  std::vector<std::vector<int32_t>> reads;    // per node: the buffers it reads, each once
-  std::vector<std::vector<int32_t>> makes;    // per node: the buffers it allocates
-  std::vector<std::vector<int32_t>> users;    // per node: the ops that read any of its outputs, each once
-  std::vector<int32_t> chain_next;            // per node: the next random op or collective, or -1
-  std::vector<int32_t> waits;                 // per node: ops it waits for (users' edges + the chain)
+  std::vector<char> is_op;
+  std::vector<int64_t> bytes;       // per buffer
+  std::vector<char> pinned;         // per buffer: the graph returns it (or a view of it)
+  Rows readers;                     // per buffer: the ops that read it, each once
+  Rows reads;                       // per node: the buffers it reads, each once
+  Rows users;                       // per node: the ops that read any of its outputs, each once
+  std::vector<int32_t> made;        // per node: its first allocated buffer ...
+  std::vector<int32_t> makes;       // ... and how many (0: a leaf, or a view run as a view)
+  std::vector<int32_t> chain_next;  // per node: the next random op or collective, or -1
+  std::vector<int32_t> waits;       // per node: ops it waits for (distinct producers + the chain)
   int32_t num_ops = 0;
 
   Model(const CompileGraph& g, const std::vector<bool>& as_view) {
     const size_t size = g.nodes.size();
     is_op.resize(size);
-    reads.resize(size);
-    makes.resize(size);
-    users.resize(size);
+    made.assign(size, 0);
+    makes.assign(size, 0);
     chain_next.assign(size, -1);
     waits.assign(size, 0);
-    std::vector<std::vector<int32_t>> buffer_of(size);  // per node, per output
+    // The buffer of each (node, output), at value_begin[node] + output.
+    std::vector<int32_t> value_begin(size + 1, 0);
+    for (size_t i = 0; i < size; ++i) {
+      const CompileNode& n = g.nodes[i];
+      value_begin[i + 1] = value_begin[i] + (n.dead ? 0 : std::max(n.num_outputs(), 1));
+    }
+    std::vector<int32_t> buffer_of(value_begin[size], kNoBuffer);
+    auto buffer = [&](const ValueRef& v) {
+      const int32_t count = value_begin[v.node + 1] - value_begin[v.node];
+      return count == 0 ? kNoBuffer : buffer_of[value_begin[v.node] + std::min(v.index, count - 1)];
+    };
+    std::vector<std::pair<int32_t, int32_t>> read_pairs, user_pairs;  // (node, buffer), (producer, user)
+    std::vector<int32_t> buffers, producers;
     int32_t last_ordered = -1;
     for (size_t i = 0; i < size; ++i) {
       const CompileNode& n = g.nodes[i];
       const auto node = static_cast<int32_t>(i);
       is_op[i] = IsOp(n);
-      if (!is_op[i]) {
-        if (!n.dead) buffer_of[i].assign(std::max(n.num_outputs(), 1), kNoBuffer);
-        continue;
-      }
+      if (!is_op[i]) continue;
       ++num_ops;
-      std::vector<int32_t> producers;
+      buffers.clear();
+      producers.clear();
       for (const ValueRef& v : n.operands) {
-        const std::vector<int32_t>& of = buffer_of[v.node];
-        const int32_t buffer = of.empty() ? kNoBuffer : of[std::min<size_t>(v.index, of.size() - 1)];
-        if (buffer != kNoBuffer) reads[i].push_back(buffer);
+        if (const int32_t b = buffer(v); b != kNoBuffer) buffers.push_back(b);
         if (is_op[v.node]) producers.push_back(v.node);
       }
-      Distinct(reads[i]);
+      Distinct(buffers);
       Distinct(producers);
-      for (int32_t b : reads[i]) readers[b].push_back(node);
-      for (int32_t p : producers) users[p].push_back(node);
+      for (int32_t b : buffers) read_pairs.emplace_back(node, b);
+      for (int32_t p : producers) user_pairs.emplace_back(p, node);
       waits[i] = static_cast<int32_t>(producers.size());
       if (i < as_view.size() && as_view[i] && !n.operands.empty()) {
-        const ValueRef base = n.operands[0];
-        const std::vector<int32_t>& of = buffer_of[base.node];
-        buffer_of[i].assign(n.num_outputs(),
-                            of.empty() ? kNoBuffer : of[std::min<size_t>(base.index, of.size() - 1)]);
+        std::fill(buffer_of.begin() + value_begin[i], buffer_of.begin() + value_begin[i + 1],
+                  buffer(n.operands[0]));
       } else {
+        made[i] = static_cast<int32_t>(bytes.size());
+        makes[i] = n.num_outputs();
         for (int32_t k = 0; k < n.num_outputs(); ++k) {
-          buffer_of[i].push_back(static_cast<int32_t>(bytes.size()));
-          makes[i].push_back(static_cast<int32_t>(bytes.size()));
+          buffer_of[value_begin[i] + k] = static_cast<int32_t>(bytes.size());
           bytes.push_back(ShapeBytes(n.shape(k)));
-          readers.emplace_back();
         }
       }
       if (g.IsRandom(node) || runtime::IsCollectiveOp(n.op)) {
@@ -92,13 +126,17 @@ struct Model {
         last_ordered = node;
       }
     }
-    pinned.assign(bytes.size(), false);
+    reads = Rows::FromPairs(size, read_pairs, /*swapped=*/false);
+    readers = Rows::FromPairs(bytes.size(), read_pairs, /*swapped=*/true);
+    users = Rows::FromPairs(size, user_pairs, /*swapped=*/false);
+    pinned.assign(bytes.size(), 0);
     for (const ValueRef& v : g.outputs) {
-      const std::vector<int32_t>& of = buffer_of[v.node];
-      if (!of.empty() && of[std::min<size_t>(v.index, of.size() - 1)] != kNoBuffer) {
-        pinned[of[std::min<size_t>(v.index, of.size() - 1)]] = true;
-      }
+      if (const int32_t b = buffer(v); b != kNoBuffer) pinned[b] = 1;
     }
+  }
+
+  std::span<const int64_t> Made(size_t n) const {
+    return {bytes.data() + made[n], static_cast<size_t>(makes[n])};
   }
 };
 
@@ -122,17 +160,17 @@ int64_t Simulate(const CompileGraph& g, const Model& m, const std::vector<int32_
     }
     if (m.chain_next[i] >= 0 && position[m.chain_next[i]] <= position[i]) return -1;
   }
-  std::vector<size_t> readers_left(m.readers.size());
-  for (size_t b = 0; b < m.readers.size(); ++b) readers_left[b] = m.readers[b].size();
+  std::vector<int32_t> readers_left(m.bytes.size());
+  for (size_t b = 0; b < m.bytes.size(); ++b) readers_left[b] = static_cast<int32_t>(m.readers.size(b));
   int64_t live = 0, peak = 0;
   for (int32_t n : order) {
     if (!m.is_op[n]) continue;
-    for (int32_t b : m.makes[n]) live += m.bytes[b];
+    for (int64_t bytes : m.Made(n)) live += bytes;
     peak = std::max(peak, live);
     for (int32_t b : m.reads[n]) {
       if (--readers_left[b] == 0 && !m.pinned[b]) live -= m.bytes[b];
     }
-    for (int32_t b : m.makes[n]) {
+    for (int32_t b = m.made[n]; b < m.made[n] + m.makes[n]; ++b) {
       if (readers_left[b] == 0 && !m.pinned[b]) live -= m.bytes[b];  // nobody reads it
     }
   }
@@ -156,9 +194,9 @@ enum class Policy {
 std::vector<int32_t> Greedy(const CompileGraph& g, const Model& m, Policy policy) {
   const size_t size = g.nodes.size();
   std::vector<int32_t> waits = m.waits;
-  std::vector<size_t> readers_left(m.readers.size());
-  for (size_t b = 0; b < m.readers.size(); ++b) readers_left[b] = m.readers[b].size();
-  std::vector<bool> done(size, false);
+  std::vector<int32_t> readers_left(m.bytes.size());
+  for (size_t b = 0; b < m.bytes.size(); ++b) readers_left[b] = static_cast<int32_t>(m.readers.size(b));
+  std::vector<char> done(size, 0);
   std::vector<uint32_t> version(size, 0);
   // When the graph's order first reads a node's result (its first user, or
   // the next op of the chain).
@@ -171,8 +209,8 @@ std::vector<int32_t> Greedy(const CompileGraph& g, const Model& m, Policy policy
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
   auto push = [&](int32_t n) {
     int64_t net = 0;
-    for (int32_t b : m.makes[n]) {
-      if (!m.readers[b].empty() || m.pinned[b]) net += m.bytes[b];
+    for (int32_t b = m.made[n]; b < m.made[n] + m.makes[n]; ++b) {
+      if (m.readers.size(b) > 0 || m.pinned[b]) net += m.bytes[b];
     }
     for (int32_t b : m.reads[n]) {
       if (readers_left[b] == 1 && !m.pinned[b]) net -= m.bytes[b];
@@ -199,7 +237,7 @@ std::vector<int32_t> Greedy(const CompileGraph& g, const Model& m, Policy policy
     const auto [k1, k2, n, v] = ready.top();
     ready.pop();
     if (done[n] || v != version[n]) continue;
-    done[n] = true;
+    done[n] = 1;
     order.push_back(n);
     for (int32_t b : m.reads[n]) {
       if (--readers_left[b] != 1) continue;
