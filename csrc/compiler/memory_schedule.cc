@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <queue>
+#include <ranges>
 #include <span>
 #include <tuple>
 
@@ -67,6 +68,9 @@ struct Model {
   std::vector<int32_t> makes;       // ... and how many (0: a leaf, or a view run as a view)
   std::vector<int32_t> chain_next;  // per node: the next random op or collective, or -1
   std::vector<int32_t> waits;       // per node: ops it waits for (distinct producers + the chain)
+  // Per node: where the graph's order first reads its result (its first user,
+  // or the next op of the chain); kNever if nothing does.
+  std::vector<int64_t> need;
   int32_t num_ops = 0;
 
   Model(const CompileGraph& g, const std::vector<bool>& as_view) {
@@ -133,11 +137,15 @@ struct Model {
     for (const ValueRef& v : g.outputs) {
       if (const int32_t b = buffer(v); b != kNoBuffer) pinned[b] = 1;
     }
+    need.assign(size, kNever);
+    for (size_t i = 0; i < size; ++i) {
+      for (int32_t u : users[i]) need[i] = std::min<int64_t>(need[i], u);
+      if (chain_next[i] >= 0) need[i] = std::min<int64_t>(need[i], chain_next[i]);
+    }
   }
 
-  std::span<const int64_t> Made(size_t n) const {
-    return {bytes.data() + made[n], static_cast<size_t>(makes[n])};
-  }
+  // The buffers node n allocates.
+  auto Made(size_t n) const { return std::views::iota(made[n], made[n] + makes[n]); }
 };
 
 // Runs `order` through the model: the peak bytes, or -1 where it is not a
@@ -165,12 +173,12 @@ int64_t Simulate(const CompileGraph& g, const Model& m, const std::vector<int32_
   int64_t live = 0, peak = 0;
   for (int32_t n : order) {
     if (!m.is_op[n]) continue;
-    for (int64_t bytes : m.Made(n)) live += bytes;
+    for (int32_t b : m.Made(n)) live += m.bytes[b];
     peak = std::max(peak, live);
     for (int32_t b : m.reads[n]) {
       if (--readers_left[b] == 0 && !m.pinned[b]) live -= m.bytes[b];
     }
-    for (int32_t b = m.made[n]; b < m.made[n] + m.makes[n]; ++b) {
+    for (int32_t b : m.Made(n)) {
       if (readers_left[b] == 0 && !m.pinned[b]) live -= m.bytes[b];  // nobody reads it
     }
   }
@@ -198,18 +206,11 @@ std::vector<int32_t> Greedy(const CompileGraph& g, const Model& m, Policy policy
   for (size_t b = 0; b < m.bytes.size(); ++b) readers_left[b] = static_cast<int32_t>(m.readers.size(b));
   std::vector<char> done(size, 0);
   std::vector<uint32_t> version(size, 0);
-  // When the graph's order first reads a node's result (its first user, or
-  // the next op of the chain).
-  std::vector<int64_t> need(size, kNever);
-  for (size_t i = 0; i < size; ++i) {
-    for (int32_t u : m.users[i]) need[i] = std::min<int64_t>(need[i], u);
-    if (m.chain_next[i] >= 0) need[i] = std::min<int64_t>(need[i], m.chain_next[i]);
-  }
   using Entry = std::tuple<int64_t, int64_t, int32_t, uint32_t>;  // key, key, node, version
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
   auto push = [&](int32_t n) {
     int64_t net = 0;
-    for (int32_t b = m.made[n]; b < m.made[n] + m.makes[n]; ++b) {
+    for (int32_t b : m.Made(n)) {
       if (m.readers.size(b) > 0 || m.pinned[b]) net += m.bytes[b];
     }
     for (int32_t b : m.reads[n]) {
@@ -217,9 +218,9 @@ std::vector<int32_t> Greedy(const CompileGraph& g, const Model& m, Policy policy
     }
     const uint32_t v = ++version[n];
     if (policy == Policy::kSoonestNeeded) {
-      ready.emplace(net > 0 ? 1 : 0, net > 0 ? need[n] : n, n, v);
+      ready.emplace(net > 0 ? 1 : 0, net > 0 ? m.need[n] : n, n, v);
     } else {
-      ready.emplace(net, need[n], n, v);
+      ready.emplace(net, m.need[n], n, v);
     }
   };
   for (size_t i = 0; i < size; ++i) {
