@@ -73,30 +73,24 @@ at::Tensor MetaTensor(const ir::Shape& shape, const TensorLayout& layout) {
 }
 
 TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_format) {
-  const TensorLayout layout = TensorLayout::Of(input);
   const std::optional<c10::MemoryFormat> format = memory_format.toOptional<c10::MemoryFormat>();
-  if (format == c10::MemoryFormat::Contiguous ||
-      (layout.strides.empty() && (!format || *format == c10::MemoryFormat::Preserve))) {
-    return {};
-  }
+  if (format == c10::MemoryFormat::Contiguous) return {};
+  const TensorLayout layout = TensorLayout::Of(input);
   if (!format || *format == c10::MemoryFormat::Preserve) {
     // empty_like's rule for preserve_format, as the CPU's clone applies it:
     // the input's strides where they are non-overlapping and dense, else
     // dense strides in the order of the input's. Computed here: the Meta
     // empty_like is PyTorch's Python reference, whose call cost 40 us per
     // traced clone of a transposed tensor (attention's, every step).
-    const c10::IntArrayRef sizes = input.sizes();
-    const c10::SmallVector<int64_t, 5> given =
-        layout.strides.empty() ? ContiguousStrides(sizes) : layout.strides;
-    const c10::IntArrayRef strides(given.data(), given.size());
-    TensorLayout result;
-    if (c10::_compute_non_overlapping_and_dense(sizes, strides)) {
-      result.strides.assign(strides.begin(), strides.end());
+    TensorLayout result;  // storage offset 0
+    if (c10::_compute_non_overlapping_and_dense(input.sizes(), input.strides())) {
+      result.strides = layout.strides;
     } else {
-      const std::vector<int64_t> dense = at::infer_dense_strides(sizes, strides);
-      result.strides.assign(dense.begin(), dense.end());
+      const std::vector<int64_t> dense = at::infer_dense_strides(input.sizes(), input.strides());
+      if (c10::IntArrayRef(dense) != c10::IntArrayRef(ContiguousStrides(input.sizes()))) {
+        result.strides.assign(dense.begin(), dense.end());
+      }
     }
-    if (result.strides == ContiguousStrides(sizes)) result.strides.clear();
     return result;
   }
   at::Tensor meta = MetaTensor(ir::Shape(input.scalar_type(), input.sizes().vec()), layout);
