@@ -4,7 +4,9 @@
 #include <absl/synchronization/mutex.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <cmath>
+#include <memory>
 #include <sstream>
 
 namespace torch_neuron::ir {
@@ -238,7 +240,51 @@ NodePtr Node::MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data) 
   return node;
 }
 
+namespace {
+
+// The slot of a 0 or 1 constant in the per-thread table of MakeScalar: one per
+// (dtype, wrapped or not, the Scalar's own type, value); -1 for other values
+// and symbolic ones (never shared).
+int ConstantSlot(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
+  if (value.isSymbolic()) return -1;
+  int type = 0;
+  bool one = false;
+  if (value.isBoolean()) {
+    type = 0;
+    one = value.toBool();
+  } else if (value.isIntegral(false)) {
+    type = value.type() == c10::ScalarType::UInt64 ? 2 : 1;
+    const int64_t v = value.toLong();
+    if (v != 0 && v != 1) return -1;
+    one = v == 1;
+  } else if (value.isFloatingPoint()) {
+    type = 3;
+    const double v = value.toDouble();
+    if ((v != 0.0 && v != 1.0) || std::signbit(v)) return -1;
+    one = v == 1.0;
+  } else {
+    return -1;
+  }
+  const int d = static_cast<int>(dtype);
+  if (d < 0 || d >= 64) return -1;
+  return ((d * 2 + (wrapped_number ? 1 : 0)) * 4 + type) * 2 + (one ? 1 : 0);
+}
+
+}  // namespace
+
 NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
+  // A 0 or 1 is a constant of the graph (part of its hash) and a node is never
+  // changed once made, so one node per thread serves every use of it: the
+  // default alpha of add and sub is traced on every call (a node and its
+  // hashes each time before).
+  const int slot = ConstantSlot(value, dtype, wrapped_number);
+  NodePtr* cached = nullptr;
+  if (slot >= 0) {
+    thread_local std::unique_ptr<std::array<NodePtr, 64 * 2 * 4 * 2>> constants;
+    if (constants == nullptr) constants = std::make_unique<std::array<NodePtr, 64 * 2 * 4 * 2>>();
+    cached = &(*constants)[slot];
+    if (*cached != nullptr) return *cached;
+  }
   auto node = std::make_shared<Node>(Token{});
   static const OpName wrapped("wrapped"), tensor("tensor");
   node->op_ = wrapped_number ? wrapped : tensor;
@@ -250,6 +296,7 @@ NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool w
   node->shapes_ = {Shape(dtype, {})};
   node->scalar_ = value;
   node->ComputeHashes();
+  if (cached != nullptr) *cached = node;
   return node;
 }
 

@@ -224,16 +224,16 @@ def test_ir_text_of_a_tiny_graph():
     x = materialized(torch.arange(6.0).reshape(2, 3))
     y = x * 2 + 1
     # The scalar 2 is a graph input (changing it reuses the graph); 0 and 1 are
-    # constants, as are add's alpha=1.
+    # constants, as are add's alpha=1. The Python 1 and the alpha are the same
+    # constant (an i64 1), so the graph holds it once.
     assert torch_neuron.debug.ir_text([y]) == (
         "graph {\n"
         "  %0 = parameter(0, device_data) : f32[2,3]\n"
         "  %1 = parameter(1, scalar) : i64[]\n"
         "  %2 = aten::mul.Tensor(%0, %1) : f32[2,3]\n"
         "  %3 = constant(1) : i64[]\n"
-        "  %4 = constant(1) : i64[]\n"
-        "  %5 = aten::add.Tensor(%2, %3, %4) : f32[2,3]\n"
-        "  return (%5)\n"
+        "  %4 = aten::add.Tensor(%2, %3, %3) : f32[2,3]\n"
+        "  return (%4)\n"
         "}\n"
     )
     assert torch.equal(y.cpu(), torch.arange(6.0).reshape(2, 3) * 2 + 1)

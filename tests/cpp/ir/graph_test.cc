@@ -305,5 +305,38 @@ TEST(PrinterTest, TextNamesParametersConstantsAndOutputs) {
   EXPECT_NE(dot.find("out0 [label=\"output 0\""), std::string::npos);
 }
 
+// A 0 or 1 is a constant of the graph: one node per thread serves every use of
+// it (add's default alpha is traced on every call). Other values are graph
+// parameters, a node each, so that two values that happen to be equal do not
+// change the graph's structure.
+TEST(ScalarNodeTest, ConstantsAreSharedAndParametersAreNot) {
+  using c10::ScalarType;
+  NodePtr one = Node::MakeScalar(int64_t{1}, ScalarType::Long);
+  EXPECT_EQ(one->kind(), NodeKind::kConstant);
+  EXPECT_EQ(Node::MakeScalar(int64_t{1}, ScalarType::Long).get(), one.get());
+  EXPECT_EQ(Node::MakeScalar(int64_t{0}, ScalarType::Long)->scalar().toLong(), 0);
+  // Each of these differs from `one` in what the node says: its dtype, wrapped
+  // or not, the Scalar's own type, or its value.
+  for (NodePtr other :
+       {Node::MakeScalar(int64_t{1}, ScalarType::Int), Node::MakeScalar(int64_t{1}, ScalarType::Long, false),
+        Node::MakeScalar(1.0, ScalarType::Long), Node::MakeScalar(true, ScalarType::Long),
+        Node::MakeScalar(int64_t{0}, ScalarType::Long)}) {
+    EXPECT_EQ(other->kind(), NodeKind::kConstant);
+    EXPECT_NE(other.get(), one.get());
+  }
+  EXPECT_EQ(Node::MakeScalar(1.0, ScalarType::Float).get(), Node::MakeScalar(1.0, ScalarType::Float).get());
+  EXPECT_EQ(Node::MakeScalar(false, ScalarType::Bool).get(), Node::MakeScalar(false, ScalarType::Bool).get());
+  // -0.0 and 2.5 are parameters, never shared.
+  for (double v : {-0.0, 2.5}) {
+    NodePtr a = Node::MakeScalar(v, ScalarType::Double);
+    EXPECT_EQ(a->kind(), NodeKind::kScalar);
+    EXPECT_NE(Node::MakeScalar(v, ScalarType::Double).get(), a.get());
+  }
+  // Another thread has its own table.
+  const Node* elsewhere = nullptr;
+  std::thread([&] { elsewhere = Node::MakeScalar(int64_t{1}, ScalarType::Long).get(); }).join();
+  EXPECT_NE(elsewhere, one.get());
+}
+
 }  // namespace
 }  // namespace torch_neuron::ir
