@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include "lazy/functionalize_fast.h"
 #include "lazy/tensor_impl.h"
 
 namespace torch_neuron::lazy {
@@ -115,6 +116,7 @@ class SilentWarnings : public c10::WarningHandler {
 }  // namespace
 
 void RegisterFunctionalizeOverrides() {
+  SetFunctionalizeFastPaths(true);
   static bool done = [] {
     SilentWarnings silent;
     c10::WarningUtils::WarningHandlerGuard guard(&silent);

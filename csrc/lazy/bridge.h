@@ -38,7 +38,8 @@ at::Tensor MakeWrappedTensor(LazyTensorPtr tensor);
 // with) returns a view of its argument; for neuron tensors it returns the
 // argument itself, as the CPU does, so that such a tensor is a base that
 // resize_ and set_ can replace. Registered once, at import; other devices keep
-// PyTorch's kernel.
+// PyTorch's kernel. Also registers the unboxed functionalization kernels of
+// functionalize_fast.h.
 void RegisterFunctionalizeOverrides();
 
 }  // namespace torch_neuron::lazy

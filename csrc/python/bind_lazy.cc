@@ -14,6 +14,7 @@
 #include "ir/printer.h"
 #include "lazy/executable_cache.h"
 #include "lazy/bridge.h"
+#include "lazy/functionalize_fast.h"
 #include "lazy/out_checks.h"
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
@@ -142,6 +143,9 @@ void BindLazy(py::module_& m) {
   BindStepGraph(m);
   m.def("_register_tracer", [] { return lazy::RegisterTracerForCompositeOps(); });
   m.def("_register_functionalize_overrides", [] { lazy::RegisterFunctionalizeOverrides(); });
+  // Tests compare the unboxed functionalization kernels with PyTorch's fallback.
+  m.def("_set_functionalize_fast_paths", [](bool on) { lazy::SetFunctionalizeFastPaths(on); });
+  m.def("_functionalize_fast_path_ops", [] { return lazy::FunctionalizeFastPathOps(); });
   m.def("_register_out_checks", [] { return lazy::RegisterOutChecks(); });
   // Syncs run without the GIL: a sync may wait for a lock (eager mode's
   // device group) held by a thread that wants the GIL (a compile asking for
