@@ -274,7 +274,9 @@ class ArgumentBinder {
   struct DeferredMeta {
     size_t position;  // in meta_stack_
     int element;      // in the list at `position`, or -1
-    ir::Shape shape;
+    // The operand's own shape, in its node (immutable, and held by operands_
+    // until the Meta stack is made): no copy for the usual cached call.
+    const ir::Shape* shape;
     TensorLayout layout;
   };
   std::vector<DeferredMeta> deferred_;
@@ -293,9 +295,10 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
   const TraceInfo& info = c_.info;
   ir::Value value;
   at::Tensor meta;  // undefined: made later from `deferred_`
-  auto defer = [&](const ir::Shape& shape, TensorLayout layout) {
+  auto defer = [&](const ir::Value& operand, TensorLayout layout) {
     deferred_.push_back({in_list_ ? list_position_ : meta_stack_.size(),
-                         in_list_ ? static_cast<int>(meta_stack_.size()) : -1, shape, std::move(layout)});
+                         in_list_ ? static_cast<int>(meta_stack_.size()) : -1, &operand.shape(),
+                         std::move(layout)});
   };
   if (LazyTensorPtr lazy = TryGetLazy(t)) {
     if (!exempt_from_stale_check_) lazy->CheckNoLostWrite();
@@ -308,7 +311,7 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
           .Word(layout.strides.size());
       for (int64_t stride : layout.strides) signature_.Word(static_cast<uint64_t>(stride));
     }
-    defer(lazy->shape(), std::move(layout));
+    defer(value, std::move(layout));
   } else if (t.device().is_cpu() && t.dim() == 0) {
     const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
     const c10::Scalar item = t.item();
@@ -325,7 +328,7 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
   } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
     auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device_, t));
     value = LazyTensor::FromData(data)->GetValue();
-    defer(value.shape(), TensorLayout{});
+    defer(value, TensorLayout{});
     signature_.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
   } else {
     TORCH_CHECK(false,
@@ -452,7 +455,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
 
 torch::jit::Stack ArgumentBinder::TakeMetaStack() {
   for (const DeferredMeta& d : deferred_) {
-    at::Tensor t = MetaTensor(d.shape, d.layout);
+    at::Tensor t = MetaTensor(*d.shape, d.layout);
     c10::IValue& slot = meta_stack_[d.position];
     if (d.element < 0) {
       slot = t;
