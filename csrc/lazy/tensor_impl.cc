@@ -1,5 +1,7 @@
 #include "lazy/tensor_impl.h"
 
+#include <algorithm>
+
 namespace torch_neuron::lazy {
 
 c10::SmallVector<int64_t, 5> ContiguousStrides(c10::IntArrayRef sizes) {
@@ -18,10 +20,17 @@ TensorLayout TensorLayout::Of(const at::TensorBase& t) {
   // refuses them by name where they are made).
   if (t.layout() != c10::kStrided) return layout;
   layout.storage_offset = t.storage_offset();
-  c10::IntArrayRef strides = t.strides();
-  if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) != ContiguousStrides(t.sizes())) {
-    layout.strides.assign(strides.begin(), strides.end());
+  const c10::IntArrayRef strides = t.strides();
+  const c10::IntArrayRef sizes = t.sizes();
+  // Compared with ContiguousStrides(sizes) in place (every traced operand
+  // asks; building both arrays cost more than the comparison).
+  bool contiguous = strides.size() == sizes.size();
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; contiguous && d >= 0; --d) {
+    contiguous = strides[d] == expected;
+    expected *= std::max<int64_t>(sizes[d], 1);
   }
+  if (!contiguous) layout.strides.assign(strides.begin(), strides.end());
   return layout;
 }
 
