@@ -18,8 +18,8 @@ const ir::Shape kRegistryShape(c10::ScalarType::Float, {4});
 
 LazyTensorPtr MakePending(int device) {
   Value leaf{Node::MakeDeviceData(kRegistryShape, nullptr), 0};
-  return LazyTensor::FromValue(Value{Node::MakeOp("aten::neg", {leaf}, {Arg::Operand(0)}, {kRegistryShape}), 0},
-                               device);
+  return LazyTensor::FromValue(
+      Value{Node::MakeOp("aten::neg", {leaf}, {Arg::Operand(0)}, {kRegistryShape}), 0}, device);
 }
 
 // The device's pending tensors among `mine`, as PendingTensors lists them.
