@@ -97,7 +97,7 @@ std::atomic<int64_t> next_id{1};
 
 }  // namespace
 
-LazyTensor::LazyTensor(int device, ir::Shape shape)
+LazyTensor::LazyTensor(Token, int device, ir::Shape shape)
     : id_(next_id.fetch_add(1)), device_(device), shape_(std::move(shape)) {}
 
 LazyTensor::~LazyTensor() {
@@ -115,14 +115,15 @@ LazyTensor::~LazyTensor() {
 }
 
 LazyTensorPtr LazyTensor::FromValue(ir::Value value, int device) {
-  LazyTensorPtr t(new LazyTensor(device, value.shape()));
+  LazyTensorPtr t = std::make_shared<LazyTensor>(Token{}, device, value.shape());
   t->pending_ = std::move(value);
   Registry().Add(t->id_, t);
   return t;
 }
 
 LazyTensorPtr LazyTensor::FromData(runtime::DeviceDataPtr data) {
-  LazyTensorPtr t(new LazyTensor(data->device(), ir::Shape(data->dtype(), data->sizes())));
+  LazyTensorPtr t =
+      std::make_shared<LazyTensor>(Token{}, data->device(), ir::Shape(data->dtype(), data->sizes()));
   t->data_ = std::move(data);
   Registry().Add(t->id_, t);
   return t;

@@ -37,9 +37,16 @@ struct GeneratorLeaf : public ir::LeafData {
 };
 
 class LazyTensor {
+  struct Token {  // the constructor is for FromValue and FromData only
+    explicit Token() = default;
+  };
+
  public:
   static std::shared_ptr<LazyTensor> FromValue(ir::Value value, int device);
   static std::shared_ptr<LazyTensor> FromData(runtime::DeviceDataPtr data);
+  // Public for make_shared (one allocation for the tensor and its count);
+  // the Token keeps it to this class.
+  LazyTensor(Token, int device, ir::Shape shape);
   ~LazyTensor();
   LazyTensor(const LazyTensor&) = delete;
   LazyTensor& operator=(const LazyTensor&) = delete;
@@ -78,8 +85,6 @@ class LazyTensor {
   void CheckNoLostWrite() const;
 
  private:
-  LazyTensor(int device, ir::Shape shape);
-
   const int64_t id_;
   const int device_;
   ir::Shape shape_;
