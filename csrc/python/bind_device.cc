@@ -56,6 +56,7 @@ void BindDevice(py::module_& m) {
   // Fork quiescence, for tests: units still running at this child's fork, and
   // forks (in this process) that went ahead before runtime units finished.
   m.def("_units_busy_at_fork", [] { return runtime::UnitsBusyAtFork(); });
+  m.def("_units_busy", [] { return runtime::UnitsBusy(); });
   m.def("_forks_without_quiet", [] { return runtime::ForksWithoutQuiet(); });
   m.def("_empty_cache", [] {
     if (runtime::InBadFork()) RaiseIfError(runtime::BadForkError());

@@ -83,6 +83,12 @@ ForkQuietScope::~ForkQuietScope() {
 
 int UnitsBusyAtFork() { return busy_at_fork; }
 
+int UnitsBusy() {
+  Gate& gate = TheGate();
+  std::lock_guard<std::mutex> lock(gate.mu);
+  return gate.busy;
+}
+
 int64_t ForksWithoutQuiet() { return forks_without_quiet.load(std::memory_order_relaxed); }
 
 void NoteRuntimeThreadStarted() {

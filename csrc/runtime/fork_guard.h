@@ -52,6 +52,9 @@ inline constexpr int kForkQuietLimitMs = 5000;
 // How many forks went ahead while a runtime unit still ran (the wait timed out).
 int64_t ForksWithoutQuiet();
 
+// How many runtime units are in progress now (tests).
+int UnitsBusy();
+
 // In a forked child: how many runtime units were in progress when it was
 // forked (0 unless the fork's wait timed out). -1 in a process not forked
 // from a running runtime.

@@ -122,12 +122,17 @@ def test_a_child_forked_before_the_runtime_started_uses_the_device():
 # the first time, and hang at its own first call of the same op (seen once in
 # ~30 runs of FORKED_CHILD, in `resolve_conj` under `.to("neuron")`).
 FORK_WAITS = textwrap.dedent("""
-    import os, sys, torch, torch_neuron
+    import os, sys, time, torch, torch_neuron
     x = torch.randn(384, 384, device="neuron") / 20
     for _ in range(60):
         x = torch.tanh(x @ x)
     torch_neuron.mark_step()
     stream = torch.neuron.current_stream()
+    # Fork once the unit has started: one still waiting in the queue is not in
+    # progress, and runs after the fork (on a busy machine it may not have
+    # started yet).
+    while torch_neuron._C._units_busy() == 0 and not stream.query():
+        time.sleep(0.001)
     running_before = not stream.query()
     pid = os.fork()
     if pid == 0:
