@@ -242,42 +242,45 @@ NodePtr Node::MakeDeviceData(Shape shape, std::shared_ptr<const LeafData> data) 
 
 namespace {
 
-// The slot of a 0 or 1 constant in the per-thread table of MakeScalar: one per
-// (dtype, wrapped or not, the Scalar's own type, value); -1 for other values
-// and symbolic ones (never shared).
-int ConstantSlot(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
-  if (value.isSymbolic()) return -1;
-  int type = 0;
-  bool one = false;
-  if (value.isBoolean()) {
-    type = 0;
-    one = value.toBool();
-  } else if (value.isIntegral(false)) {
-    type = value.type() == c10::ScalarType::UInt64 ? 2 : 1;
+// A 0 or 1 is a constant of the graph (part of its hash); other values are
+// parameters.
+bool IsZeroOrOne(const c10::Scalar& value) {
+  if (value.isBoolean()) return true;
+  if (value.isIntegral(false)) {
     const int64_t v = value.toLong();
-    if (v != 0 && v != 1) return -1;
-    one = v == 1;
-  } else if (value.isFloatingPoint()) {
-    type = 3;
-    const double v = value.toDouble();
-    if ((v != 0.0 && v != 1.0) || std::signbit(v)) return -1;
-    one = v == 1.0;
-  } else {
-    return -1;
+    return v == 0 || v == 1;
   }
+  if (value.isFloatingPoint()) {
+    const double v = value.toDouble();
+    return (v == 0.0 || v == 1.0) && !std::signbit(v);
+  }
+  return false;
+}
+
+// The slot of a 0 or 1 constant in the per-thread table of MakeScalar: one per
+// (dtype, wrapped or not, the Scalar's own type, value); -1 for symbolic
+// scalars (never shared).
+int ConstantSlot(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
   const int d = static_cast<int>(dtype);
-  if (d < 0 || d >= 64) return -1;
+  if (value.isSymbolic() || d < 0 || d >= 64) return -1;
+  const int type = value.isBoolean()                         ? 0
+                   : value.isFloatingPoint()                 ? 3
+                   : value.type() == c10::ScalarType::UInt64 ? 2
+                                                             : 1;
+  const bool one = value.isBoolean()         ? value.toBool()
+                   : value.isFloatingPoint() ? value.toDouble() == 1.0
+                                             : value.toLong() == 1;
   return ((d * 2 + (wrapped_number ? 1 : 0)) * 4 + type) * 2 + (one ? 1 : 0);
 }
 
 }  // namespace
 
 NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
-  // A 0 or 1 is a constant of the graph (part of its hash) and a node is never
-  // changed once made, so one node per thread serves every use of it: the
-  // default alpha of add and sub is traced on every call (a node and its
-  // hashes each time before).
-  const int slot = ConstantSlot(value, dtype, wrapped_number);
+  // A node is never changed once made, so one node per thread serves every use
+  // of a constant: the default alpha of add and sub is traced on every call (a
+  // node and its hashes each time before).
+  const bool zero_or_one = IsZeroOrOne(value);
+  const int slot = zero_or_one ? ConstantSlot(value, dtype, wrapped_number) : -1;
   NodePtr* cached = nullptr;
   if (slot >= 0) {
     thread_local std::unique_ptr<std::array<NodePtr, 64 * 2 * 4 * 2>> constants;
@@ -288,10 +291,6 @@ NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool w
   auto node = std::make_shared<Node>(Token{});
   static const OpName wrapped("wrapped"), tensor("tensor");
   node->op_ = wrapped_number ? wrapped : tensor;
-  const bool zero_or_one = value.isBoolean() ||
-                           (value.isIntegral(false) && (value.toLong() == 0 || value.toLong() == 1)) ||
-                           (value.isFloatingPoint() && (value.toDouble() == 0.0 || value.toDouble() == 1.0) &&
-                            !std::signbit(value.toDouble()));
   node->kind_ = zero_or_one ? NodeKind::kConstant : NodeKind::kScalar;
   node->shapes_ = {Shape(dtype, {})};
   node->scalar_ = value;
