@@ -284,7 +284,7 @@ const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
                 "resize_: memory format ", format, " needs a ",
                 format == c10::MemoryFormat::ChannelsLast ? "4" : "5", "-d size, got ", size.size(), "-d");
   }
-  if (layout.strides == ContiguousStrides(size)) layout.strides.clear();
+  if (HasContiguousStrides(size, layout.strides)) layout.strides.clear();
   if (c10::IntArrayRef(lazy->shape().sizes()) == size) {
     if (memory_format.has_value() && format != c10::MemoryFormat::Preserve) impl->RefreshSizes(layout);
     return self;

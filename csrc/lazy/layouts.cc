@@ -87,7 +87,7 @@ TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_form
       result.strides = layout.strides;
     } else {
       const std::vector<int64_t> dense = at::infer_dense_strides(input.sizes(), input.strides());
-      if (c10::IntArrayRef(dense) != c10::IntArrayRef(ContiguousStrides(input.sizes()))) {
+      if (!HasContiguousStrides(input.sizes(), dense)) {
         result.strides.assign(dense.begin(), dense.end());
       }
     }
@@ -134,12 +134,7 @@ void TraceAddressingStorage(const c10::OperatorHandle& op, torch::jit::Stack* st
       image = at::as_strided_scatter(image, dense, self.sizes(), in_strides, layout.storage_offset);
       result = at::as_strided_copy(image, sizes, strides, offset);
     }
-    TensorLayout reported;
-    reported.storage_offset = offset;
-    if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) != ContiguousStrides(sizes)) {
-      reported.strides.assign(strides.begin(), strides.end());
-    }
-    GetImpl(result)->RefreshSizes(reported);
+    GetImpl(result)->RefreshSizes(TensorLayout::From(sizes, strides, offset));
   }
   torch::jit::drop(*stack, num_args);
   stack->push_back(result);

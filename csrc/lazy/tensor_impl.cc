@@ -15,22 +15,16 @@ c10::SmallVector<int64_t, 5> ContiguousStrides(c10::IntArrayRef sizes) {
 }
 
 TensorLayout TensorLayout::Of(const at::TensorBase& t) {
-  TensorLayout layout;
   // Sparse and other non-strided layouts have no strides to keep (neuron
   // refuses them by name where they are made).
-  if (t.layout() != c10::kStrided) return layout;
-  layout.storage_offset = t.storage_offset();
-  const c10::IntArrayRef strides = t.strides();
-  const c10::IntArrayRef sizes = t.sizes();
-  // Compared with ContiguousStrides(sizes) in place (every traced operand
-  // asks; building both arrays cost more than the comparison).
-  bool contiguous = strides.size() == sizes.size();
-  int64_t expected = 1;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; contiguous && d >= 0; --d) {
-    contiguous = strides[d] == expected;
-    expected *= std::max<int64_t>(sizes[d], 1);
-  }
-  if (!contiguous) layout.strides.assign(strides.begin(), strides.end());
+  if (t.layout() != c10::kStrided) return {};
+  return From(t.sizes(), t.strides(), t.storage_offset());
+}
+
+TensorLayout TensorLayout::From(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t storage_offset) {
+  TensorLayout layout;
+  layout.storage_offset = storage_offset;
+  if (!HasContiguousStrides(sizes, strides)) layout.strides.assign(strides.begin(), strides.end());
   return layout;
 }
 
@@ -58,14 +52,8 @@ void NeuronTensorImpl::RefreshSizes(const TensorLayout& layout) {
 }
 
 TensorLayout NeuronTensorImpl::layout() const {
-  TensorLayout layout;
-  layout.storage_offset = storage_offset_;
-  c10::IntArrayRef strides = sizes_and_strides_.strides_arrayref();
-  if (c10::SmallVector<int64_t, 5>(strides.begin(), strides.end()) !=
-      ContiguousStrides(sizes_and_strides_.sizes_arrayref())) {
-    layout.strides.assign(strides.begin(), strides.end());
-  }
-  return layout;
+  return TensorLayout::From(sizes_and_strides_.sizes_arrayref(), sizes_and_strides_.strides_arrayref(),
+                            storage_offset_);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NeuronTensorImpl::shallow_copy_and_detach(

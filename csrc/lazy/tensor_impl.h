@@ -25,6 +25,9 @@ struct TensorLayout {
   bool is_default() const { return strides.empty() && storage_offset == 0; }
   // The layout of `t` (meta or CPU), empty where it is plain contiguous.
   static TensorLayout Of(const at::TensorBase& t);
+  // The layout of these strides and offset over `sizes`: no strides where they
+  // are the contiguous ones.
+  static TensorLayout From(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t storage_offset);
   friend bool operator==(const TensorLayout& a, const TensorLayout& b) {
     return a.strides == b.strides && a.storage_offset == b.storage_offset;
   }
@@ -33,6 +36,17 @@ struct TensorLayout {
 // The contiguous strides of `sizes` (as PyTorch computes them: a size-0 or
 // size-1 dimension counts as 1).
 c10::SmallVector<int64_t, 5> ContiguousStrides(c10::IntArrayRef sizes);
+// strides == ContiguousStrides(sizes), without building the array (every
+// traced operand asks, through TensorLayout::Of).
+inline bool HasContiguousStrides(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  if (strides.size() != sizes.size()) return false;
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (strides[d] != expected) return false;
+    expected *= sizes[d] > 1 ? sizes[d] : 1;
+  }
+  return true;
+}
 
 class NeuronTensorImpl final : public c10::TensorImpl {
  public:
