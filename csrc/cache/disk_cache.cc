@@ -1,5 +1,6 @@
 #include "cache/disk_cache.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -10,12 +11,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 
@@ -50,6 +53,72 @@ bool WriteAll(int fd, std::string_view bytes) {
     done += static_cast<size_t>(n);
   }
   return true;
+}
+
+// A shard directory's name: two lowercase hex digits (EntryPath's layout).
+bool IsShardName(const char* name) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  return hex(name[0]) && hex(name[1]) && name[2] == '\0';
+}
+
+// Calls visit(dir, dir_fd, name) for every name in the shard directories
+// <root>/ab/cd/, the only places entries and their temporary files are written
+// (quarantine/ and anything else is not visited). One readdir pass that builds
+// no path per file: a large cache holds tens of thousands of entries and as
+// many lock files, and a writer scans it in its first store.
+void ForEachShardFile(const std::string& root,
+                      absl::FunctionRef<void(const std::string& dir, int dir_fd, const char* name)> visit) {
+  DIR* top = ::opendir(root.c_str());
+  if (top == nullptr) return;
+  while (const dirent* a = ::readdir(top)) {
+    if (!IsShardName(a->d_name)) continue;
+    const std::string outer = absl::StrCat(root, "/", a->d_name);
+    DIR* mid = ::opendir(outer.c_str());
+    if (mid == nullptr) continue;
+    while (const dirent* b = ::readdir(mid)) {
+      if (!IsShardName(b->d_name)) continue;
+      const std::string dir = absl::StrCat(outer, "/", b->d_name);
+      DIR* leaf = ::opendir(dir.c_str());
+      if (leaf == nullptr) continue;
+      const int fd = ::dirfd(leaf);
+      while (const dirent* f = ::readdir(leaf)) {
+        if (std::strcmp(f->d_name, ".") != 0 && std::strcmp(f->d_name, "..") != 0) visit(dir, fd, f->d_name);
+      }
+      ::closedir(leaf);
+    }
+    ::closedir(mid);
+  }
+  ::closedir(top);
+}
+
+// An entry's file name: <32 hex digits>.neff.
+bool IsEntryName(std::string_view name) {
+  return name.size() == 32 + kEntrySuffix.size() && name.substr(32) == kEntrySuffix &&
+         ValidKey(std::string(name.substr(0, 32)));
+}
+
+// The entries, oldest first; with `stale_temps`, also the temporary files not
+// written for an hour (their writers died mid-write).
+std::vector<DiskEntry> ScanEntries(const std::string& root, std::vector<std::string>* stale_temps) {
+  std::vector<DiskEntry> entries;
+  const int64_t stale_before = static_cast<int64_t>(std::time(nullptr)) - 3600;
+  ForEachShardFile(root, [&](const std::string& dir, int dir_fd, const char* name) {
+    const std::string_view n(name);
+    const bool entry = IsEntryName(n);
+    const bool temp = stale_temps != nullptr && n.find(kTempMarker) != std::string_view::npos;
+    if (!entry && !temp) return;  // lock files: no stat
+    struct stat st;
+    if (::fstatat(dir_fd, name, &st, 0) != 0 || !S_ISREG(st.st_mode)) return;
+    if (entry) {
+      entries.push_back({std::string(n.substr(0, 32)), absl::StrCat(dir, "/", name),
+                         static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtime)});
+    } else if (static_cast<int64_t>(st.st_mtime) < stale_before) {
+      stale_temps->push_back(absl::StrCat(dir, "/", name));
+    }
+  });
+  std::sort(entries.begin(), entries.end(),
+            [](const DiskEntry& a, const DiskEntry& b) { return a.mtime_seconds < b.mtime_seconds; });
+  return entries;
 }
 
 void SyncDirectory(const fs::path& dir) {
@@ -169,43 +238,16 @@ absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> DiskCache::LockKey(const std
   return std::make_unique<KeyLock>(fd);
 }
 
-std::vector<DiskEntry> DiskCache::List() const {
-  std::vector<DiskEntry> entries;
-  std::error_code ec;
-  if (!fs::is_directory(root_, ec)) return entries;
-  for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    const fs::path& p = it->path();
-    if (p.parent_path().filename() == "quarantine" || !it->is_regular_file(ec)) continue;
-    const std::string name = p.filename().string();
-    if (name.size() != 32 + kEntrySuffix.size() || p.extension() != kEntrySuffix) continue;
-    struct stat st;
-    if (::stat(p.c_str(), &st) != 0) continue;
-    entries.push_back({name.substr(0, 32), p.string(), static_cast<int64_t>(st.st_size),
-                       static_cast<int64_t>(st.st_mtime)});
-  }
-  std::sort(entries.begin(), entries.end(),
-            [](const DiskEntry& a, const DiskEntry& b) { return a.mtime_seconds < b.mtime_seconds; });
-  return entries;
-}
+std::vector<DiskEntry> DiskCache::List() const { return ScanEntries(root_, nullptr); }
 
 absl::Status DiskCache::Prune() {
   if (read_only_) return absl::OkStatus();
+  std::vector<std::string> stale_temps;
+  std::vector<DiskEntry> entries = ScanEntries(root_, &stale_temps);
   std::error_code ec;
-  // Temporary files of writers that died mid-write.
-  const auto now = fs::file_time_type::clock::now();
-  if (fs::is_directory(root_, ec)) {
-    for (auto it = fs::recursive_directory_iterator(root_, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.find(kTempMarker) == std::string::npos) continue;
-      std::error_code tec;
-      if (now - fs::last_write_time(it->path(), tec) > std::chrono::hours(1)) fs::remove(it->path(), tec);
-    }
-  }
+  for (const std::string& temp : stale_temps) fs::remove(temp, ec);
   metrics::Increment("cache.scan.count");
   if (max_bytes_ <= 0) return absl::OkStatus();
-  std::vector<DiskEntry> entries = List();
   int64_t total = 0;
   for (const DiskEntry& e : entries) total += e.bytes;
   for (const DiskEntry& e : entries) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "base/metrics.h"
 
@@ -117,6 +118,45 @@ TEST_F(DiskCacheTest, PruneEvictsLeastRecentlyUsedBeyondTheBoundAndOldTempFiles)
   EXPECT_TRUE(fs::exists(cache.EntryPath(kKey)));
   EXPECT_FALSE(fs::exists(cache.EntryPath(kOther)));
   EXPECT_FALSE(fs::exists(temp));
+  EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);
+}
+
+TEST_F(DiskCacheTest, ListAndPruneSeeOnlyEntriesInTheShardDirectories) {
+  DiskCache cache(dir_.string(), 0, false);
+  ASSERT_TRUE(cache.Store(kKey, "hello").ok());
+  ASSERT_TRUE(cache.Store(kOther, std::string(300, 'b')).ok());
+  fs::last_write_time(cache.EntryPath(kOther), fs::file_time_type::clock::now() - std::chrono::hours(3));
+  {
+    auto lock = cache.LockKey(kKey, 1.0);
+    ASSERT_TRUE(lock.ok());
+  }  // leaves <key>.lock beside the entry
+  const fs::path v1 = dir_ / "v1";
+  const std::string third = "00112233445566778899aabbccddeeff";
+  fs::create_directories(v1 / "quarantine");
+  std::ofstream(v1 / "quarantine" / (third + ".neff")) << "bad";  // moved aside: not an entry
+  std::ofstream(v1 / (third + ".neff")) << "x";                   // not in a shard directory
+  fs::create_directories(v1 / "00/11/deeper");
+  std::ofstream(v1 / "00/11/deeper" / (third + ".neff")) << "x";  // below one
+  fs::create_directories(v1 / "00/11" / (kKey + ".neff"));        // a directory, not a file
+  std::ofstream(v1 / "01/23" / "0123.neff") << "x";               // not a key
+  const std::string fresh_temp = cache.EntryPath(kKey) + ".tmp.7.8";
+  std::ofstream(fresh_temp) << "being written";
+
+  std::vector<DiskEntry> entries = cache.List();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].key, kOther);  // oldest first
+  EXPECT_EQ(entries[0].path, cache.EntryPath(kOther));
+  EXPECT_EQ(entries[0].bytes, 300);
+  EXPECT_EQ(entries[1].key, kKey);
+  EXPECT_EQ(entries[1].bytes, 5);
+  EXPECT_GT(entries[1].mtime_seconds, entries[0].mtime_seconds);
+
+  // A temporary file younger than an hour may still be written: Prune keeps it.
+  ASSERT_TRUE(DiskCache(dir_.string(), 100, false).Prune().ok());
+  EXPECT_TRUE(fs::exists(fresh_temp));
+  EXPECT_FALSE(fs::exists(cache.EntryPath(kOther)));
+  EXPECT_TRUE(fs::exists(cache.EntryPath(kKey)));
+  EXPECT_TRUE(fs::exists(v1 / "quarantine" / (third + ".neff")));
   EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);
 }
 
