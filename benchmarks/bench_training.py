@@ -25,6 +25,11 @@ storages from the op that makes them until their last tensor dies;
 approximate: a storage whose first tensor dies before a view of it is released
 early). Both credit the step for the old gradients it frees (zero_grad).
 
+After the interleaved runs, the neuron lazy peer's step is timed phase by
+phase on its own (tracing, mark_step, the wait for the execution): the
+emulated device runs its graphs on the same host cores, so a waited step costs
+its tracing plus an execution that takes about as long as the captured replay.
+
     python benchmarks/bench_training.py [--quick] [--models mlp,gpt2,...] [--out DIR]
 
 The real-sized models take seconds a step on a small host: their pipelined and
@@ -185,6 +190,27 @@ def cpu_step_peak(peer: Peer) -> int:
     return tracker.peak
 
 
+def step_phases(peer: Peer, repeats: int) -> dict:
+    """Where a waited neuron step's time goes, each phase timed on its own:
+    tracing (the step's Python code on lazy tensors: forward, backward,
+    optimizer), mark_step's host work (canonicalize, hash, look up, queue) and
+    the wait for the execution. The device is idle when each step starts."""
+    phases = {"trace": [], "mark_step": [], "wait": []}
+    for _ in range(repeats):
+        torch_neuron.wait_device_ops()
+        start = time.perf_counter()
+        peer.train_step()
+        traced = time.perf_counter()
+        torch_neuron.mark_step()
+        marked = time.perf_counter()
+        torch_neuron.wait_device_ops()
+        done = time.perf_counter()
+        phases["trace"].append((traced - start) * 1e3)
+        phases["mark_step"].append((marked - traced) * 1e3)
+        phases["wait"].append((done - marked) * 1e3)
+    return {name: summary(values) for name, values in phases.items()}
+
+
 def measure(kind: str, repeats: int, inductor: bool) -> dict:
     real = kind in REAL_SIZED
     pipeline = REAL_PIPELINE if real else PIPELINE
@@ -206,6 +232,7 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
         for other in others + (("neuron_pipelined",) if base == "neuron_graph" else ()):
             if other in samples and other != base:
                 result["ratios"][f"{other}/{base}"] = ratios(samples[other], samples[base])
+    result["phases_ms"] = step_phases(peers["neuron_lazy"], repeats)
     neuron = neuron_step_peak(peers["neuron_lazy"])
     result["peak_bytes"] = {"neuron_arena": neuron["arena"], "neuron_intermediates": neuron["intermediates"],
                             "neuron_lazy": neuron["total"],
@@ -245,6 +272,16 @@ def main(argv=None) -> int:
                  r["peak_bytes"]["neuron_lazy"], r["peak_bytes"]["cpu_eager"],
                  fmt(r["peak_bytes"]["neuron_lazy"] / max(r["peak_bytes"]["cpu_eager"], 1))]
                 for kind, r in results.items()]
+    phase_rows = []
+    for kind, r in results.items():
+        ph = {name: r["phases_ms"][name]["median"] for name in ("trace", "mark_step", "wait")}
+        cpu = r["step_ms"]["cpu_eager"]["median"]
+        phase_rows.append([kind, fmt(ph["trace"]), fmt(ph["mark_step"]), fmt(ph["wait"]),
+                           fmt(r["step_ms"]["neuron_graph"]["median"]), fmt(cpu),
+                           fmt(cpu / max(ph["trace"], 1e-9)),
+                           fmt(cpu / max(ph["mark_step"] + ph["wait"], 1e-9))])
+    phase_header = ["model", "trace", "mark_step", "wait (execution)", "neuron graph (execution alone)",
+                    "cpu eager", "cpu eager / trace", "cpu eager / (mark_step + wait)"]
     headline = {}
     for kind, r in results.items():
         for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph"):
@@ -279,11 +316,17 @@ def main(argv=None) -> int:
             "(ATen results, which the emulator keeps in host memory beside the arena), each "
             "byte counted once; on the CPU, the tensors the step creates, live at once (a "
             "dispatch mode counting storages from their op to their last tensor's death), "
-            "less the previous step's gradients once zero_grad lets them go."),
+            "less the previous step's gradients once zero_grad lets them go. After the "
+            "interleaved runs the neuron lazy step is also timed phase by phase, alone: "
+            "tracing, mark_step, and the wait for the execution (on this emulated device the "
+            "graph runs on the same host cores)."),
         "tables": [
             table("Step time (ms, median)", ["model"] + peers, step_rows),
             table("Peer step time / neuron step time (median, min-max)", ["model"] + ratio_names,
                   ratio_rows),
+            table("Where the neuron lazy step's time goes (ms, median; the last two columns: CPU eager's "
+                  "step over tracing alone, and the ratio neuron lazy would reach if tracing cost nothing)",
+                  phase_header, phase_rows),
             table("Peak memory of one step above its starting state (bytes)",
                   ["model", "neuron arena", "neuron host intermediates", "neuron step",
                    "cpu eager", "neuron / cpu"], mem_rows),
@@ -299,6 +342,7 @@ def main(argv=None) -> int:
     }, args.out)
     print_table("Step time (ms, median)", ["model"] + peers, step_rows)
     print_table("Ratios", ["model"] + ratio_names, ratio_rows)
+    print_table("Where the neuron lazy step goes (ms)", phase_header, phase_rows)
     print_table("Peak step memory (bytes)", ["model", "arena", "intermediates", "neuron", "cpu", "ratio"],
                 mem_rows)
     print(f"\nresults: {path}")
