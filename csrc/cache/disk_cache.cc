@@ -97,23 +97,34 @@ bool IsEntryName(std::string_view name) {
          ValidKey(std::string(name.substr(0, 32)));
 }
 
-// The entries, oldest first; with `stale_temps`, also the temporary files not
-// written for an hour (their writers died mid-write).
-std::vector<DiskEntry> ScanEntries(const std::string& root, std::vector<std::string>* stale_temps) {
+// What a scan finds besides the entries (Prune's cleaning).
+struct Leftovers {
+  std::vector<std::string> stale_temps;  // temporary files not written for an hour
+  std::vector<std::string> locks;        // lock files (<key>.lock)
+};
+
+// The entries, oldest first; with `leftovers`, also the temporary files not
+// written for an hour (their writers died mid-write) and the lock files.
+std::vector<DiskEntry> ScanEntries(const std::string& root, Leftovers* leftovers) {
   std::vector<DiskEntry> entries;
   const int64_t stale_before = static_cast<int64_t>(std::time(nullptr)) - 3600;
   ForEachShardFile(root, [&](const std::string& dir, int dir_fd, const char* name) {
     const std::string_view n(name);
     const bool entry = IsEntryName(n);
-    const bool temp = stale_temps != nullptr && n.find(kTempMarker) != std::string_view::npos;
-    if (!entry && !temp) return;  // lock files: no stat
+    const bool temp = leftovers != nullptr && n.find(kTempMarker) != std::string_view::npos;
+    if (!entry && !temp) {
+      if (leftovers != nullptr && n.size() == 32 + kLockSuffix.size() && n.substr(32) == kLockSuffix) {
+        leftovers->locks.push_back(absl::StrCat(dir, "/", name));  // no stat
+      }
+      return;
+    }
     struct stat st;
     if (::fstatat(dir_fd, name, &st, 0) != 0 || !S_ISREG(st.st_mode)) return;
     if (entry) {
       entries.push_back({std::string(n.substr(0, 32)), absl::StrCat(dir, "/", name),
                          static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtime)});
     } else if (static_cast<int64_t>(st.st_mtime) < stale_before) {
-      stale_temps->push_back(absl::StrCat(dir, "/", name));
+      leftovers->stale_temps.push_back(absl::StrCat(dir, "/", name));
     }
   });
   std::sort(entries.begin(), entries.end(),
@@ -218,44 +229,71 @@ absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> DiskCache::LockKey(const std
   const fs::path path = fs::path(EntryPath(key)).replace_extension(kLockSuffix);
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("cannot open lock", path.string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
   auto pause = std::chrono::milliseconds(1);
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR) {
-      absl::Status status = ErrnoStatus("cannot lock", path.string());
-      ::close(fd);
-      return status;
+  while (true) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus("cannot open lock", path.string());
+    bool locked = false;
+    while (!(locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0)) {
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        absl::Status status = ErrnoStatus("cannot lock", path.string());
+        ::close(fd);
+        return status;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::close(fd);
+        return absl::UnavailableError(absl::StrCat("timed out waiting for ", path.string()));
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::close(fd);
-      return absl::UnavailableError(absl::StrCat("timed out waiting for ", path.string()));
+    // Prune removes a lock file nobody holds; a waiter that opened it before
+    // then has locked a file no longer at the path, which a newcomer may have
+    // created again and locked: the lock counts only if the path still names
+    // the file locked.
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      return std::make_unique<KeyLock>(fd);
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    ::close(fd);
   }
-  return std::make_unique<KeyLock>(fd);
 }
 
 std::vector<DiskEntry> DiskCache::List() const { return ScanEntries(root_, nullptr); }
 
 absl::Status DiskCache::Prune() {
   if (read_only_) return absl::OkStatus();
-  std::vector<std::string> stale_temps;
-  std::vector<DiskEntry> entries = ScanEntries(root_, &stale_temps);
+  Leftovers leftovers;
+  std::vector<DiskEntry> entries = ScanEntries(root_, &leftovers);
   std::error_code ec;
-  for (const std::string& temp : stale_temps) fs::remove(temp, ec);
+  for (const std::string& temp : leftovers.stale_temps) fs::remove(temp, ec);
   metrics::Increment("cache.scan.count");
-  if (max_bytes_ <= 0) return absl::OkStatus();
   int64_t total = 0;
   for (const DiskEntry& e : entries) total += e.bytes;
-  for (const DiskEntry& e : entries) {
-    if (total <= max_bytes_) break;
-    if (fs::remove(e.path, ec)) {
-      total -= e.bytes;
+  size_t evicted = 0;  // entries[0, evicted) are gone
+  for (; evicted < entries.size() && max_bytes_ > 0 && total > max_bytes_; ++evicted) {
+    if (fs::remove(entries[evicted].path, ec)) {
+      total -= entries[evicted].bytes;
       metrics::Increment("cache.evict.count");
     }
+  }
+  // Every key ever compiled left a lock file; one whose entry is gone (evicted,
+  // never written) goes too, unless someone holds it (LockKey re-checks that
+  // the file it locked is still the one at the path).
+  std::vector<std::string_view> kept;
+  for (size_t i = evicted; i < entries.size(); ++i) kept.push_back(entries[i].key);
+  std::sort(kept.begin(), kept.end());
+  for (const std::string& path : leftovers.locks) {
+    const std::string_view key = std::string_view(path).substr(path.size() - kLockSuffix.size() - 32, 32);
+    if (std::binary_search(kept.begin(), kept.end(), key)) continue;
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      if (::unlink(path.c_str()) == 0) metrics::Increment("cache.lock_removed.count");
+    }
+    ::close(fd);
   }
   absl::MutexLock lock(&mu_);
   known_bytes_ = total;

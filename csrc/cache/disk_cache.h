@@ -18,7 +18,10 @@
 //
 // Single-flight across processes: LockKey takes an flock on the key's lock file.
 // The kernel releases it when the holder exits or is killed, so a dead holder
-// never blocks others (nothing waits for a timeout to notice).
+// never blocks others (nothing waits for a timeout to notice). Prune removes
+// the lock files of entries that are gone when nobody holds them; a waiter
+// that locked such a file after its removal sees that the path names another
+// file (or none) and starts over, so a key is never held twice.
 //
 // Thread-safe: the size estimate is behind a mutex; per-key locks are advisory
 // locks of open file descriptions.
@@ -84,8 +87,9 @@ class DiskCache {
   std::vector<DiskEntry> List() const;
 
   // Removes least recently used entries until the total is within the bound,
-  // and temporary files older than an hour (left by killed writers). Counts
-  // the scan in cache.scan.count.
+  // temporary files older than an hour (left by killed writers), and the lock
+  // files nobody holds of entries that are gone (cache.lock_removed.count).
+  // Counts the scan in cache.scan.count.
   absl::Status Prune();
 
   // Removes every entry, lock file and quarantined file.

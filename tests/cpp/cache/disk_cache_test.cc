@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -158,6 +159,56 @@ TEST_F(DiskCacheTest, ListAndPruneSeeOnlyEntriesInTheShardDirectories) {
   EXPECT_TRUE(fs::exists(cache.EntryPath(kKey)));
   EXPECT_TRUE(fs::exists(v1 / "quarantine" / (third + ".neff")));
   EXPECT_EQ(metrics::CounterValue("cache.evict.count"), 1);
+}
+
+// Where LockKey's lock file for `key` lives.
+fs::path LockPathOf(const DiskCache& cache, const std::string& key) {
+  return fs::path(cache.EntryPath(key)).replace_extension(".lock");
+}
+
+TEST_F(DiskCacheTest, PruneRemovesTheLockFilesOfGoneEntriesUnlessHeld) {
+  DiskCache cache(dir_.string(), 0, false);
+  const std::string held_key = "00112233445566778899aabbccddeeff";
+  ASSERT_TRUE(cache.Store(kKey, "hello").ok());
+  { ASSERT_TRUE(cache.LockKey(kKey, 1.0).ok()); }    // its entry exists
+  { ASSERT_TRUE(cache.LockKey(kOther, 1.0).ok()); }  // no entry: a compile that failed
+  auto held = cache.LockKey(held_key, 1.0);          // a compile in progress
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(cache.Prune().ok());
+  EXPECT_TRUE(fs::exists(LockPathOf(cache, kKey)));
+  EXPECT_FALSE(fs::exists(LockPathOf(cache, kOther)));
+  EXPECT_TRUE(fs::exists(LockPathOf(cache, held_key)));
+  EXPECT_EQ(metrics::CounterValue("cache.lock_removed.count"), 1);
+  // An evicted entry's lock goes with it.
+  ASSERT_TRUE(DiskCache(dir_.string(), 1, false).Prune().ok());
+  EXPECT_FALSE(fs::exists(cache.EntryPath(kKey)));
+  EXPECT_FALSE(fs::exists(LockPathOf(cache, kKey)));
+  EXPECT_TRUE(fs::exists(LockPathOf(cache, held_key)));
+  EXPECT_EQ(metrics::CounterValue("cache.lock_removed.count"), 2);
+}
+
+TEST_F(DiskCacheTest, AWaiterWhoseLockFileWasRemovedDoesNotShareTheKey) {
+  DiskCache cache(dir_.string(), 0, false);
+  auto first = cache.LockKey(kKey, 1.0);
+  ASSERT_TRUE(first.ok());
+  std::atomic<bool> waiter_holds{false};
+  std::thread waiter([&] {
+    auto lock = cache.LockKey(kKey, 10.0);  // opens the current file and waits on it
+    ASSERT_TRUE(lock.ok());
+    waiter_holds = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // What Prune does to a lock file nobody holds, while the waiter waits on it;
+  // then a newcomer creates the file again and takes it.
+  fs::remove(LockPathOf(cache, kKey));
+  auto newcomer = cache.LockKey(kKey, 1.0);
+  ASSERT_TRUE(newcomer.ok());
+  first->reset();  // the waiter gets the old, removed file: not the key's lock
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(waiter_holds);
+  newcomer->reset();
+  waiter.join();
+  EXPECT_TRUE(waiter_holds);
 }
 
 // The key of entry i: 32 hex digits.
