@@ -234,8 +234,7 @@ absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> DiskCache::LockKey(const std
   while (true) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus("cannot open lock", path.string());
-    bool locked = false;
-    while (!(locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0)) {
+    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK && errno != EINTR) {
         absl::Status status = ErrnoStatus("cannot lock", path.string());
         ::close(fd);
@@ -258,6 +257,9 @@ absl::StatusOr<std::unique_ptr<DiskCache::KeyLock>> DiskCache::LockKey(const std
       return std::make_unique<KeyLock>(fd);
     }
     ::close(fd);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("timed out waiting for ", path.string()));
+    }
   }
 }
 
