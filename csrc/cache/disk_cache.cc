@@ -35,7 +35,7 @@ absl::Status ErrnoStatus(const std::string& what, const std::string& path) {
   return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
-bool ValidKey(const std::string& key) {
+bool ValidKey(std::string_view key) {
   return key.size() == 32 && std::all_of(key.begin(), key.end(), [](char c) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
          });
@@ -91,10 +91,9 @@ void ForEachShardFile(const std::string& root,
   ::closedir(top);
 }
 
-// An entry's file name: <32 hex digits>.neff.
-bool IsEntryName(std::string_view name) {
-  return name.size() == 32 + kEntrySuffix.size() && name.substr(32) == kEntrySuffix &&
-         ValidKey(std::string(name.substr(0, 32)));
+// A key's file name: <32 hex digits><suffix> (an entry's, a lock's).
+bool IsKeyName(std::string_view name, std::string_view suffix) {
+  return name.size() == 32 + suffix.size() && name.substr(32) == suffix && ValidKey(name.substr(0, 32));
 }
 
 // What a scan finds besides the entries (Prune's cleaning).
@@ -110,20 +109,19 @@ std::vector<DiskEntry> ScanEntries(const std::string& root, Leftovers* leftovers
   const int64_t stale_before = static_cast<int64_t>(std::time(nullptr)) - 3600;
   ForEachShardFile(root, [&](const std::string& dir, int dir_fd, const char* name) {
     const std::string_view n(name);
-    const bool entry = IsEntryName(n);
-    const bool temp = leftovers != nullptr && n.find(kTempMarker) != std::string_view::npos;
-    if (!entry && !temp) {
-      if (leftovers != nullptr && n.size() == 32 + kLockSuffix.size() && n.substr(32) == kLockSuffix) {
-        leftovers->locks.push_back(absl::StrCat(dir, "/", name));  // no stat
-      }
-      return;
-    }
     struct stat st;
-    if (::fstatat(dir_fd, name, &st, 0) != 0 || !S_ISREG(st.st_mode)) return;
-    if (entry) {
-      entries.push_back({std::string(n.substr(0, 32)), absl::StrCat(dir, "/", name),
-                         static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtime)});
-    } else if (static_cast<int64_t>(st.st_mtime) < stale_before) {
+    auto regular = [&] { return ::fstatat(dir_fd, name, &st, 0) == 0 && S_ISREG(st.st_mode); };
+    if (IsKeyName(n, kEntrySuffix)) {
+      if (regular()) {
+        entries.push_back({std::string(n.substr(0, 32)), absl::StrCat(dir, "/", name),
+                           static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtime)});
+      }
+    } else if (leftovers == nullptr) {
+      return;
+    } else if (IsKeyName(n, kLockSuffix)) {
+      leftovers->locks.push_back(absl::StrCat(dir, "/", name));  // no stat
+    } else if (n.find(kTempMarker) != std::string_view::npos && regular() &&
+               static_cast<int64_t>(st.st_mtime) < stale_before) {
       leftovers->stale_temps.push_back(absl::StrCat(dir, "/", name));
     }
   });
