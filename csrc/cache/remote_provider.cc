@@ -1,11 +1,9 @@
 #include "cache/remote_provider.h"
 
-#include <dlfcn.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <chrono>
-#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,41 +15,6 @@
 
 namespace torch_neuron::cache {
 namespace {
-
-// hiredis, loaded on first use.
-struct Hiredis {
-  decltype(&redisConnectWithTimeout) connect = nullptr;
-  decltype(&redisSetTimeout) set_timeout = nullptr;
-  decltype(&redisCommandArgv) command_argv = nullptr;
-  decltype(&freeReplyObject) free_reply = nullptr;
-  decltype(&redisFree) free_context = nullptr;
-  std::string error;
-};
-
-const Hiredis& Library() {
-  static Hiredis lib;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* handle = nullptr;
-    for (const char* name :
-         {"libhiredis.so.0.14", "libhiredis.so.1.1.0", "libhiredis.so.1.0.0", "libhiredis.so"}) {
-      if ((handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    }
-    if (handle == nullptr) {
-      lib.error = "hiredis is not installed (Debian: libhiredis0.14)";
-      return;
-    }
-    lib.connect = reinterpret_cast<decltype(lib.connect)>(::dlsym(handle, "redisConnectWithTimeout"));
-    lib.set_timeout = reinterpret_cast<decltype(lib.set_timeout)>(::dlsym(handle, "redisSetTimeout"));
-    lib.command_argv = reinterpret_cast<decltype(lib.command_argv)>(::dlsym(handle, "redisCommandArgv"));
-    lib.free_reply = reinterpret_cast<decltype(lib.free_reply)>(::dlsym(handle, "freeReplyObject"));
-    lib.free_context = reinterpret_cast<decltype(lib.free_context)>(::dlsym(handle, "redisFree"));
-    if (!lib.connect || !lib.set_timeout || !lib.command_argv || !lib.free_reply || !lib.free_context) {
-      lib.error = "the hiredis library found lacks the functions torch_neuron uses";
-    }
-  });
-  return lib;
-}
 
 struct RemoteMetrics {
   metrics::Counter* hits = metrics::GetCounter("remote.hit.count");
@@ -115,26 +78,24 @@ RedisConnection::~RedisConnection() {
 }
 
 void RedisConnection::Drop() {
-  if (context_ != nullptr) Library().free_context(static_cast<redisContext*>(context_));
+  if (context_ != nullptr) redisFree(static_cast<redisContext*>(context_));
   context_ = nullptr;
 }
 
 absl::Status RedisConnection::Connect() {
   if (context_ != nullptr) return absl::OkStatus();
-  const Hiredis& lib = Library();
-  if (!lib.error.empty()) return absl::UnavailableError(lib.error);
   if (NowNs() < retry_after_ns_) {
     return absl::UnavailableError(
         absl::StrCat("Redis at ", address_.host, ":", address_.port, " was unreachable a moment ago"));
   }
-  redisContext* c = lib.connect(address_.host.c_str(), address_.port, Timeval(timeout_s_));
+  redisContext* c = redisConnectWithTimeout(address_.host.c_str(), address_.port, Timeval(timeout_s_));
   if (c == nullptr || c->err != 0) {
     const std::string why = c != nullptr ? c->errstr : "out of memory";
-    if (c != nullptr) lib.free_context(c);
+    if (c != nullptr) redisFree(c);
     retry_after_ns_ = NowNs() + int64_t{30} * 1000000000;
     return absl::UnavailableError(absl::StrCat("Redis at ", address_.host, ":", address_.port, ": ", why));
   }
-  lib.set_timeout(c, Timeval(timeout_s_));
+  redisSetTimeout(c, Timeval(timeout_s_));
   context_ = c;
   if (address_.db != 0) {
     bool nil = false;
@@ -158,7 +119,7 @@ absl::StatusOr<std::vector<std::string>> RedisConnection::Command(const std::vec
   }
   auto* c = static_cast<redisContext*>(context_);
   auto* reply = static_cast<redisReply*>(
-      Library().command_argv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()));
   if (reply == nullptr) {
     const std::string why = c->errstr;
     Drop();  // a broken connection is made again on the next command
@@ -192,7 +153,7 @@ absl::StatusOr<std::vector<std::string>> RedisConnection::Command(const std::vec
       out = absl::UnavailableError(absl::StrCat("Redis: ", std::string(reply->str, reply->len)));
       break;
   }
-  Library().free_reply(reply);
+  freeReplyObject(reply);
   return out;
 }
 

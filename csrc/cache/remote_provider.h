@@ -7,8 +7,9 @@
 // the entry written again. A Redis that cannot be reached is UNAVAILABLE (warned
 // once; not asked again for 30 s), never an error of the user's program.
 //
-// hiredis is loaded when the first request needs it (dlopen), so a wheel runs
-// where it is not installed; without it the level is UNAVAILABLE too.
+// hiredis is linked statically (and hidden) into libtorch_neuron.so: the level
+// works wherever the wheel is installed, and the code always calls the hiredis
+// whose headers it was compiled against (1.x changed redisContext and redisReply).
 
 #include <cstdint>
 #include <string>

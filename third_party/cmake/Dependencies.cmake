@@ -55,10 +55,13 @@ file(MAKE_DIRECTORY "${TN_PROTOBUF_INCLUDE_SHIM}")
 file(CREATE_LINK "${Protobuf_INCLUDE_DIR}/google" "${TN_PROTOBUF_INCLUDE_SHIM}/google" SYMBOLIC)
 include_directories(BEFORE SYSTEM "${TN_PROTOBUF_INCLUDE_SHIM}")
 
-# --- hiredis: libhiredis-dev (headers only at build time: the library is loaded
-# with dlopen when the remote cache is first used) -------------------------------
+# --- hiredis: libhiredis-dev, its static archive (a small C library, position-
+# independent as Debian builds it): linked into libtorch_neuron.so with its symbols
+# hidden, so the remote cache needs no libhiredis where the wheel is installed ------
 find_path(TN_HIREDIS_INCLUDE_DIR hiredis/hiredis.h)
+find_library(TN_HIREDIS_STATIC_LIBRARY NAMES libhiredis.a)
 tn_require(TN_HIREDIS_INCLUDE_DIR "hiredis" "libhiredis-dev")
+tn_require(TN_HIREDIS_STATIC_LIBRARY "hiredis (libhiredis.a)" "libhiredis-dev")
 include_directories(SYSTEM "${TN_HIREDIS_INCLUDE_DIR}")
 
 # --- xxHash: libxxhash-dev (header only: XXH_INLINE_ALL) -----------------------------
