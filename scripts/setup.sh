@@ -21,7 +21,8 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # --- 1. system packages ------------------------------------------------------------
 PACKAGES=(g++ cmake ninja-build ccache python3-venv libabsl-dev libprotobuf-dev
-          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev redis-server clang-format)
+          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev redis-server clang-format
+          patchelf)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
