@@ -56,6 +56,10 @@ struct Config {
   // thread (PyTorch's default for a device) rather than the thread that calls
   // backward (TORCH_NEURON_AUTOGRAD_THREAD).
   bool autograd_thread = false;
+  // Whether an optimizer's step() on neuron parameters ends the step as
+  // mark_step() does, for loops that never call it (Trainer, accelerate)
+  // (TORCH_NEURON_STEP_ON_OPTIMIZER).
+  bool step_on_optimizer = true;
   // Eager mode groups ops into graphs compiled in the background
   // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
   bool eager_groups = true;

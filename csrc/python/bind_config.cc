@@ -41,6 +41,7 @@ py::dict ConfigToDict(const Config& c) {
   d["opt_level"] = c.opt_level;
   d["kernel_threads"] = c.kernel_threads;
   d["autograd_thread"] = c.autograd_thread;
+  d["step_on_optimizer"] = c.step_on_optimizer;
   d["eager_groups"] = c.eager_groups;
   d["tiered_compile"] = c.tiered_compile;
   d["launch_blocking"] = c.launch_blocking;
