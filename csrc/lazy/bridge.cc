@@ -47,12 +47,26 @@ at::Tensor MakeWrappedTensor(LazyTensorPtr tensor) { return MakeWrappedTensor(st
 
 at::Tensor MakeTensor(LazyTensorPtr tensor) { return MakeTensor(std::move(tensor), {}); }
 
-at::Tensor MakeTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
-  at::Tensor inner = at::Tensor(c10::make_intrusive<NeuronTensorImpl>(std::move(tensor), layout));
+namespace {
+
+at::Tensor WrapUnlessBelowFunctionalization(at::Tensor inner) {
   const bool below_functionalization =
       c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
   if (below_functionalization) return inner;
   return at::functionalization::impl::to_functional_tensor(inner);
+}
+
+}  // namespace
+
+at::Tensor MakeTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
+  return WrapUnlessBelowFunctionalization(
+      at::Tensor(c10::make_intrusive<NeuronTensorImpl>(std::move(tensor), layout)));
+}
+
+at::Tensor MakeViewTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
+  auto impl = c10::make_intrusive<NeuronTensorImpl>(std::move(tensor), layout);
+  impl->SetInference(false);
+  return WrapUnlessBelowFunctionalization(at::Tensor(std::move(impl)));
 }
 
 namespace {

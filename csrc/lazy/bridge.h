@@ -28,6 +28,17 @@ NeuronTensorImpl* GetImpl(const at::Tensor& t);
 struct TensorLayout;
 at::Tensor MakeTensor(LazyTensorPtr tensor, const TensorLayout& layout);
 at::Tensor MakeTensor(LazyTensorPtr tensor);
+// As MakeTensor, for a view (or the *_copy form functionalization runs in a
+// view's place): never an inference tensor, so that under
+// torch.inference_mode() autograd can record a view of a normal tensor (it
+// shares the base's version counter; the CPU's views take their base's
+// TensorImpl keys). The tensor below a normal wrapper can itself be an
+// inference tensor (an in-place op in the mode replaces the wrapper's value
+// with a result made in the mode), and functionalization gives no way to tell
+// it from the tensor below an inference wrapper; so a view of an inference
+// tensor is a normal one here, where the CPU's stays an inference tensor: it
+// loses only the CPU's errors for inference tensors (docs/SUPPORT.md).
+at::Tensor MakeViewTensor(LazyTensorPtr tensor, const TensorLayout& layout);
 
 // Always wrapped (results that leave through kernels functionalization returns
 // as they are, such as _to_copy).

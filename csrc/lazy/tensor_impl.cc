@@ -51,6 +51,17 @@ void NeuronTensorImpl::RefreshSizes(const TensorLayout& layout) {
   refresh_contiguous();
 }
 
+void NeuronTensorImpl::SetInference(bool inference) {
+  if (inference == is_inference()) return;
+  if (inference) {
+    key_set_ = key_set_ - c10::autograd_dispatch_keyset_with_ADInplaceOrView;
+    version_counter_ = c10::VariableVersion(c10::VariableVersion::DISABLED);
+  } else {
+    key_set_ = key_set_ | c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::PrivateUse1Bit);
+    version_counter_ = c10::VariableVersion(/*version=*/0);
+  }
+}
+
 TensorLayout NeuronTensorImpl::layout() const {
   return TensorLayout::From(sizes_and_strides_.sizes_arrayref(), sizes_and_strides_.strides_arrayref(),
                             storage_offset_);

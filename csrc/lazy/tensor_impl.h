@@ -57,6 +57,10 @@ class NeuronTensorImpl final : public c10::TensorImpl {
   // and takes `layout` (which must fit the sizes; a default one otherwise).
   void RefreshSizes(const TensorLayout& layout = {});
   TensorLayout layout() const;
+  // Makes this an inference tensor or a normal one (its autograd keys and
+  // version counter); a new tensor is what the mode in force makes
+  // (bridge.h, MakeViewTensor, says where that is changed).
+  void SetInference(bool inference);
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const override;

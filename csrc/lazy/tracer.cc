@@ -165,10 +165,14 @@ bool TakeShortcut(const Call& c) {
     if (LazyTensorPtr lazy = TryGetLazy(input)) {
       // An alias keeps the input's strides and offset; a clone is laid out as
       // its memory format says (empty_like's rules).
-      const TensorLayout layout =
-          c.info.name == "aten::clone" ? CloneLayout(input, c.arg(1)) : TensorLayout::Of(input);
+      const bool clone = c.info.name == "aten::clone";
+      const TensorLayout layout = clone ? CloneLayout(input, c.arg(1)) : TensorLayout::Of(input);
+      // An alias or detach is a view of its input (bridge.h, MakeViewTensor);
+      // a clone or lift_fresh_copy is a new tensor.
+      const bool fresh = clone || c.info.name == "aten::lift_fresh_copy";
+      at::Tensor result = fresh ? MakeTensor(lazy, layout) : MakeViewTensor(lazy, layout);
       torch::jit::drop(*c.stack, c.num_args);
-      c.stack->push_back(MakeTensor(lazy, layout));
+      c.stack->push_back(std::move(result));
       return true;
     }
   }
@@ -565,6 +569,12 @@ std::vector<LazyTensorPtr> BindResults(const Call& c, int device, const ir::Node
   if (c.info.view && c.num_args > 0 && w.originals[0].defined() && IsNeuron(w.originals[0])) {
     view_base = GetLazy(w.originals[0]);
   }
+  // A view, or the *_copy form functionalization runs in its place, is never
+  // an inference tensor (bridge.h, MakeViewTensor).
+  const bool view_like = c.info.view || c.info.view_of;
+  auto make = [&](LazyTensorPtr t, const TensorLayout& layout) {
+    return view_like ? MakeViewTensor(std::move(t), layout) : MakeTensor(std::move(t), layout);
+  };
   torch::jit::Stack& stack = *c.stack;
   torch::jit::drop(stack, c.num_args);
   std::vector<LazyTensorPtr> created;
@@ -585,7 +595,7 @@ std::vector<LazyTensorPtr> BindResults(const Call& c, int device, const ir::Node
         LazyTensorPtr t = LazyTensor::FromValue(value, device);
         if (c.info.view && view_base != nullptr) t->set_view_base(view_base);
         created.push_back(t);
-        stack.push_back(MakeTensor(t, meta.layouts[value.index]));
+        stack.push_back(make(t, meta.layouts[value.index]));
       }
     } else {
       std::vector<at::Tensor> list;
@@ -593,7 +603,7 @@ std::vector<LazyTensorPtr> BindResults(const Call& c, int device, const ir::Node
         const int index = output++;
         LazyTensorPtr t = LazyTensor::FromValue(ir::Value{node, index}, device);
         created.push_back(t);
-        list.push_back(MakeTensor(t, meta.layouts[index]));
+        list.push_back(make(t, meta.layouts[index]));
       }
       stack.push_back(list);
     }

@@ -1,0 +1,85 @@
+"""torch.inference_mode() on neuron: ops, views and modules under it equal the
+CPU's, and inference tensors get the CPU's errors where autograd meets them.
+
+One deviation (docs/SUPPORT.md): a view of an inference tensor is a normal
+tensor on neuron (bridge.h, MakeViewTensor, says why)."""
+
+import pytest
+import torch
+
+import torch_neuron  # noqa: F401
+
+
+def models():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.BatchNorm2d(6), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(6 * 4 * 4, 5))
+    encoder = torch.nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+    embed = torch.nn.Embedding(20, 8)
+    return {
+        "mlp": (mlp, lambda g: torch.randn(5, 8, generator=g)),
+        "cnn": (cnn.eval(), lambda g: torch.randn(2, 3, 8, 8, generator=g)),
+        "encoder": (encoder.eval(), lambda g: torch.randn(2, 7, 16, generator=g)),
+        "embedding": (embed, lambda g: torch.randint(0, 20, (3, 4), generator=g)),
+    }
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "encoder", "embedding"])
+def test_module_forward_under_inference_mode_equals_cpu(name):
+    model, make_input = models()[name]
+    x = make_input(torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        expected = model(x)
+    model.to("neuron")
+    with torch.inference_mode():
+        out = model(x.to("neuron"))
+        # Results made in the mode are inference tensors, as on the CPU.
+        assert out.is_inference() and expected.is_inference()
+        # Slicing, transposing and reading them inside the mode.
+        torch.testing.assert_close(out[..., 1:].transpose(0, -1).cpu(), expected[..., 1:].transpose(0, -1))
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_views_of_normal_tensors_inside_the_mode_stay_normal_and_share_versions(device):
+    w = torch.randn(3, 4).to(device)
+    with torch.inference_mode():
+        for view in (w[:, 1:], w.t(), w.view(12), w.detach(), w.unbind(0)[1], w.split(2)[0]):
+            assert not view.is_inference()
+            assert view._version == w._version
+        w.add_(1)  # an in-place op on a normal tensor is allowed in the mode
+        assert w._version == 1
+        assert not w[1:].is_inference()
+    # ...and its views read the update, outside the mode too.
+    assert torch.equal(w[:, 1:].cpu(), w.cpu()[:, 1:])
+
+
+def test_in_place_update_inside_the_mode_equals_cpu():
+    base = torch.arange(12.0).reshape(3, 4)
+    results = {}
+    for device in ("cpu", "neuron"):
+        cache = base.clone().to(device)  # made outside the mode, like a KV cache
+        with torch.inference_mode():
+            cache[:, 1].mul_(10)
+            cache.index_copy_(0, torch.tensor([2]).to(device), torch.ones(1, 4).to(device))
+            results[device] = (cache + cache[0]).cpu()
+        results[device + "-after"] = cache.t().cpu()
+    assert torch.equal(results["cpu"], results["neuron"])
+    assert torch.equal(results["cpu-after"], results["neuron-after"])
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_inference_tensors_raise_the_cpus_errors_outside_the_mode(device):
+    with torch.inference_mode():
+        x = torch.ones(2, 3).to(device)
+    assert x.is_inference()
+    weight = torch.ones(2, 3, device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        (x * weight).sum().backward()
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        x.add_(1)
+    # A clone is a normal tensor that autograd takes.
+    weight.grad = None
+    (x.clone() * weight).sum().backward()
+    assert torch.equal(weight.grad.cpu(), x.cpu())
