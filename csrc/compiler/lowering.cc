@@ -139,7 +139,19 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
       return absl::InternalError(absl::StrCat(n.op, " was traced with ", n.args.size(),
                                               " arguments, its schema has ", schema.arguments().size()));
     }
-    absl::StatusOr<std::vector<int32_t>> widths = runtime::ReturnWidths(schema, n.num_outputs());
+    // Per argument, the length of a tensor list (an empty one is an attribute).
+    std::vector<int64_t> list_lengths;
+    for (size_t a = 0; a < n.args.size(); ++a) {
+      const ir::Arg& arg = n.args[a];
+      if (arg.kind == ir::Arg::Kind::kOperandList) {
+        list_lengths.push_back(static_cast<int64_t>(arg.operands.size()));
+      } else {
+        const bool tensor_list = runtime::IsListOf(schema.arguments()[a].type(), c10::TypeKind::TensorType);
+        list_lengths.push_back(arg.kind == ir::Arg::Kind::kAttr && tensor_list ? 0 : -1);
+      }
+    }
+    absl::StatusOr<std::vector<int32_t>> widths =
+        runtime::ReturnWidths(schema, n.num_outputs(), list_lengths);
     if (!widths.ok()) return widths.status();
     runtime::Instruction inst{*op, std::nullopt, op_name, n.source, {}, {}, *std::move(widths), {}};
     for (size_t a = 0; a < n.args.size(); ++a) {

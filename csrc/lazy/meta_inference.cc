@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "lazy/fused_optimizers.h"
 #include "lazy/structured_meta.h"
 #include "lazy/tensor_impl.h"
 
@@ -72,6 +73,12 @@ std::shared_ptr<const MetaResult> InferMeta(const c10::OperatorHandle& op, ir::h
   if (found) return cached;
   std::optional<MetaResult> result;
   torch::jit::Stack meta_stack = build_stack();
+  if (std::optional<MetaResult> fused = FusedStepMeta(op, meta_stack)) {
+    // A fused optimizer step's functional form has its own rule (fused_optimizers.h).
+    auto shared = std::make_shared<const MetaResult>(*std::move(fused));
+    Metas().Put(key, shared);
+    return shared;
+  }
   std::optional<std::vector<TensorLayout>> view_layouts;
   if (view_of) {
     // The view's own Meta kernel first: where it refuses the input (view() of

@@ -36,11 +36,35 @@ inline bool IsListOf(const c10::TypePtr& t, c10::TypeKind element) {
 
 // How a node's flat outputs map onto an operator's returns: per return, -1 for
 // one value, or the length of a Tensor[] return. A node keeps its outputs flat
-// (`(Tensor[] a, Tensor b)` of a 3-tensor list is 4 outputs); every ATen op
-// with several list returns gives them one length (the _foreach_ and _fused_
-// families), so the layout follows from the schema and the output count.
+// (`(Tensor[] a, Tensor b)` of a 3-tensor list is 4 outputs). A list return
+// named after a list argument (`exp_avgs_out` of `exp_avgs`: the functional
+// forms of the _fused_ optimizer steps, whose max_exp_avg_sqs list is empty
+// without amsgrad) has that argument's length, given per argument in
+// `arg_list_lengths` (-1: not a list; empty: unknown). Otherwise every ATen op
+// with several list returns gives them one length (the _foreach_ family), so
+// the layout follows from the schema and the output count.
 inline absl::StatusOr<std::vector<int32_t>> ReturnWidths(const c10::FunctionSchema& schema,
-                                                         int64_t num_outputs) {
+                                                         int64_t num_outputs,
+                                                         const std::vector<int64_t>& arg_list_lengths = {}) {
+  if (!arg_list_lengths.empty() && arg_list_lengths.size() == schema.arguments().size()) {
+    std::vector<int32_t> widths;
+    int64_t total = 0;
+    for (const c10::Argument& ret : schema.returns()) {
+      int64_t width = -1;  // a single value
+      if (Unwrapped(ret.type())->kind() == c10::TypeKind::ListType) {
+        width = -2;  // not found
+        for (size_t a = 0; a < schema.arguments().size() && width == -2; ++a) {
+          if (arg_list_lengths[a] >= 0 && ret.name() == schema.arguments()[a].name() + "_out") {
+            width = arg_list_lengths[a];
+          }
+        }
+        if (width == -2) break;
+      }
+      widths.push_back(static_cast<int32_t>(width));
+      total += width < 0 ? 1 : width;
+    }
+    if (widths.size() == schema.returns().size() && total == num_outputs) return widths;
+  }
   int64_t singles = 0;
   int64_t lists = 0;
   for (const c10::Argument& ret : schema.returns()) {
