@@ -199,7 +199,9 @@ def step_phases(peer: Peer, repeats: int) -> dict:
     for _ in range(repeats):
         torch_neuron.wait_device_ops()
         start = time.perf_counter()
-        peer.train_step()
+        # The optimizer's step would end the step itself: kept apart here.
+        with torch_neuron.config.override(TORCH_NEURON_STEP_ON_OPTIMIZER="0"):
+            peer.train_step()
         traced = time.perf_counter()
         torch_neuron.mark_step()
         marked = time.perf_counter()

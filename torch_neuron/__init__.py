@@ -42,7 +42,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _ctc_loss, _custom_ops, _lazy_dynamo, _library_detection, _meta_checks, _rnn_cells, _module_support, _serialization, _tensor_support, _view_copies, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
+from . import _ctc_loss, _custom_ops, _lazy_dynamo, _library_detection, _optimizer_steps, _meta_checks, _rnn_cells, _module_support, _serialization, _tensor_support, _view_copies, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -113,6 +113,7 @@ _module_support.install()
 debug._install_source_locations()
 _finish_work_before_default_dtype_changes()
 distributed.install()
+_optimizer_steps.install()  # an optimizer's step ends a step (TORCH_NEURON_STEP_ON_OPTIMIZER)
 _library_detection.install()  # `torch_neuronx` for transformers/accelerate, never shadowing AWS's
 
 if config.current()["shape_registry"]:

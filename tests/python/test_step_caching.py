@@ -97,10 +97,11 @@ def test_changed_batch_size_compiles_once_more_and_debug_output_names_the_input(
     reason = [l for l in result.stdout.splitlines() if l.startswith("reason ")][0]
     assert "changed from device_data f32[8,16] to device_data f32[4,16]" in reason
     assert "changed from device_data i64[8] to device_data i64[4]" in reason
-    # The same reason went to stderr, naming the line of the mark_step call.
+    # The same reason went to stderr, naming the line of the sync: the
+    # optimizer's step, which ends the step (TORCH_NEURON_STEP_ON_OPTIMIZER).
     lines = [l for l in result.stderr.splitlines() if l.startswith("torch_neuron: compiling")]
     assert len(lines) == 1, result.stderr
-    assert "<string>:12:" in lines[0] and "f32[8,16] to device_data f32[4,16]" in lines[0]
+    assert "<string>:11:" in lines[0] and "f32[8,16] to device_data f32[4,16]" in lines[0]
 
 
 @pytest.mark.parametrize("foreach", [True, False], ids=["foreach", "for_loop"])

@@ -57,7 +57,9 @@ def test_foreach_adamw_compiles_to_one_shared_kernel_per_parameter():
         p.grad = torch.randn_like(p)
     opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, foreach=True)
     torch_neuron.mark_step()
-    opt.step()
+    # The step stays pending to be inspected (the optimizer's step would end it).
+    with torch_neuron.config.override(TORCH_NEURON_STEP_ON_OPTIMIZER="0"):
+        opt.step()
     state = [v for p in params for k, v in opt.state[p].items() if k != "step"]
     with torch_neuron.config.override(TORCH_NEURON_OPT_LEVEL="1"):
         ir, sources = torch_neuron.debug.compiled_text(params + state)
