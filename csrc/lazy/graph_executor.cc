@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -160,12 +161,47 @@ void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
   RunNow(tensors);
 }
 
+namespace {
+
+// A read (.item(), .cpu(), printing) runs the graph its tensors need. Every
+// other live tensor of `device` whose value that graph computes on the way
+// joins `tensors` as an output, so nothing it computed is computed again by
+// a later graph: generate() reads a value each token (its stopping criteria)
+// and never calls mark_step, and its KV cache, computed by each read's graph,
+// would otherwise stay pending and be recomputed from the first token on.
+void AddLiveValuesTheGraphComputes(int device, std::vector<LazyTensorPtr>* tensors) {
+  std::vector<LazyTensorPtr> live = PendingTensors(device);
+  if (live.size() <= tensors->size()) return;
+  absl::flat_hash_set<const ir::Node*> reached;
+  std::vector<const ir::Node*> stack;
+  for (const LazyTensorPtr& t : *tensors) stack.push_back(t->pending().node.get());
+  const RanValues& ran = RanValues::Global();
+  while (!stack.empty()) {
+    const ir::Node* node = stack.back();
+    stack.pop_back();
+    // A node that ran is read from its results: its operands are not computed.
+    if (!reached.insert(node).second || ran.HasRun(*node)) continue;
+    for (const ir::Value& operand : node->operands()) stack.push_back(operand.node.get());
+  }
+  absl::flat_hash_set<const LazyTensor*> asked;
+  for (const LazyTensorPtr& t : *tensors) asked.insert(t.get());
+  for (LazyTensorPtr& t : live) {
+    if (!asked.contains(t.get()) && reached.contains(t->pending().node.get()))
+      tensors->push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
 void GraphExecutor::RunNow(const std::vector<LazyTensorPtr>& tensors) {
   std::map<int, std::vector<LazyTensorPtr>> by_device;
   for (const LazyTensorPtr& t : tensors) {
     if (t && t->is_pending()) by_device[t->device()].push_back(t);
   }
-  for (auto& [device, list] : by_device) SyncDevice(device, list, nullptr, /*partial=*/true);
+  for (auto& [device, list] : by_device) {
+    AddLiveValuesTheGraphComputes(device, &list);
+    SyncDevice(device, list, nullptr, /*partial=*/true);
+  }
 }
 
 void GraphExecutor::MarkStep(int device) {
