@@ -16,7 +16,7 @@ import gen_api_reference  # noqa: E402
 
 # Hand-written pages; generated reports are checked by their own generators.
 PAGES = ["README.md", "docs/ARCHITECTURE.md", "docs/REFERENCE.md", "docs/SUPPORT.md",
-         "docs/TROUBLESHOOTING.md"]
+         "docs/TROUBLESHOOTING.md", "docs/HUGGINGFACE.md"]
 
 
 def snippets():
