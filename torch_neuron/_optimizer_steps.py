@@ -26,8 +26,7 @@ neuron devices that hold the optimizer's parameters. So:
 
 from __future__ import annotations
 
-import weakref
-from typing import Dict, Tuple
+from typing import Tuple
 
 import torch
 from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
@@ -40,32 +39,24 @@ COUNTER = "step.ended_by_optimizer.count"
 
 _handle = None
 
-# optimizer -> (shape of its param_groups, neuron device indices of its
-# parameters). A parameter's device never changes (a neuron tensor's data
-# cannot be set to another device's), so the indices are found again only when
-# the groups change (add_param_group, a replaced params list).
-_devices_of: "weakref.WeakKeyDictionary[Optimizer, Tuple[tuple, Tuple[int, ...]]]" = (
-    weakref.WeakKeyDictionary())
-
-
-def _groups_key(optimizer: Optimizer) -> tuple:
-    return tuple((id(group["params"]), len(group["params"])) for group in optimizer.param_groups)
-
-
 def neuron_devices(optimizer: Optimizer) -> Tuple[int, ...]:
-    """The indices of the neuron devices holding ``optimizer``'s parameters, sorted."""
-    key = _groups_key(optimizer)
-    cached = _devices_of.get(optimizer)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    found: Dict[int, None] = {}
+    """The indices of the neuron devices holding ``optimizer``'s parameters,
+    sorted. Looked up at every step, cheaply: ``is_cpu`` and ``get_device()``
+    are fast, a parameter's device type is read only until its index is
+    found, and with one device the first neuron parameter answers."""
+    one_device = _C._device_count() == 1
+    found = set()
     for group in optimizer.param_groups:
         for param in group["params"]:
-            if isinstance(param, torch.Tensor) and not param.is_cpu and param.device.type == "neuron":
-                found[param.device.index] = None
-    devices = tuple(sorted(found))
-    _devices_of[optimizer] = (key, devices)
-    return devices
+            if param.is_cpu:
+                continue
+            index = param.get_device()
+            if index < 0 or index in found or param.device.type != "neuron":
+                continue
+            if one_device:
+                return (index,)
+            found.add(index)
+    return tuple(sorted(found))
 
 
 def _end_step(optimizer, args, kwargs) -> None:
