@@ -41,7 +41,8 @@ def assert_close_lists(got, expected, rtol=1e-5, atol=1e-6):
 
 def assert_same_parameters(model, cpu_model, rtol=1e-5, atol=1e-6):
     for (name, p_cpu), (_, p) in zip(cpu_model.named_parameters(), model.named_parameters()):
-        torch.testing.assert_close(p.detach().cpu(), p_cpu.detach(), rtol=rtol, atol=atol, msg=name)
+        torch.testing.assert_close(p.detach().cpu(), p_cpu.detach(), rtol=rtol, atol=atol,
+                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --------------------------------------------------------------------------- Trainer
@@ -193,7 +194,9 @@ def test_peft_lora_trains_on_neuron_as_on_the_cpu(metrics):
     metrics.reset()
     losses, graphs, model = run("neuron")
     assert cpu_losses[-1] < 0.9 * cpu_losses[0]
-    assert_close_lists(losses, cpu_losses, rtol=1e-4, atol=1e-5)
+    assert_close_lists(losses, cpu_losses)
+    # AdamW divides by the root of tiny second moments: float32 rounding of
+    # the gradients reaches the adapters' weights as a few 1e-6.
     assert_same_parameters(model, cpu_model, rtol=1e-4, atol=1e-5)
     frozen = dict(base.named_parameters())
     for name, p in model.named_parameters():  # only the adapters and the classifier trained
