@@ -163,19 +163,23 @@ void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
 
 namespace {
 
-// A read (.item(), .cpu(), printing) runs the graph its tensors need. Every
-// other live tensor of `device` whose value that graph computes on the way
-// joins `tensors` as an output, so nothing it computed is computed again by
-// a later graph: generate() reads a value each token (its stopping criteria)
-// and never calls mark_step, and its KV cache, computed by each read's graph,
-// would otherwise stay pending and be recomputed from the first token on.
-void AddLiveValuesTheGraphComputes(int device, std::vector<LazyTensorPtr>* tensors) {
+// A read (.item(), .cpu(), printing) runs the graph its tensors need, and
+// code that reads values without mark_step (generate()'s stopping criteria,
+// logging) must not compute anything twice. So the read's graph also gives:
+//  - every other live tensor of `device` whose value it computes on the way
+//    (joins `tensors`): generate()'s KV cache, reached by each token's read;
+//  - the values it computes that a pending live tensor it does not reach
+//    reads (returned; SyncDevice records them as run, so later graphs read
+//    their buffers): the attention mask that generate() grows after the read
+//    it needs, which would otherwise stay a chain of concatenations from the
+//    first token.
+std::vector<ir::NodePtr> AddWhatTheReadComputes(int device, std::vector<LazyTensorPtr>* tensors) {
   std::vector<LazyTensorPtr> live = PendingTensors(device);
-  if (live.size() <= tensors->size()) return;
+  if (live.size() <= tensors->size()) return {};
+  const RanValues& ran = RanValues::Global();
   absl::flat_hash_set<const ir::Node*> reached;
   std::vector<const ir::Node*> stack;
   for (const LazyTensorPtr& t : *tensors) stack.push_back(t->pending().node.get());
-  const RanValues& ran = RanValues::Global();
   while (!stack.empty()) {
     const ir::Node* node = stack.back();
     stack.pop_back();
@@ -185,10 +189,33 @@ void AddLiveValuesTheGraphComputes(int device, std::vector<LazyTensorPtr>* tenso
   }
   absl::flat_hash_set<const LazyTensor*> asked;
   for (const LazyTensorPtr& t : *tensors) asked.insert(t.get());
+  std::vector<const ir::Node*> unreached;
   for (LazyTensorPtr& t : live) {
-    if (!asked.contains(t.get()) && reached.contains(t->pending().node.get()))
+    if (asked.contains(t.get())) continue;
+    if (reached.contains(t->pending().node.get())) {
       tensors->push_back(std::move(t));
+    } else {
+      unreached.push_back(t->pending().node.get());
+    }
   }
+  // The reached ops that unreached nodes read, found by walking down from
+  // those nodes to where they meet the read's graph.
+  std::vector<ir::NodePtr> frontier;
+  absl::flat_hash_set<const ir::Node*> seen;
+  while (!unreached.empty()) {
+    const ir::Node* node = unreached.back();
+    unreached.pop_back();
+    if (!seen.insert(node).second || ran.HasRun(*node)) continue;
+    for (const ir::Value& operand : node->operands()) {
+      const ir::Node* next = operand.node.get();
+      if (!reached.contains(next)) {
+        unreached.push_back(next);
+      } else if (next->kind() == ir::NodeKind::kOp && !ran.HasRun(*next) && seen.insert(next).second) {
+        frontier.push_back(operand.node);
+      }
+    }
+  }
+  return frontier;
 }
 
 }  // namespace
@@ -199,8 +226,8 @@ void GraphExecutor::RunNow(const std::vector<LazyTensorPtr>& tensors) {
     if (t && t->is_pending()) by_device[t->device()].push_back(t);
   }
   for (auto& [device, list] : by_device) {
-    AddLiveValuesTheGraphComputes(device, &list);
-    SyncDevice(device, list, nullptr, /*partial=*/true);
+    const std::vector<ir::NodePtr> keep = AddWhatTheReadComputes(device, &list);
+    SyncDevice(device, list, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
   }
 }
 
@@ -278,7 +305,7 @@ void GraphExecutor::CaptureStep(int device, StepRecord* record) {
 }
 
 bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record,
-                               bool partial, bool only_if_cached) {
+                               bool partial, bool only_if_cached, const std::vector<ir::NodePtr>& keep) {
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
@@ -294,6 +321,12 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   for (const ir::NodePtr& draw : draws) {
     if (RanValues::Global().HasRun(*draw)) continue;
     for (int k = 0; k < draw->num_outputs(); ++k) ordered.push_back(ir::Value{draw, k});
+  }
+  // Values computed here that later graphs read: outputs too, recorded as run
+  // with the draws (a draw among them is already there).
+  for (const ir::NodePtr& node : keep) {
+    if (std::find(draws.begin(), draws.end(), node) != draws.end()) continue;
+    for (int k = 0; k < node->num_outputs(); ++k) ordered.push_back(ir::Value{node, k});
   }
   ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered);
   std::shared_ptr<const runtime::Program> program;

@@ -125,8 +125,11 @@ class GraphExecutor {
   // `partial`: a sync of some tensors (.item(), .cpu()), not of the step.
   // `only_if_cached`: return false, changing nothing, when the graph's program
   // is not in memory (else it runs: true).
+  // `keep`: nodes the graph computes that later graphs read; they become
+  // outputs too, recorded as run (RanValues), so those graphs read their results.
   bool SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record = nullptr,
-                  bool partial = false, bool only_if_cached = false);
+                  bool partial = false, bool only_if_cached = false,
+                  const std::vector<ir::NodePtr>& keep = {});
   void CheckNotCapturing(int device, const char* what) const;
 
   mutable absl::Mutex mu_;

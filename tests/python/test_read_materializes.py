@@ -41,6 +41,30 @@ def test_reads_without_mark_step_compute_each_step_once(metrics):
     assert nodes[-1] < 3 * nodes[1]
 
 
+def test_values_grown_after_a_read_are_not_recomputed_by_the_next(metrics):
+    # generate()'s attention mask: grown after the read that needs it, so the
+    # live mask is not on the read's way; the read's graph computes the old
+    # mask, which the grown one reads.
+    def loop(device, nodes=None):
+        x = torch.arange(4.0).reshape(1, 4).to(device)
+        mask = torch.ones(1, 1).to(device)
+        reads = []
+        for _ in range(10):
+            before = torch_neuron.metrics.counter("graph.execute.nodes")
+            reads.append((x * mask.sum() + mask.mean()).sum().item())
+            if nodes is not None:
+                nodes.append(torch_neuron.metrics.counter("graph.execute.nodes") - before)
+            mask = torch.cat([mask * 1.5, torch.ones(1, 1).to(device)], dim=1)
+        return reads, mask.cpu()
+
+    nodes = []
+    neuron_reads, neuron_mask = loop("neuron", nodes)
+    cpu_reads, cpu_mask = loop("cpu")
+    torch.testing.assert_close(torch.tensor(neuron_reads), torch.tensor(cpu_reads))
+    torch.testing.assert_close(neuron_mask, cpu_mask)
+    assert len(set(nodes[1:])) == 1, nodes
+
+
 def test_a_read_materializes_the_live_tensors_its_graph_computes(metrics):
     a = torch.arange(6.0).to("neuron")
     b = a * 2          # computed on the way to c: materialized by c's read
