@@ -1,5 +1,6 @@
 #include "lazy/fused_optimizers.h"
 
+#include <ATen/ScalarOps.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -33,13 +34,34 @@ bool Writes(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
-// AutogradPrivateUse1 kernel of the in-place fused steps (see the header).
-void FusedStepOnNeuron(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
-                       torch::jit::Stack* stack) {
+// The overload that takes the learning rate as a tensor, with `args` changed
+// to match: a Python number wrapped as a tensor is a scalar parameter of the
+// graph, where a float argument is an attribute, part of the graph's key. A
+// learning rate schedule changes it every step (transformers' Trainer), and
+// each value would compile a graph of its own. The CPU's tensor-lr kernels read
+// the value back as the same double.
+c10::OperatorHandle WithTensorLr(const c10::OperatorHandle& op, std::vector<c10::IValue>* args) {
+  const c10::OperatorName& name = op.operator_name();
+  if (!name.overload_name.empty()) return op;
   const std::vector<c10::Argument>& arguments = op.schema().arguments();
-  const size_t n = arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].name() != "lr" || !(*args)[i].isDouble()) continue;
+    at::Tensor lr = at::scalar_to_tensor((*args)[i].toDouble());
+    lr.unsafeGetTensorImpl()->set_wrapped_number(true);
+    (*args)[i] = std::move(lr);
+    return c10::Dispatcher::singleton().findSchemaOrThrow(name.name.c_str(), "tensor_lr");
+  }
+  return op;
+}
+
+// AutogradPrivateUse1 kernel of the in-place fused steps (see the header).
+void FusedStepOnNeuron(const c10::OperatorHandle& called, c10::DispatchKeySet /*keys*/,
+                       torch::jit::Stack* stack) {
+  const size_t n = called.schema().arguments().size();
   std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
   torch::jit::drop(*stack, n);
+  const c10::OperatorHandle op = WithTensorLr(called, &args);
+  const std::vector<c10::Argument>& arguments = op.schema().arguments();
   // Below autograd (the ops have no derivative), above functionalization,
   // which turns the copies into new values of the written tensors; copy_
   // bumps their version counters at ADInplaceOrView as the in-place op would.

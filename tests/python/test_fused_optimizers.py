@@ -99,3 +99,28 @@ def test_fused_optimizer_over_neuron_and_cpu_parameters_steps_both_as_the_cpu():
 
     for cpu, mixed in zip(run_on(["cpu", "cpu"]), run_on(["neuron", "cpu"])):
         assert torch.equal(cpu, mixed)
+
+
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.SGD, torch.optim.Adagrad])
+def test_a_learning_rate_schedule_compiles_no_graph_per_step(cls, metrics):
+    # Trainer's default: fused AdamW under a schedule that changes the
+    # learning rate every step. The rate is a value of the graph, not part of
+    # its key.
+    def run(device):
+        gen = torch.Generator().manual_seed(2)
+        p = torch.nn.Parameter(torch.randn(8, generator=gen).to(device))
+        optimizer = cls([p], lr=0.1, fused=True)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+        compiles = []
+        for _ in range(6):
+            before = metrics.counter("graph.compile.count")
+            p.grad = torch.randn(8, generator=gen).to(device)
+            optimizer.step()  # ends the step on neuron (the optimizer step hook)
+            schedule.step()
+            compiles.append(metrics.counter("graph.compile.count") - before)
+        return p.detach().cpu(), compiles
+
+    cpu, _ = run("cpu")
+    neuron, compiles = run("neuron")
+    assert torch.equal(cpu, neuron)
+    assert compiles[2:] == [0, 0, 0, 0], compiles
