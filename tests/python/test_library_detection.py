@@ -162,6 +162,7 @@ def test_the_device_calls_the_libraries_make(tmp_path):
     before = torch.neuron.memory_allocated()
     x = torch.empty(1024, device="neuron")
     torch_neuron.mark_step()
+    torch_neuron.wait_device_ops()  # the step's buffers exist once it has run
     assert torch.neuron.memory_allocated() - before >= 4096
     torch.neuron.reset_peak_memory_stats()
     assert torch.neuron.max_memory_allocated() == torch.neuron.memory_allocated()

@@ -150,6 +150,7 @@ def test_missing_compiler_falls_back_to_tier_0_warns_once_and_counts():
 DISK_ROUND_TRIP = r"""
 import torch, torch_neuron
 x = torch.arange(3000, dtype=torch.float32).neuron() / 1000
+torch_neuron.mark_step()  # x's graph first: y's read would materialize x with y
 y = torch.tanh(torch.sigmoid(x * 2 - 1) * x)
 print("equal", torch.allclose(y.cpu(), torch.tanh(torch.sigmoid(x.cpu() * 2 - 1) * x.cpu())))
 m = torch_neuron.metrics
@@ -159,7 +160,7 @@ print("counts", m.counter("graph.compile.count"), m.counter("cache.disk_hit.coun
 
 
 def test_kernel_graph_round_trips_through_the_disk_cache():
-    # Two graphs (y's, then x's for the reference). The second process loads
+    # Two graphs (x's at the mark_step, then y's). The second process loads
     # the first one's NEFFs, shared object included, and compiles nothing; no
     # entry may be found corrupt.
     from child_process import child_env, run_python
