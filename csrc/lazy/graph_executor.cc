@@ -173,6 +173,15 @@ namespace {
 //    their buffers): the attention mask that generate() grows after the read
 //    it needs, which would otherwise stay a chain of concatenations from the
 //    first token.
+// A backward op asked not to compute an output (output_mask) has an
+// Undefined one, which cannot be a graph output: such a node is recomputed.
+bool HasOnlyDefinedOutputs(const ir::Node& node) {
+  for (int k = 0; k < node.num_outputs(); ++k) {
+    if (node.shape(k).dtype() == c10::ScalarType::Undefined) return false;
+  }
+  return true;
+}
+
 std::vector<ir::NodePtr> AddWhatTheReadComputes(int device, std::vector<LazyTensorPtr>* tensors) {
   std::vector<LazyTensorPtr> live = PendingTensors(device);
   if (live.size() <= tensors->size()) return {};
@@ -210,7 +219,8 @@ std::vector<ir::NodePtr> AddWhatTheReadComputes(int device, std::vector<LazyTens
       const ir::Node* next = operand.node.get();
       if (!reached.contains(next)) {
         unreached.push_back(next);
-      } else if (next->kind() == ir::NodeKind::kOp && !ran.HasRun(*next) && seen.insert(next).second) {
+      } else if (next->kind() == ir::NodeKind::kOp && !ran.HasRun(*next) && HasOnlyDefinedOutputs(*next) &&
+                 seen.insert(next).second) {
         frontier.push_back(operand.node);
       }
     }
