@@ -8,7 +8,8 @@ which is true for a functional wrapper. These hooks give neuron tensors the
 treatment PyTorch gives storage-less backends:
 
 - ``repr``/``str`` prints the values (read back from the device) with the
-  device suffix, exactly as a CPU tensor would print them;
+  device suffix, exactly as a CPU tensor would print them (a fake neuron
+  tensor of torch.compile prints as torch prints fakes);
 - checkpoints (``torch.save``/``torch.load``) are ``_serialization.py``'s;
 - ``copy.deepcopy`` clones on the device;
 - ``cpu_tensor.copy_(neuron_tensor)`` reads the source back first
@@ -32,6 +33,7 @@ from __future__ import annotations
 import torch
 import torch.utils.dlpack
 import torch._tensor_str as _tensor_str
+from torch._subclasses.fake_tensor import is_fake
 from . import _C
 
 _DEVICE = "neuron"
@@ -45,7 +47,9 @@ _original_str_intern = _tensor_str._str_intern
 
 
 def _neuron_str_intern(inp, *, tensor_contents=None):
-    if not _is_neuron(inp) or torch._C._functorch.is_functorch_wrapped_tensor(inp):
+    if not _is_neuron(inp) or torch._C._functorch.is_functorch_wrapped_tensor(inp) or is_fake(inp):
+        # A fake neuron tensor (torch.compile's, printed by its debug logs) has
+        # no values to read: torch prints it as FakeTensor(..., device=...).
         return _original_str_intern(inp, tensor_contents=tensor_contents)
     # The values come from a CPU copy; prefix and suffixes follow torch's rules.
     with torch.no_grad():

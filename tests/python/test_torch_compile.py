@@ -31,6 +31,9 @@ def _fresh_dynamo():
     torch._dynamo.reset()
     counters.clear()
     yield
+    # AOTAutograd failing on a graph makes Dynamo break it and run it
+    # uncompiled: right values, but not what the test means to check.
+    assert counters["aot_autograd"]["not_ok"] == 0
     torch._dynamo.reset()
 
 
@@ -80,6 +83,13 @@ def test_fake_tensors_of_neuron_tensors_keep_their_metadata():
         assert (fake.dtype, fake.requires_grad, fake._is_view()) == (real.dtype, real.requires_grad, real._is_view())
     # A view's fake is a view of its base's fake (Dynamo's aliasing guards rely on it).
     assert view._base is not None and mode.from_tensor(view)._base is mode.from_tensor(view._base)
+
+
+def test_a_fake_neuron_tensor_prints_as_torch_prints_fakes():
+    # torch.compile's debug logs print fakes (pytest captures them): reading
+    # values back from a fake raised inside AOTAutograd and broke the graph.
+    fake = FakeTensorMode().from_tensor(torch.ones(2, 3, device="neuron"))
+    assert repr(fake) == "FakeTensor(..., device='neuron:0', size=(2, 3))"
 
 
 # --- the standard backends on neuron tensors ---------------------------------------
