@@ -68,15 +68,17 @@ if ! cmake --build build -j "$(nproc)" ${TARGETS[@]:+--target "${TARGETS[@]}"} 2
 fi
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$ROOT" > "$site/torch_neuron-dev.pth"
-# The package's metadata, as an editable install writes it: its entry point
-# makes `import torch` load torch_neuron (PyTorch's device-backend autoload).
+# The package's metadata, as an editable install writes it: its entry points
+# make `import torch` load torch_neuron (PyTorch's device-backend autoload) and
+# give torch.compile the "neuron" backend (pyproject.toml has the same two).
 version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' torch_neuron/version.py)
 rm -rf "$site"/torch_neuron-*.dist-info
 info="$site/torch_neuron-$version.dist-info"
 mkdir -p "$info"
 printf 'Metadata-Version: 2.1\nName: torch_neuron\nVersion: %s\nRequires-Dist: torch==2.13.0\n' \
   "$version" > "$info/METADATA"
-printf '[torch.backends]\nneuron = torch_neuron:_autoload\n' > "$info/entry_points.txt"
+printf '[torch.backends]\nneuron = torch_neuron:_autoload\n\n[torch_dynamo_backends]\nneuron = torch_neuron._compile_backend:neuron_backend\n' \
+  > "$info/entry_points.txt"
 echo "torch_neuron scripts/setup.sh" > "$info/INSTALLER"
 printf '%s,,\n' "torch_neuron-dev.pth" "${info##*/}/METADATA" "${info##*/}/entry_points.txt" \
   "${info##*/}/INSTALLER" "${info##*/}/RECORD" > "$info/RECORD"

@@ -6,9 +6,15 @@ fake tensors of neuron tensors are made as PyTorch makes XLA's
 torch._subclasses.meta_utils; the first tests check that patch and that CPU
 tensors still take the branch they took before). The compiled code then runs on
 the lazy path, so a region's ops join the pending graph like any traced op.
+
+``backend="neuron"`` (torch_neuron/_compile_backend.py, found by Dynamo through
+the package's entry point) runs AOTAutograd's graphs on the lazy path too, in
+this first version: every test runs under it as well, and it gives lazy mode's
+results bit for bit.
 """
 
 import copy
+import importlib.metadata
 
 import pytest
 import torch
@@ -20,10 +26,10 @@ from torch._subclasses import meta_utils
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import torch_neuron
-from torch_neuron import _fake_tensors
+from torch_neuron import _compile_backend, _fake_tensors
 from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches
 
-BACKENDS = ["eager", "aot_eager"]
+BACKENDS = ["eager", "aot_eager", "neuron"]
 
 
 @pytest.fixture(autouse=True)
@@ -283,3 +289,83 @@ def test_a_compiled_optimizer_step_matches_the_cpu(backend):
     for p_cpu, p in zip(cpu_model.parameters(), model.parameters()):
         torch.testing.assert_close(p.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5)
 
+
+# --- backend="neuron" --------------------------------------------------------------
+
+
+def test_dynamo_lists_the_neuron_backend_through_the_entry_point():
+    (entry,) = importlib.metadata.entry_points(group="torch_dynamo_backends", name="neuron")
+    assert entry.value == "torch_neuron._compile_backend:neuron_backend"
+    assert "neuron" in torch._dynamo.list_backends()
+    assert torch._dynamo.lookup_backend("neuron") is _compile_backend.neuron_backend
+
+
+def _lazy_and_compiled_training(kind, steps=3):
+    results = []
+    for backend in (None, "neuron"):
+        torch._dynamo.reset()
+        results.append(_train(kind, "neuron", backend, steps=steps))
+    return results
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "transformer"])
+def test_the_neuron_backend_trains_bit_for_bit_as_lazy_mode(kind, metrics):
+    (lazy_losses, lazy_model), (losses, model) = _lazy_and_compiled_training(kind)
+    assert losses == lazy_losses
+    for (name, p_lazy), p in zip(lazy_model.named_parameters(), model.parameters()):
+        assert torch.equal(p.detach().cpu(), p_lazy.detach().cpu()), name
+    # One forward and one backward graph for the 3 steps: no recompile.
+    assert {k: v for k, v in metrics.counters().items() if k.startswith("dynamo.")} == {
+        "dynamo.graph.forward.count": 1, "dynamo.graph.backward.count": 1}
+
+
+def test_the_neuron_backend_counts_inference_graphs_and_recompiles(metrics):
+    model = MLP(p=0.0)
+    neuron_model = copy.deepcopy(model).to("neuron")
+    compiled = torch.compile(neuron_model, backend="neuron")
+    with torch.no_grad():
+        for n in (2, 2, 3, 5):  # static for 2, then one dynamic graph
+            x = torch.randn(n, 16)
+            torch.testing.assert_close(compiled(x.to("neuron")).cpu(), model(x))
+    assert metrics.counter("dynamo.graph.inference.count") == 2
+    assert metrics.counter("dynamo.graph.forward.count") == 0
+
+
+def test_the_neuron_backend_takes_torch_compile_modes_and_refuses_options():
+    x = torch.randn(3)
+    for mode in ("default", "reduce-overhead", "max-autotune"):
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda a: a.sin() + 1, backend="neuron", mode=mode)
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), x.sin() + 1)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a: a.sin() + 1, backend="neuron", options={"max_autotune": True})
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match="takes no options yet"):
+        compiled(x.to("neuron"))
+
+
+def test_generate_with_a_static_cache_compiles_with_the_neuron_backend(metrics):
+    # transformers compiles the decoding step by itself on a "neuron" device
+    # (PreTrainedModel._default_compile_config: backend "neuron", dynamic=False).
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         bos_token_id=None, eos_token_id=None)  # no end of sequence: 8 new tokens
+    model = LlamaForCausalLM(config).eval()
+    neuron_model = copy.deepcopy(model).to("neuron")
+    prompt = torch.randint(3, 64, (1, 6))
+    kwargs = dict(max_new_tokens=8, do_sample=False, pad_token_id=0,
+                  cache_implementation="static")
+    expected = model.generate(prompt, **kwargs)
+    assert expected.shape == (1, 14)
+    assert neuron_model.generate(prompt.to("neuron"), **kwargs).cpu().tolist() == expected.tolist()
+    assert metrics.counter("dynamo.graph.inference.count") == 1  # the decoding step
+    for call in (2, 3):
+        metrics.reset()
+        assert neuron_model.generate(prompt.to("neuron"), **kwargs).cpu().tolist() == expected.tolist()
+        assert metrics.counter("dynamo.graph.inference.count") == 0  # Dynamo compiles nothing more
+    # The lazy graphs settle by the third call (the second still compiles one
+    # step graph whose wiring differs from the first call's; lazy mode without
+    # torch.compile settles by the second).
+    assert metrics.counter("graph.compile.count") == 0
