@@ -14,6 +14,7 @@ TORCH_NEURON_DEBUG_DIR=dir saves every compiled graph there.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Iterable, Tuple, List
 
@@ -61,19 +62,66 @@ def last_recompile_reason() -> str:
 
 
 def user_frame() -> str:
-    """"file:line" of the innermost frame outside torch and torch_neuron."""
+    """"file:line" of the innermost frame outside torch and torch_neuron (in a
+    torch.compile region's graph, the user's line its op was traced from)."""
     try:
         frame = sys._getframe(1)
     except ValueError:  # called from C++ on a thread with no Python frame (autograd)
         return ""
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_SKIP_DIRS):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        filename = frame.f_code.co_filename
+        if filename.startswith(_FX_GENERATED_FILE):
+            where = _fx_frame_user_line(frame)
+            if where:
+                return where
+        elif not os.path.abspath(filename).startswith(_SKIP_DIRS):
+            return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return ""
+
+
+# The ops of a torch.compile region run from the code FX generates for the
+# region's graph (file "<eval_with_key>.N", forward and backward alike); each
+# line of it calls one node, whose stack_trace Dynamo (and AOTAutograd after
+# it) recorded from the user's code. Tables from the generated code's lines to
+# those user lines, built at a code object's first lookup, keyed by the code
+# object (kept in the entry, so its id is not reused). Bounded: a process that
+# compiles without end starts over.
+_FX_GENERATED_FILE = "<eval_with_key>"
+_FX_TABLES_MAX = 4096
+_fx_tables: dict = {}
+_USER_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _fx_line_table(gm) -> dict:
+    first = gm.forward.__code__.co_firstlineno
+    nodes = list(gm.graph.nodes)
+    table = {}
+    for offset, index in (getattr(gm, "_lineno_map", None) or {}).items():
+        if index is None or index >= len(nodes):
+            continue
+        lines = _USER_LINE.findall(nodes[index].meta.get("stack_trace") or "")
+        if lines:
+            file, line = lines[-1]  # the innermost user frame
+            table[first + offset] = f"{file}:{line}"
+    return table
+
+
+def _fx_frame_user_line(frame) -> str:
+    """The user's "file:line" of the node a frame of FX's generated code is
+    running, or "" (the C++ source-location walk calls this for such frames)."""
+    entry = _fx_tables.get(id(frame.f_code))
+    if entry is None or entry[0] is not frame.f_code:
+        gm = frame.f_locals.get("self")  # forward(self, ...): its GraphModule
+        if not isinstance(gm, torch.fx.GraphModule) or gm.forward.__code__ is not frame.f_code:
+            return ""
+        if len(_fx_tables) >= _FX_TABLES_MAX:
+            _fx_tables.clear()
+        entry = _fx_tables[id(frame.f_code)] = (frame.f_code, _fx_line_table(gm))
+    return entry[1].get(frame.f_lineno, "")
 
 
 def _install_source_locations() -> None:
     # The C++ twin of user_frame: eager mode asks for every op's line.
     _C._set_native_source_location_getter(list(_SKIP_DIRS))
+    _C._set_fx_frame_resolver(_fx_frame_user_line)

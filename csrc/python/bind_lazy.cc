@@ -32,11 +32,34 @@ namespace py = pybind11;
 namespace torch_neuron::python {
 namespace {
 
+// A frame of the code FX generates for a GraphModule ("<eval_with_key>.N": the
+// graph of a torch.compile region, forward or backward) stands for the user's
+// line its node was traced from. torch_neuron/debug.py sets the function that
+// maps such a frame to that "file:line" ("" when it cannot: the walk goes on
+// outward). A strong reference, read and written under the GIL, never freed.
+constexpr char kFxGeneratedFile[] = "<eval_with_key>";
+PyObject* fx_frame_resolver = nullptr;
+
+std::string ResolveFxFrame(PyFrameObject* frame) {
+  if (fx_frame_resolver == nullptr || PyErr_Occurred()) return std::string();
+  PyObject* result = PyObject_CallOneArg(fx_frame_resolver, reinterpret_cast<PyObject*>(frame));
+  std::string where;
+  if (result != nullptr && PyUnicode_Check(result)) {
+    const char* text = PyUnicode_AsUTF8(result);
+    if (text != nullptr) where = text;
+  }
+  Py_XDECREF(result);
+  if (PyErr_Occurred()) PyErr_Clear();  // a resolver error only costs the line
+  return where;
+}
+
 // "file:line" of the innermost Python frame of this thread whose file is not
 // under one of `skip` (torch's and torch_neuron's directories): a walk over
 // the frame chain comparing file-name prefixes, cheap enough for every op of
-// eager mode (benchmarks/bench_tracing.py measures it). "" on a thread with no
-// Python frame (autograd's workers) or while the interpreter shuts down.
+// eager mode (benchmarks/bench_tracing.py measures it). A frame of a compiled
+// region's FX code gives the line of its node's user code (ResolveFxFrame).
+// "" on a thread with no Python frame (autograd's workers) or while the
+// interpreter shuts down.
 std::string UserFrame(const std::vector<std::string>& skip) {
   if (!Py_IsInitialized() || _Py_IsFinalizing()) return std::string();
   const PyGILState_STATE gil = PyGILState_Ensure();
@@ -50,7 +73,12 @@ std::string UserFrame(const std::vector<std::string>& skip) {
     for (const std::string& prefix : skip) {
       internal = internal || std::strncmp(file, prefix.data(), prefix.size()) == 0;
     }
-    if (!internal) where = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    if (!internal && std::strncmp(file, kFxGeneratedFile, sizeof(kFxGeneratedFile) - 1) == 0) {
+      where = ResolveFxFrame(frame);
+      internal = where.empty();
+    } else if (!internal) {
+      where = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    }
     Py_DECREF(code);
     PyFrameObject* back = internal ? PyFrame_GetBack(frame) : nullptr;
     Py_DECREF(frame);
@@ -252,6 +280,11 @@ void BindLazy(py::module_& m) {
   // The same from C++ (UserFrame), skipping frames of files under `skip`.
   m.def("_set_native_source_location_getter", [](std::vector<std::string> skip) {
     lazy::SetSourceLocationGetter([skip = std::move(skip)] { return UserFrame(skip); });
+  });
+  m.def("_set_fx_frame_resolver", [](py::object resolver) {
+    PyObject* old = fx_frame_resolver;
+    fx_frame_resolver = resolver.release().ptr();
+    Py_XDECREF(old);
   });
   m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
   m.def("_clear_compile_cache", [] {

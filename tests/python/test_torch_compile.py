@@ -15,6 +15,7 @@ results bit for bit.
 
 import copy
 import importlib.metadata
+import re
 
 import pytest
 import torch
@@ -27,6 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 import torch_neuron
 from torch_neuron import _compile_backend, _fake_tensors
+from child_process import run_python
 from models import MLP, SmallCNN, TinyDecoder, loss_fn, make_batches
 
 BACKENDS = ["eager", "aot_eager", "neuron"]
@@ -369,3 +371,73 @@ def test_generate_with_a_static_cache_compiles_with_the_neuron_backend(metrics):
     # step graph whose wiring differs from the first call's; lazy mode without
     # torch.compile settles by the second).
     assert metrics.counter("graph.compile.count") == 0
+
+
+# --- source lines of compiled regions ----------------------------------------------
+
+# The probes run from a file: Dynamo records no stack traces for `python -c`
+# code. They name the neuron backend by its function: the child processes see
+# the package through PYTHONPATH, and its entry point only once it is installed.
+_LINES_PROBE = """\
+import torch, torch_neuron
+from torch_neuron import _compile_backend
+def f(a, w):
+    h = torch.tanh(a @ w)
+    return (h * h).sum()
+backend = {backend!r}
+backend = _compile_backend.neuron_backend if backend == "neuron" else backend
+w = torch.randn(4, 2, device="neuron", requires_grad=True)
+loss = torch.compile(f, backend=backend)(torch.randn(3, 4, device="neuron"), w)
+loss.backward()
+print(torch_neuron.debug.ir_text([loss, w.grad]))
+"""
+
+
+def _run_file(tmp_path, source, env):
+    path = tmp_path / "region.py"
+    path.write_text(source)
+    done = run_python(f"import runpy; runpy.run_path({str(path)!r})", env=env, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return path, done.stdout
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ops_of_a_compiled_region_record_the_users_lines(backend, tmp_path):
+    # TORCH_NEURON_IR_DEBUG=1: each op of the region's graphs names the line of
+    # f it was traced from, not the code FX generated. The backward graphs of
+    # aot_eager and neuron name f's lines too; under eager, backward is
+    # autograd's, traced from loss.backward()'s line, as without torch.compile.
+    path, out = _run_file(tmp_path, _LINES_PROBE.format(backend=backend), {"TORCH_NEURON_IR_DEBUG": "1"})
+    lines = {}
+    for line in out.splitlines():
+        match = re.search(r"= aten::(\w+)[.(].*#\s*(\S+)$", line)
+        if match:
+            lines.setdefault(match.group(1), set()).add(match.group(2))
+    backward = f"{path}:10" if backend == "eager" else f"{path}:4"
+    assert {op: lines.get(op) for op in ("tanh", "sum", "tanh_backward")} == {
+        "tanh": {f"{path}:4"}, "sum": {f"{path}:5"}, "tanh_backward": {backward}}
+    assert lines["mm"] == {f"{path}:4", backward}  # a @ w, and its gradient
+
+
+_RAISING_REGION = """\
+import torch, torch_neuron
+from torch_neuron import _compile_backend
+def f(a, index):
+    b = a * 2
+    return b[index] + 1
+backend = {backend!r}
+backend = _compile_backend.neuron_backend if backend == "neuron" else backend
+compiled = torch.compile(f, backend=backend)
+try:
+    compiled(torch.ones(3, device="neuron"), torch.tensor([5], device="neuron")).cpu()
+except IndexError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_in_a_compiled_region_names_the_op_and_the_users_line(backend, tmp_path):
+    # Eager mode runs each op as it is traced: the error names its line.
+    path, out = _run_file(tmp_path, _RAISING_REGION.format(backend=backend), {"TORCH_NEURON_MODE": "eager"})
+    assert out.strip() == (f"neuron execution failed in aten::index.Tensor ({path}:5): "
+                           "index 5 is out of bounds for dimension 0 with size 3")
