@@ -15,7 +15,9 @@ results bit for bit.
 
 import copy
 import importlib.metadata
+import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -441,3 +443,41 @@ def test_an_error_in_a_compiled_region_names_the_op_and_the_users_line(backend, 
     path, out = _run_file(tmp_path, _RAISING_REGION.format(backend=backend), {"TORCH_NEURON_MODE": "eager"})
     assert out.strip() == (f"neuron execution failed in aten::index.Tensor ({path}:5): "
                            "index 5 is out of bounds for dimension 0 with size 3")
+
+
+# --- the compile cache --------------------------------------------------------------
+
+_TRAIN_WORKER = """\
+import json, sys, torch, torch_neuron
+from torch_neuron import _compile_backend
+sys.path.insert(0, {here!r})
+from models import MLP, loss_fn, make_batches
+torch.manual_seed(0)
+model = MLP(p=0.0).to("neuron")
+compiled = torch.compile(model, backend=_compile_backend.neuron_backend)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+losses = []
+for x, y in make_batches("mlp", 3, batch=8):
+    loss = loss_fn("mlp", compiled, x.to("neuron"), y.to("neuron"))
+    opt.zero_grad(); loss.backward(); opt.step()
+    torch_neuron.mark_step()
+    losses.append(loss.item())
+c = torch_neuron.metrics.counters()
+print(json.dumps({{"losses": losses, "compiles": c.get("graph.compile.count", 0),
+                  "disk_hits": c.get("cache.disk_hit.count", 0)}}))
+"""
+
+
+def test_a_second_process_running_a_compiled_model_compiles_nothing(tmp_path):
+    here = str(Path(__file__).resolve().parent)
+    runs = []
+    for _ in range(2):
+        done = run_python(_TRAIN_WORKER.format(here=here), env={"TORCH_NEURON_CACHE_DIR": str(tmp_path)}, timeout=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    # The compiled region's ops join the step graphs, which are lazy mode's
+    # (test_compile_cache.py's MLP: 2 graphs), so the disk cache serves them.
+    assert (first["compiles"], first["disk_hits"]) == (2, 0)
+    assert (second["compiles"], second["disk_hits"]) == (0, 2)
+    assert second["losses"] == first["losses"]
