@@ -80,6 +80,27 @@ def test_meta_utils_treats_neuron_tensors_as_xla_ones_and_nothing_else_changes()
     assert cpu_desc.unwrapped.device == torch.device("cpu") and not cpu_desc.unwrapped.is_functional
 
 
+def test_the_patch_applies_to_both_functions_or_warns_and_patches_neither(monkeypatch):
+    class Unchanged:
+        def describe_tensor(self, t):
+            return t.device.type not in ("xla", "lazy")
+
+    class Rewritten:  # what an upgrade might make of the other one
+        def meta_tensor(self, t):
+            return t.device.type not in {"xla", "lazy", "hpu"}
+
+    original = Unchanged.describe_tensor.__code__
+    monkeypatch.setattr(_fake_tensors, "_TARGETS", ((Unchanged, "describe_tensor"), (Rewritten, "meta_tensor")))
+    with pytest.warns(RuntimeWarning, match="Rewritten.meta_tensor no longer tests the device type"):
+        assert _fake_tensors.install() is False
+    assert Unchanged.describe_tensor.__code__ is original and _fake_tensors.patched_functions() == []
+
+    monkeypatch.setattr(_fake_tensors, "_TARGETS", ((Unchanged, "describe_tensor"),))
+    assert _fake_tensors.install() is True
+    neuron = torch.ones(1, device="neuron")
+    assert Unchanged().describe_tensor(neuron) is False and Unchanged().describe_tensor(torch.ones(1)) is True
+
+
 def test_fake_tensors_of_neuron_tensors_keep_their_metadata():
     base = torch.randn(4, 6, device="neuron", requires_grad=True)
     view = base.detach()[1:, 2:].t()
