@@ -112,6 +112,34 @@ def test_trainer_with_adamw_torch_trains_on_neuron_as_on_the_cpu(tmp_path, metri
     check_trainer(tmp_path, metrics, n_embd=12, optim="adamw_torch")
 
 
+def test_trainer_with_torch_compile_trains_on_neuron_as_on_the_cpu(tmp_path, metrics):
+    # torch_compile=True picks backend "neuron" on a neuron machine
+    # (TrainingArguments.torch_compile_backend). The reference is the CPU
+    # without torch.compile (Inductor on the CPU would take minutes here).
+    import torch._dynamo
+
+    base = tiny_gpt2(12)
+    data = token_data(2 * TRAINER_STEPS)
+    cpu_losses, _, cpu_model = train_with_trainer(copy.deepcopy(base), data, tmp_path / "cpu", metrics,
+                                                  use_cpu=True, optim="adamw_torch")
+    metrics.reset()
+    torch._dynamo.reset()
+    try:
+        losses, graphs, model = train_with_trainer(copy.deepcopy(base), data, tmp_path / "neuron", metrics,
+                                                   optim="adamw_torch", torch_compile=True)
+    finally:
+        torch._dynamo.reset()
+    assert next(model.parameters()).device == torch.device("neuron:0")
+    assert_close_lists(losses, cpu_losses)
+    assert_same_parameters(model, cpu_model)
+    assert sum(graphs[:2]) > 0 and graphs[2:] == [0] * (TRAINER_STEPS - 2), graphs
+    assert metrics.counter("step.ended_by_optimizer.count") == TRAINER_STEPS
+    # GPT-2's forward in two graphs (Dynamo breaks at transformers' logger.warning_once),
+    # each with its backward, compiled at the first step only.
+    assert {k: v for k, v in metrics.counters().items() if k.startswith("dynamo.")} == {
+        "dynamo.graph.forward.count": 2, "dynamo.graph.backward.count": 2}
+
+
 # ------------------------------------------------------------------------ accelerate
 
 @pytest.fixture
