@@ -101,6 +101,15 @@ def test_the_patch_applies_to_both_functions_or_warns_and_patches_neither(monkey
     assert Unchanged().describe_tensor(neuron) is False and Unchanged().describe_tensor(torch.ones(1)) is True
 
 
+def test_import_torch_alone_is_enough_for_torch_compile_on_neuron_tensors():
+    # The autoloaded package patches meta_utils during torch's own import.
+    done = run_python("import torch\n"
+                      "f = torch.compile(lambda a: a.sin() + 1, backend='aot_eager')\n"
+                      "print(f(torch.zeros(2, device='neuron')).cpu().tolist())")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[1.0, 1.0]"
+
+
 def test_fake_tensors_of_neuron_tensors_keep_their_metadata():
     base = torch.randn(4, 6, device="neuron", requires_grad=True)
     view = base.detach()[1:, 2:].t()
