@@ -4,6 +4,7 @@
 #include <ATen/ops/copy.h>
 #include <ATen/ops/lift_fresh.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
@@ -71,8 +72,16 @@ at::Tensor MakeViewTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
 
 namespace {
 
-at::Tensor LiftFresh(const at::Tensor& self) {
+at::Tensor LiftFresh(c10::DispatchKeySet ks, const at::Tensor& self) {
   if (at::functionalization::impl::isFunctionalTensor(self)) {
+    if (IsNeuron(self) && c10::impl::TorchDispatchModeTLS::any_modes_set()) {
+      // torch.tensor(data, device="neuron") under a Python dispatch mode:
+      // PyTorch made the tensor with the modes off, and lift_fresh is how the
+      // modes get to see it (torch.compile's FakeTensorMode turns it into a
+      // fake; a CUDA tensor reaches them the same way, being no functional
+      // wrapper). Functionalization would keep it from them: pass it below.
+      return at::_ops::lift_fresh::redispatch(ks & c10::after_func_keyset, self);
+    }
     // A fresh tensor nobody else holds: no alias is needed. Other devices keep
     // PyTorch's view, which graph export relies on.
     return IsNeuron(self) ? self : self.view_as(self);
@@ -136,7 +145,7 @@ void RegisterFunctionalizeOverrides() {
     c10::WarningUtils::WarningHandlerGuard guard(&silent);
     auto* lib =
         new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
-    lib->impl("lift_fresh", LiftFresh);
+    lib->impl("lift_fresh", TORCH_FN(LiftFresh));
     auto* in_place_or_view = new torch::Library(torch::Library::IMPL, "aten",
                                                 c10::DispatchKey::ADInplaceOrView, __FILE__, __LINE__);
     in_place_or_view->impl("copy_", TORCH_FN(CopyInPlaceOrView));

@@ -151,6 +151,38 @@ def test_a_function_gives_the_cpu_result_in_one_graph(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_tensors_made_from_data_inside_a_region(backend):
+    # torch.tensor(data, device="neuron") makes a real tensor with the modes
+    # off, then lift_fresh hands it to them (lazy/bridge.cc): Dynamo's fake mode
+    # got the real tensor before, and the graph mixed fake and real tensors.
+    def f(a, s):
+        return a * torch.tensor([1.0, 2.0, 3.0], device=a.device) + torch.as_tensor(s, device=a.device)
+
+    a = torch.randn(3)
+    got = torch.compile(f, backend=backend)(a.to("neuron"), [0.5, 0.25, 0.125])
+    torch.testing.assert_close(got.cpu(), f(a, [0.5, 0.25, 0.125]))
+
+
+def test_a_dispatch_mode_sees_the_lift_of_torch_tensor_on_neuron():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    for device in ("cpu", "neuron"):
+        with Ops() as ops:
+            t = torch.tensor([1.0, 2.0], device=device)
+        assert ops.seen == ["aten.lift_fresh.default"], device
+        assert t.device.type == device and t.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_compiled_region_joins_the_pending_graph(backend, metrics):
     x = torch.randn(4).to("neuron") * 3  # pending, not yet run
     compiled = torch.compile(lambda a: a.exp() + 1, backend=backend)
