@@ -150,6 +150,33 @@ def test_a_function_gives_the_cpu_result_in_one_graph(backend):
     assert cnt.frame_count == 1
 
 
+# Ops a region meets often, data-dependent ones among them (Dynamo breaks the
+# graph there, or AOTAutograd does: the lazy path's CPU fallback runs them).
+REGION_OPS = {
+    "boolean_mask_and_nonzero": lambda a: a[a > 0].sum() + torch.nonzero(a > 0).float().sum(),
+    "item": lambda a: a * a.sum().item(),
+    "sort_and_topk": lambda a: a.sort(dim=-1).values + a.topk(2, dim=-1).values.sum(),
+    "where_and_cumsum": lambda a: torch.where(a > 0, a.cumsum(-1), a.new_zeros(a.shape)),
+    "dtypes": lambda a: (a.to(torch.float64) * 2).half().float() + torch.zeros_like(a, dtype=torch.int32),
+    "in_place_on_a_clone": lambda a: a.clone().mul_(2).add_(1).clamp_(min=0),
+    "cat_and_stack": lambda a: torch.cat([a, a * 2], 0).sum(0) + torch.stack([a, a]).mean(0)[0],
+    "einsum": lambda a: torch.einsum("ij,kj->ik", a, a),
+    "unbind_and_chunk": lambda a: sum(x.sum() for x in a.unbind(0)) + a.chunk(2, 1)[1].sum(),
+    "argmax_and_gather": lambda a: a.gather(1, a.argmax(1, keepdim=True)),
+    "index_with_arange": lambda a: a[:, torch.arange(a.shape[1], device=a.device).flip(0)],
+    "bool_reductions": lambda a: ((a > 0) & (a < 1)).sum() + (a > 0).any().float(),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ops_a_region_meets_often_give_the_cpus_results(backend):
+    a = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    for name, fn in REGION_OPS.items():
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend=backend)(a.to("neuron"))
+        torch.testing.assert_close(got.cpu(), fn(a), msg=name)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tensors_made_from_data_inside_a_region(backend):
     # torch.tensor(data, device="neuron") makes a real tensor with the modes
