@@ -340,6 +340,21 @@ def test_a_module_moved_after_compiling_recompiles_for_neuron(backend):
     assert cnt.frame_count == 2  # a guard on the device failed: one recompile
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_module_on_the_second_device(backend, two_devices):
+    model = torch.nn.Linear(4, 3)
+    reference = copy.deepcopy(model)
+    model.to("neuron:1")
+    x = torch.randn(2, 4)
+    got = torch.compile(model, backend=backend)(x.to("neuron:1"))
+    got.sum().backward()
+    want = reference(x)
+    want.sum().backward()
+    assert got.device == model.weight.grad.device == torch.device("neuron:1")
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(model.weight.grad.cpu(), reference.weight.grad)
+
+
 def _train(kind, device, backend, steps=5, compile_step=False):
     torch.manual_seed(0)
     model = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}[kind]()
