@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 import torch.utils.dlpack
 import torch._tensor_str as _tensor_str
-from torch._subclasses.fake_tensor import is_fake
+from torch._subclasses.fake_tensor import FakeTensor
 from . import _C
 
 _DEVICE = "neuron"
@@ -46,8 +46,17 @@ def _is_neuron(t) -> bool:
 _original_str_intern = _tensor_str._str_intern
 
 
+def _is_fake(t) -> bool:
+    """A fake tensor, or a functional wrapper of one (AOTAutograd's). A real
+    neuron tensor's wrapper is looked into without a sync (torch's is_fake
+    would sync it, which may trace its pending view updates)."""
+    if isinstance(t, FakeTensor):
+        return True
+    return torch._is_functional_tensor(t) and isinstance(torch._from_functional_tensor(t), FakeTensor)
+
+
 def _neuron_str_intern(inp, *, tensor_contents=None):
-    if not _is_neuron(inp) or torch._C._functorch.is_functorch_wrapped_tensor(inp) or is_fake(inp):
+    if not _is_neuron(inp) or torch._C._functorch.is_functorch_wrapped_tensor(inp) or _is_fake(inp):
         # A fake neuron tensor (torch.compile's, printed by its debug logs) has
         # no values to read: torch prints it as FakeTensor(..., device=...).
         return _original_str_intern(inp, tensor_contents=tensor_contents)

@@ -130,6 +130,9 @@ def test_a_fake_neuron_tensor_prints_as_torch_prints_fakes():
     # values back from a fake raised inside AOTAutograd and broke the graph.
     fake = FakeTensorMode().from_tensor(torch.ones(2, 3, device="neuron"))
     assert repr(fake) == "FakeTensor(..., device='neuron:0', size=(2, 3))"
+    # AOTAutograd's functional wrapper of a fake, as torch prints it.
+    assert repr(torch._to_functional_tensor(fake)).startswith(
+        "_to_functional_tensor(FakeTensor(..., device='neuron:0', size=(2, 3)),")
 
 
 # --- the standard backends on neuron tensors ---------------------------------------
