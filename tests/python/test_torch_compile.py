@@ -358,6 +358,18 @@ def test_a_module_on_the_second_device(backend, two_devices):
     torch.testing.assert_close(model.weight.grad.cpu(), reference.weight.grad)
 
 
+def test_torch_export_of_a_neuron_module_runs_as_the_module():
+    # torch.export traces with the same fake tensors as Dynamo.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    reference = copy.deepcopy(model)
+    model.to("neuron")
+    x = torch.randn(2, 4)
+    exported = torch.export.export(model, (x.to("neuron"),))
+    targets = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+    assert targets == [torch.ops.aten.linear.default, torch.ops.aten.relu.default]
+    torch.testing.assert_close(exported.module()(x.to("neuron")).cpu(), reference(x))
+
+
 def _train(kind, device, backend, steps=5, compile_step=False):
     torch.manual_seed(0)
     model = {"mlp": MLP, "cnn": SmallCNN, "transformer": TinyDecoder}[kind]()
