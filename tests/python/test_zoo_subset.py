@@ -10,6 +10,7 @@ rounding) is an xfail naming it; any other failure fails. `make zoo` runs the wh
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,8 +22,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ZOO = os.path.join(ROOT, "tests", "zoo")
 sys.path.insert(0, ZOO)
 
-import report  # noqa: E402
 import traits  # noqa: E402
+
+# tests/zoo/report.py by path, under a name of its own: tests/conformance has a
+# report.py too, and whichever test module imports `report` first would give
+# its module to the other (a failing entry's report then raised AttributeError).
+_spec = importlib.util.spec_from_file_location("zoo_report", os.path.join(ZOO, "report.py"))
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
 
 # The opt level users get by default. rtol 1e-3 there (run_model.tolerance).
 OPT_LEVEL = 1
