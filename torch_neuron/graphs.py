@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import gc
 import warnings
-import weakref
 
 import torch
 
@@ -49,14 +48,10 @@ from . import _C
 
 __all__ = ["NeuronGraph", "graph"]
 
-# Graphs whose capture began; one is capturing until its capture ends or aborts.
-_begun: "weakref.WeakSet[NeuronGraph]" = weakref.WeakSet()
-
-
 def _is_capturing(index: int) -> bool:
     """Whether a step is being captured on neuron:index (the optimizer's step
     then leaves the device alone: the capture's end runs the step)."""
-    return any(g._index == index and g._impl.capturing for g in list(_begun))
+    return _C._is_capturing(index)
 
 
 def _live_objects(index: int):
@@ -104,7 +99,6 @@ class NeuronGraph:
         tensors, self._optimizer_state = _live_objects(index)
         self._impl.begin(index, tensors)
         self._index = index
-        _begun.add(self)
 
     def capture_end(self) -> None:
         """Ends the capture: the step runs once, as at mark_step, and is kept.

@@ -158,7 +158,7 @@ void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
     }
     for (int device : devices) BeforeSync(device, false);
   }
-  RunNow(tensors);
+  RunByDevice(tensors, /*read=*/true);
 }
 
 namespace {
@@ -231,12 +231,17 @@ std::vector<ir::NodePtr> AddWhatTheReadComputes(int device, std::vector<LazyTens
 }  // namespace
 
 void GraphExecutor::RunNow(const std::vector<LazyTensorPtr>& tensors) {
+  RunByDevice(tensors, /*read=*/false);
+}
+
+void GraphExecutor::RunByDevice(const std::vector<LazyTensorPtr>& tensors, bool read) {
   std::map<int, std::vector<LazyTensorPtr>> by_device;
   for (const LazyTensorPtr& t : tensors) {
     if (t && t->is_pending()) by_device[t->device()].push_back(t);
   }
   for (auto& [device, list] : by_device) {
-    const std::vector<ir::NodePtr> keep = AddWhatTheReadComputes(device, &list);
+    std::vector<ir::NodePtr> keep;
+    if (read) keep = AddWhatTheReadComputes(device, &list);
     SyncDevice(device, list, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
   }
 }
@@ -302,6 +307,11 @@ void GraphExecutor::BeginCapture(int device) {
   MarkStep(device);
   absl::MutexLock lock(&mu_);
   capturing_.insert(device);
+}
+
+bool GraphExecutor::IsCapturing(int device) const {
+  absl::MutexLock lock(&mu_);
+  return capturing_.count(device) != 0;
 }
 
 void GraphExecutor::EndCapture(int device) {

@@ -99,6 +99,7 @@ class GraphExecutor {
   // runs what is pending; raises if the device is already capturing.
   void BeginCapture(int device);
   void EndCapture(int device);
+  bool IsCapturing(int device) const;
   // Syncs everything pending on the capturing `device` like mark_step and
   // fills `record` to run the same graph again.
   void CaptureStep(int device, StepRecord* record);
@@ -131,6 +132,11 @@ class GraphExecutor {
                   bool partial = false, bool only_if_cached = false,
                   const std::vector<ir::NodePtr>& keep = {});
   void CheckNotCapturing(int device, const char* what) const;
+  // Syncs the pending ones among `tensors`, a graph per device; a `read`
+  // (Sync: .item(), .cpu(), printing) also materializes what its graph computes
+  // for other live tensors (graph_executor.cc, AddWhatTheReadComputes), a
+  // scheduler's RunNow does not.
+  void RunByDevice(const std::vector<LazyTensorPtr>& tensors, bool read);
 
   mutable absl::Mutex mu_;
   std::set<int> capturing_ ABSL_GUARDED_BY(mu_);

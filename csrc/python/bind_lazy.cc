@@ -286,6 +286,7 @@ void BindLazy(py::module_& m) {
     fx_frame_resolver = resolver.release().ptr();
     Py_XDECREF(old);
   });
+  m.def("_is_capturing", [](int device) { return lazy::GraphExecutor::Get().IsCapturing(device); });
   m.def("_last_recompile_reason", [] { return lazy::GraphExecutor::Get().LastRecompileReason(); });
   m.def("_clear_compile_cache", [] {
     py::gil_scoped_release release;  // waits for background compiles, which may want the GIL
