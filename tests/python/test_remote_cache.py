@@ -6,7 +6,6 @@ compile, never an error."""
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,8 +14,8 @@ import time
 import pytest
 
 from child_process import REPO_ROOT, child_env, run_python
+from servers import REDIS, free_port, redis_server
 
-REDIS = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server is not installed (scripts/setup.sh installs it)")
 
 STEPS = r"""
@@ -46,12 +45,6 @@ print(json.dumps({{"losses": losses, "compiles": c.get("graph.compile.count", 0)
 """.format(here=os.path.dirname(os.path.abspath(__file__)))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _command(port, *args):
     """One Redis command in RESP over a plain socket; the raw reply."""
     payload = f"*{len(args)}\r\n".encode()
@@ -66,21 +59,8 @@ def _command(port, *args):
 
 @pytest.fixture
 def redis(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if _command(port, "PING").startswith(b"+PONG"):
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
-        time.sleep(0.1)
-    yield port
-    proc.terminate()
-    proc.wait(timeout=30)
+    with redis_server(tmp_path) as port:
+        yield port
 
 
 def _steps(cache, url, **env):
@@ -141,7 +121,7 @@ def test_a_corrupt_remote_entry_is_deleted_and_compiled_again(tmp_path, redis):
 
 
 def test_a_redis_that_is_down_costs_a_warning_and_a_local_compile(tmp_path):
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     out = _steps(tmp_path / "cache", url)
     reference = _steps(tmp_path / "reference", "")
     assert out["losses"] == reference["losses"]

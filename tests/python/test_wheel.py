@@ -11,13 +11,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from servers import REDIS, free_port, redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,34 +208,12 @@ def test_wheel_runs_where_the_build_machines_abseil_protobuf_and_hiredis_are_abs
     assert any(re.search(r"/torch_neuron/lib/libprotobuf-[0-9a-f]{8}\.so\.32$", m) for m in out["maps"]), out
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def redis(tmp_path):
-    server = shutil.which("redis-server")
-    if server is None:
+    if REDIS is None:
         pytest.skip("redis-server is not installed (scripts/setup.sh installs it)")
-    port = _free_port()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
-        time.sleep(0.1)
-    yield port
-    proc.terminate()
-    proc.wait(timeout=30)
+    with redis_server(tmp_path) as port:
+        yield port
 
 
 @needs_namespace
@@ -247,7 +225,7 @@ def test_wheel_remote_cache_works_without_the_build_machines_hiredis(installed, 
     second = _run_hidden(installed, TORCH_NEURON_REMOTE_CACHE=url, TORCH_NEURON_CACHE_DIR=str(tmp_path / "m2"))
     assert second["compiles"] == 0 and second["hit"] == 1 and second["value"] == first["value"], second
     # A Redis that is down: a warning and a local compile, no error.
-    down = _run_hidden(installed, TORCH_NEURON_REMOTE_CACHE=f"redis://127.0.0.1:{_free_port()}/0",
+    down = _run_hidden(installed, TORCH_NEURON_REMOTE_CACHE=f"redis://127.0.0.1:{free_port()}/0",
                        TORCH_NEURON_CACHE_DIR=str(tmp_path / "m3"))
     assert down["compiles"] == 1 and down["unavailable"] >= 1 and down["value"] == first["value"], down
     assert "remote compile cache is unavailable" in down["stderr"], down["stderr"]
