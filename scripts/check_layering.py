@@ -33,6 +33,7 @@ LAYERS = (
     "lazy",      # tensors, tracer, scheduler seams, graph executor
     "eager",     # adaptive eager (a Scheduler)
     "registry",  # shape registry (a TraceObserver)
+    "dynamo",    # the compiled road: torch.compile regions traced once, run as programs
     "python",    # pybind11 bindings: the only folder that sees Python
 )
 

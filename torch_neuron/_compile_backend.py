@@ -1,19 +1,25 @@
-"""``torch.compile(backend="neuron")``: the first version of the compiled road
-(issue 47; DESIGN.md, "The compiled road").
+"""``torch.compile(backend="neuron")``: the compiled road (issue 47;
+DESIGN.md, "The compiled road").
 
 Dynamo captures the Python into FX graphs behind its guards; AOTAutograd turns
 each into functional ATen graphs (forward and backward when something needs a
 gradient, one inference graph otherwise), with input mutations kept in the
-graph, as ``aot_eager`` does. This version runs those graphs on the lazy path:
-every call of a compiled region traces its ATen ops into the pending graph,
-exactly as the same ops written out by hand would be, and the pending graph
-runs at the next sync (``mark_step``, a read) through the usual hash, caches and
-compiler. Results are therefore the lazy path's, and a compiled region never
-runs anything by itself; what Dynamo adds is its guards, graph breaks and
-recompiles, and AOTAutograd's joint forward/backward graphs.
+inference graph, as ``aot_eager`` does. Each ATen graph becomes a
+``_GraphRunner``: at its first call with given input shapes it is traced once
+on the lazy path into one IR graph, which goes through the usual hash, caches
+(memory, disk, Redis, the compile service) and compiler, and is kept as a
+``_C._CompiledGraph`` (csrc/dynamo/compiled_graph.h); every later call with
+those shapes binds the inputs' buffers and queues the program on the device:
+no op is dispatched, nothing is traced. Dynamo's guards decide when a graph is
+compiled again; a graph break runs the code between graphs on the lazy path.
 
-What it does not do yet, the issue's goal: turn each ATen graph into the
-project's IR once per guard set, so that a call traces nothing per op.
+A graph runs op by op on the lazy path instead (each call traces its ops into
+the pending graph, as the first version of this backend did) when its inputs
+are not all neuron tensors of one device, in eager mode, and, when
+``TORCH_NEURON_COMPILE_FALLBACK=1``, when it cannot be one program (an op on the
+CPU fallback or a read of a value inside it; a warning says which). Without
+that setting such a graph raises a NotImplementedError naming the op, as
+TorchNeuron does.
 
 Dynamo finds the backend through the package's ``torch_dynamo_backends`` entry
 point (pyproject.toml; scripts/setup.sh writes it for a development build), so
@@ -23,41 +29,156 @@ This module is imported only when Dynamo looks the backend up.
 
 Counters (torch_neuron.metrics): ``dynamo.graph.forward.count``,
 ``dynamo.graph.backward.count`` and ``dynamo.graph.inference.count``: the ATen
-graphs this backend was handed, one each per compile (a recompile counts again).
+graphs this backend was handed, one each per compile (a recompile counts
+again); ``dynamo.region.trace.count``: graphs traced into programs (one per
+graph and input shapes); ``dynamo.region.run.count``: calls that ran a traced
+program; ``dynamo.region.op_by_op.count``: calls that ran op by op.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _C
+from . import _C, debug
 
 # torch.compile's modes tune Inductor (CUDA graphs, autotuning); this backend
 # has no such choices, so each is taken and means the same.
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def _lazy_graph_runner(kind: str) -> Callable:
-    """An AOTAutograd compiler that runs its graph as it is, op by op: on
-    neuron tensors every op traces into the pending graph."""
+# The message GraphExecutor raises for a sync inside a region's trace
+# (csrc/lazy/graph_executor.cc, CheckNotCapturing).
+_NOT_ONE_GRAPH = 'inside a torch.compile(backend="neuron") region'
+
+
+class _GraphRunner:
+    """One AOTAutograd graph: traced into a program once per input shapes
+    (``_C._CompiledGraph``), then run as that program."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str):
+        self.gm = gm
+        self.kind = kind
+        self.article = "an" if kind[0] in "aeiou" else "a"
+        # Inputs that are not tensors (sizes Dynamo made symbolic): their
+        # values pick the traced graphs, as the tensors' shapes do.
+        self.scalar_positions = [
+            i for i, x in enumerate(example_inputs) if not isinstance(x, torch.Tensor)
+        ]
+        self.graphs: dict = {}  # scalar values -> [(traced graph, result template)], newest first
+        self.op_by_op = False  # the graph cannot be one program (fallback)
+
+    def __call__(self, args: list) -> Any:
+        if self.op_by_op:
+            return self._run_op_by_op(args)
+        if self.scalar_positions:
+            key = tuple(args[i] for i in self.scalar_positions)
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        else:
+            key, tensors = (), args
+        graphs = self.graphs.get(key)
+        if graphs:
+            for graph, template in graphs:
+                results = graph.run(tensors)
+                if results is not None:
+                    return results if template is None else _fill(template, results)
+        return self._trace(args, tensors, key)
+
+    def _run_op_by_op(self, args: list) -> Any:
+        _C._metrics_increment("dynamo.region.op_by_op.count", 1)
+        return self.gm(*args)
+
+    def _trace(self, args: list, tensors: list, key: tuple) -> Any:
+        device = _C._region_device(tensors)
+        if device < 0:
+            return self._run_op_by_op(args)
+        graph = _C._CompiledGraph()
+        graph.begin_trace(device, tensors)
+        try:
+            outputs = self.gm(*args)
+        except BaseException as error:
+            graph.abort_trace()
+            if _NOT_ONE_GRAPH not in str(error):
+                raise
+            what = f"{self.article} {self.kind} graph cannot compile as one program: {_failing_op(self.gm, error)}"
+            if not _C._config()["compile_fallback"]:
+                raise NotImplementedError(
+                    f"torch.compile(backend='neuron'): {what}. Move it out of the compiled code, or set "
+                    f"TORCH_NEURON_COMPILE_FALLBACK=1 to run such graphs op by op on the lazy path"
+                ) from error
+            warnings.warn(
+                f"torch.compile(backend='neuron'): {what}; it runs op by op on the lazy path "
+                f"(TORCH_NEURON_COMPILE_FALLBACK)",
+                stacklevel=2,
+            )
+            self.op_by_op = True
+            return self._run_op_by_op(args)
+        outputs = list(outputs)
+        results = [o for o in outputs if isinstance(o, torch.Tensor)]
+        if any(o.device.type != "neuron" or o.device.index != device for o in results):
+            # A result on another device (a transfer inside the graph): run
+            # as the lazy path does, every call.
+            graph.abort_trace()
+            self.op_by_op = True
+            return outputs
+        graph.end_trace(results)
+        # Where the results are not all tensors: the others, kept as traced.
+        template = None
+        if len(results) != len(outputs):
+            template = [_TENSOR if isinstance(o, torch.Tensor) else o for o in outputs]
+        self.graphs.setdefault(key, []).insert(0, (graph, template))
+        return outputs
+
+
+_TENSOR = object()  # a template's slot for a tensor result
+
+
+def _fill(template: list, results: list) -> list:
+    it = iter(results)
+    return [next(it) if slot is _TENSOR else slot for slot in template]
+
+
+def _failing_op(gm: torch.fx.GraphModule, error: BaseException) -> str:
+    """"<op> (<user's file:line>) needs its operands' values", from the frame
+    of gm's generated code in the traceback of ``error``."""
+    code = gm.forward.__code__
+    tb = error.__traceback__
+    lineno = None
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    nodes = list(gm.graph.nodes)
+    index = (getattr(gm, "_lineno_map", None) or {}).get(lineno - code.co_firstlineno) if lineno else None
+    if index is None or index >= len(nodes):
+        return "an op needs its operands' values (it runs on the CPU fallback, or reads a value)"
+    node = nodes[index]
+    where = debug._fx_line_table(gm).get(lineno, "")
+    op = str(node.target) if node.op == "call_function" else node.format_node()
+    return f"{op}{f' ({where})' if where else ''} needs its operands' values (it runs on the CPU fallback, or reads a value)"
+
+
+def _graph_compiler(kind: str) -> Callable:
+    """An AOTAutograd compiler for ``kind`` graphs: each becomes a _GraphRunner."""
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
         _C._metrics_increment(f"dynamo.graph.{kind}.count", 1)
-        return make_boxed_func(gm.forward)
+        runner = _GraphRunner(gm, example_inputs, kind)
+        runner._boxed_call = True  # AOTAutograd calls it with one list of inputs
+        return runner
 
     compile_graph.__name__ = f"neuron_{kind}_graph"
     return compile_graph
 
 
 _AOT_OPTIONS = dict(
-    fw_compiler=_lazy_graph_runner("forward"),
-    bw_compiler=_lazy_graph_runner("backward"),
-    inference_compiler=_lazy_graph_runner("inference"),
+    fw_compiler=_graph_compiler("forward"),
+    bw_compiler=_graph_compiler("backward"),
+    inference_compiler=_graph_compiler("inference"),
     partition_fn=min_cut_rematerialization_partition,
     keep_inference_input_mutations=True,
 )

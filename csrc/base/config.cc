@@ -145,6 +145,9 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   if (std::string v = lookup("TORCH_NEURON_STEP_ON_OPTIMIZER"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.step_on_optimizer, ParseBool("TORCH_NEURON_STEP_ON_OPTIMIZER", v));
   }
+  if (std::string v = lookup("TORCH_NEURON_COMPILE_FALLBACK"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.compile_fallback, ParseBool("TORCH_NEURON_COMPILE_FALLBACK", v));
+  }
   if (std::string v = lookup("TORCH_NEURON_EAGER_GROUPS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
   }

@@ -60,6 +60,10 @@ struct Config {
   // mark_step() does, for loops that never call it (Trainer, accelerate)
   // (TORCH_NEURON_STEP_ON_OPTIMIZER).
   bool step_on_optimizer = true;
+  // A torch.compile(backend="neuron") graph that cannot be one program (an op
+  // on the CPU fallback, a read of a value) runs op by op on the lazy path
+  // with a warning, instead of raising (TORCH_NEURON_COMPILE_FALLBACK).
+  bool compile_fallback = false;
   // Eager mode groups ops into graphs compiled in the background
   // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
   bool eager_groups = true;

@@ -292,10 +292,27 @@ void GraphExecutor::DrainDevice(int device) {
 
 void GraphExecutor::CheckNotCapturing(int device, const char* what) const {
   absl::MutexLock lock(&mu_);
-  TORCH_CHECK(capturing_.count(device) == 0, what, " on neuron:", device,
+  auto it = capturing_.find(device);
+  if (it == capturing_.end()) return;
+  TORCH_CHECK(it->second != Capture::kStep, what, " on neuron:", device,
               " while a step is being captured (torch_neuron.graph): a captured step must stay "
               "one graph, so move .item(), .cpu(), printing, mark_step, reseeding and ops that "
               "run on the CPU fallback out of the captured block");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, what, " on neuron:", device,
+      " inside a torch.compile(backend=\"neuron\") region: the region must compile as one graph, and "
+      "this op needs its operands' values now (it runs on the CPU fallback, or reads a value). Move "
+      "it out of the compiled code, or set TORCH_NEURON_COMPILE_FALLBACK=1 to run such regions op by "
+      "op on the lazy path");
+}
+
+void GraphExecutor::BeginCaptureOf(int device, Capture what) {
+  absl::MutexLock lock(&mu_);
+  auto [it, fresh] = capturing_.emplace(device, what);
+  TORCH_CHECK(fresh, "neuron:", device,
+              it->second == Capture::kStep ? " is already capturing a step (torch_neuron.graph)"
+                                           : " is tracing a torch.compile region",
+              "; captures do not nest");
 }
 
 void GraphExecutor::BeginCapture(int device) {
@@ -305,8 +322,7 @@ void GraphExecutor::BeginCapture(int device) {
                 " is already capturing a step; captures do not nest");
   }
   MarkStep(device);
-  absl::MutexLock lock(&mu_);
-  capturing_.insert(device);
+  BeginCaptureOf(device, Capture::kStep);
 }
 
 bool GraphExecutor::IsCapturing(int device) const {
@@ -317,6 +333,30 @@ bool GraphExecutor::IsCapturing(int device) const {
 void GraphExecutor::EndCapture(int device) {
   absl::MutexLock lock(&mu_);
   capturing_.erase(device);
+}
+
+void GraphExecutor::BeginRegionTrace(int device) { BeginCaptureOf(device, Capture::kRegion); }
+
+void GraphExecutor::EndRegionTrace(int device) { EndCapture(device); }
+
+void GraphExecutor::SyncRegionInputs(int device, const std::vector<LazyTensorPtr>& inputs) {
+  std::vector<LazyTensorPtr> pending;
+  for (const LazyTensorPtr& t : inputs) {
+    if (t->is_pending()) pending.push_back(t);
+  }
+  if (pending.empty() && !HasPendingDraws(device)) {
+    runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(device).TakeError());
+    return;
+  }
+  // As a read: what the inputs' graph computes for other live tensors comes
+  // along, or code between regions (generate()'s attention mask, its
+  // finished sequences) would grow a chain that every call recompiles.
+  std::vector<ir::NodePtr> keep = AddWhatTheReadComputes(device, &pending);
+  SyncDevice(device, pending, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
+}
+
+void GraphExecutor::CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record) {
+  SyncDevice(device, roots, record, /*partial=*/true);
 }
 
 void GraphExecutor::CaptureStep(int device, StepRecord* record) {

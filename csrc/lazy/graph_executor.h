@@ -11,6 +11,7 @@
 // though tracing itself is single-threaded per tensor.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -104,6 +105,18 @@ class GraphExecutor {
   // fills `record` to run the same graph again.
   void CaptureStep(int device, StepRecord* record);
 
+  // A torch.compile region traced on `device` (dynamo/compiled_graph.h): as a
+  // capture, any sync of the device until EndRegionTrace raises (the region
+  // must be one graph), but nothing runs first and the message names the
+  // region. SyncRegionInputs runs what `inputs` (and the random ops traced so
+  // far) need, as a read does, so that each holds a buffer and the region's
+  // draws come after the ones before it; CompileRegion syncs `roots` (what the region computed,
+  // and the random ops it traced) as one graph and fills `record`.
+  void BeginRegionTrace(int device);
+  void EndRegionTrace(int device);
+  void SyncRegionInputs(int device, const std::vector<LazyTensorPtr>& inputs);
+  void CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record);
+
   // Queues `program` on `device` with `params` (device-data slots bound from
   // `inputs`), fulfilling `outputs` through runtime::Launch, which decides
   // donation: an input's buffer nothing but the job holds may take an output
@@ -138,8 +151,13 @@ class GraphExecutor {
   // scheduler's RunNow does not.
   void RunByDevice(const std::vector<LazyTensorPtr>& tensors, bool read);
 
+  // What is being captured on a device: a step (torch_neuron.graph) or a
+  // torch.compile region; each raises its own message at a sync.
+  enum class Capture { kStep, kRegion };
+  void BeginCaptureOf(int device, Capture what);
+
   mutable absl::Mutex mu_;
-  std::set<int> capturing_ ABSL_GUARDED_BY(mu_);
+  std::map<int, Capture> capturing_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace torch_neuron::lazy

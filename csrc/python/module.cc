@@ -62,6 +62,7 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindLazy(m);
   torch_neuron::python::BindMetaMemo(m);
   torch_neuron::python::BindEager(m);
+  torch_neuron::python::BindDynamo(m);
   torch_neuron::python::BindRegistry(m);
   torch_neuron::python::BindService(m);
   // For tests of the Status -> exception table: raises what a binding raises for

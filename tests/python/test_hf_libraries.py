@@ -135,9 +135,11 @@ def test_trainer_with_torch_compile_trains_on_neuron_as_on_the_cpu(tmp_path, met
     assert sum(graphs[:2]) > 0 and graphs[2:] == [0] * (TRAINER_STEPS - 2), graphs
     assert metrics.counter("step.ended_by_optimizer.count") == TRAINER_STEPS
     # GPT-2's forward in two graphs (Dynamo breaks at transformers' logger.warning_once),
-    # each with its backward, compiled at the first step only.
+    # each with its backward, compiled and traced at the first step only and run
+    # as their programs by every later step.
     assert {k: v for k, v in metrics.counters().items() if k.startswith("dynamo.")} == {
-        "dynamo.graph.forward.count": 2, "dynamo.graph.backward.count": 2}
+        "dynamo.graph.forward.count": 2, "dynamo.graph.backward.count": 2,
+        "dynamo.region.trace.count": 4, "dynamo.region.run.count": 4 * (TRAINER_STEPS - 1)}
 
 
 # ------------------------------------------------------------------------ accelerate

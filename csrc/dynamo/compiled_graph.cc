@@ -1,0 +1,244 @@
+#include "dynamo/compiled_graph.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "base/config.h"
+#include "base/metrics.h"
+#include "lazy/bridge.h"
+#include "lazy/execution_mode.h"
+
+namespace torch_neuron::dynamo {
+namespace {
+
+metrics::Counter* Traces() {
+  static metrics::Counter* counter = metrics::GetCounter("dynamo.region.trace.count");
+  return counter;
+}
+
+metrics::Counter* Runs() {
+  static metrics::Counter* counter = metrics::GetCounter("dynamo.region.run.count");
+  return counter;
+}
+
+}  // namespace
+
+CompiledGraph::~CompiledGraph() {
+  if (tracing_) lazy::GraphExecutor::Get().EndRegionTrace(device_);
+}
+
+void CompiledGraph::Clear() {
+  device_ = -1;
+  tracing_ = false;
+  traced_ = false;
+  before_.clear();
+  traced_inputs_.clear();
+  record_ = lazy::StepRecord();
+  inputs_.clear();
+  input_links_.clear();
+  frozen_inputs_.clear();
+  results_.clear();
+  mutations_.clear();
+}
+
+int CompiledGraph::TraceableDevice(const std::vector<at::Tensor>& inputs) {
+  if (lazy::CurrentMode() != ExecutionMode::kLazy || inputs.empty()) return -1;
+  int device = -1;
+  for (const at::Tensor& t : inputs) {
+    lazy::LazyTensorPtr lazy = t.defined() ? lazy::TryGetLazy(t) : nullptr;
+    if (lazy == nullptr || (device >= 0 && lazy->device() != device)) return -1;
+    device = lazy->device();
+  }
+  return device;
+}
+
+std::vector<lazy::LazyTensorPtr> CompiledGraph::LazyInputs(const std::vector<at::Tensor>& inputs) const {
+  std::vector<lazy::LazyTensorPtr> out;
+  out.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    lazy::LazyTensorPtr lazy = t.defined() ? lazy::TryGetLazy(t) : nullptr;
+    out.push_back(lazy != nullptr && lazy->device() == device_ ? std::move(lazy) : nullptr);
+  }
+  return out;
+}
+
+std::vector<int> CompiledGraph::AliasPattern(const std::vector<lazy::LazyTensorPtr>& lazy) {
+  std::vector<int> pattern(lazy.size(), -1);
+  absl::flat_hash_map<const runtime::DeviceData*, int> first;
+  first.reserve(lazy.size());
+  for (size_t i = 0; i < lazy.size(); ++i) {
+    auto [it, fresh] = first.try_emplace(lazy[i]->data().get(), static_cast<int>(i));
+    if (!fresh) pattern[i] = it->second;
+  }
+  return pattern;
+}
+
+void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK(!tracing_ && !traced_, "this compiled graph was traced already");
+  Clear();
+  device_ = device;
+  std::vector<lazy::LazyTensorPtr> lazy = LazyInputs(inputs);
+  for (const lazy::LazyTensorPtr& t : lazy) {
+    TORCH_CHECK(t != nullptr, "a torch.compile region traced on neuron:", device,
+                " takes a tensor that is not on that device");
+  }
+  lazy::GraphExecutor& executor = lazy::GraphExecutor::Get();
+  executor.SyncRegionInputs(device, lazy);  // each input now holds a buffer
+  const std::vector<int> aliases = AliasPattern(lazy);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    inputs_.push_back(InputSpec{lazy[i]->shape(), lazy::TensorLayout::Of(inputs[i]), aliases[i]});
+  }
+  executor.BeginRegionTrace(device);
+  tracing_ = true;
+  before_ = std::move(lazy);
+  traced_inputs_ = inputs;
+}
+
+void CompiledGraph::AbortTrace() {
+  if (!tracing_) return;
+  lazy::GraphExecutor::Get().EndRegionTrace(device_);
+  // The trace's draws: the inputs' sync ran every earlier one.
+  lazy::TakePendingDraws(device_);
+  Clear();
+}
+
+void CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
+  TORCH_CHECK(tracing_, "this compiled graph is not being traced");
+  lazy::GraphExecutor& executor = lazy::GraphExecutor::Get();
+  executor.EndRegionTrace(device_);
+  tracing_ = false;
+  try {
+    absl::flat_hash_map<const runtime::DeviceData*, size_t> input_of;
+    for (size_t i = before_.size(); i-- > 0;) input_of[before_[i]->data().get()] = i;
+
+    // What each result (and each input the graph wrote) is: a pending value
+    // (a root of the graph), an input's buffer, or a buffer of the trace's own
+    // (a constant).
+    std::vector<lazy::LazyTensorPtr> roots;
+    absl::flat_hash_map<const lazy::LazyTensor*, size_t> root_of;
+    std::vector<size_t> root_index;  // per kOutput source, in order of sources
+    auto source_of = [&](const at::Tensor& value, const lazy::LazyTensorPtr& t) {
+      TORCH_CHECK(t != nullptr, "a torch.compile region traced on neuron:", device_, " returned a tensor on ",
+                  value.device(),
+                  "; the backend \"neuron\" compiles regions whose results stay on the device");
+      Source source;
+      source.layout = lazy::TensorLayout::Of(value);
+      if (t->is_pending()) {
+        auto [it, fresh] = root_of.try_emplace(t.get(), roots.size());
+        if (fresh) roots.push_back(t);
+        source.kind = Source::Kind::kOutput;
+        source.index = it->second;  // a root for now; the program output below
+      } else if (auto it = input_of.find(t->data().get()); it != input_of.end()) {
+        source.kind = Source::Kind::kInput;
+        source.index = it->second;
+      } else {
+        source.kind = Source::Kind::kFrozen;
+        source.frozen = t->data();
+      }
+      return source;
+    };
+    for (const at::Tensor& out : outputs) results_.push_back(source_of(out, LazyInputs({out}).front()));
+    std::vector<lazy::LazyTensorPtr> after = LazyInputs(traced_inputs_);
+    for (size_t i = 0; i < after.size(); ++i) {
+      if (after[i] != before_[i]) mutations_.emplace_back(i, source_of(traced_inputs_[i], after[i]));
+    }
+
+    if (!roots.empty() || lazy::HasPendingDraws(device_)) {
+      executor.CompileRegion(device_, roots, &record_);
+    }
+    auto resolve = [&](Source& source) {
+      if (source.kind == Source::Kind::kOutput) source.index = record_.root_to_output[source.index];
+    };
+    for (Source& source : results_) resolve(source);
+    for (auto& [input, source] : mutations_) resolve(source);
+    for (size_t i = 0; i < record_.inputs.size(); ++i) {
+      const auto& [slot, data] = record_.inputs[i];
+      auto it = input_of.find(data.get());
+      if (it != input_of.end()) {
+        input_links_.emplace_back(slot, it->second);
+      } else {
+        frozen_inputs_.emplace_back(slot, data);
+      }
+    }
+  } catch (...) {
+    lazy::TakePendingDraws(device_);
+    Clear();
+    throw;
+  }
+  record_.inputs.clear();
+  record_.input_shapes.clear();
+  record_.roots.clear();
+  record_.root_to_output.clear();
+  before_.clear();
+  traced_inputs_.clear();
+  traced_ = true;
+  Traces()->Add(1);
+}
+
+at::Tensor CompiledGraph::Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,
+                               const std::vector<lazy::LazyTensorPtr>& inputs) const {
+  switch (source.kind) {
+    case Source::Kind::kOutput:
+      return lazy::MakeTensor(lazy::LazyTensor::FromData(outputs[source.index]), source.layout);
+    case Source::Kind::kInput:
+      return lazy::MakeTensor(lazy::LazyTensor::FromData(inputs[source.index]->data()), source.layout);
+    case Source::Kind::kFrozen:
+      break;
+  }
+  return lazy::MakeTensor(lazy::LazyTensor::FromData(source.frozen), source.layout);
+}
+
+std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK(traced_, "this compiled graph has not been traced");
+  if (inputs.size() != inputs_.size()) return std::nullopt;
+  std::vector<lazy::LazyTensorPtr> lazy = LazyInputs(inputs);
+  for (size_t i = 0; i < lazy.size(); ++i) {
+    if (lazy[i] == nullptr || !(lazy[i]->shape() == inputs_[i].shape) ||
+        !(lazy::TensorLayout::Of(inputs[i]) == inputs_[i].layout)) {
+      return std::nullopt;
+    }
+  }
+  lazy::GraphExecutor& executor = lazy::GraphExecutor::Get();
+  executor.SyncRegionInputs(device_, lazy);
+  const std::vector<int> aliases = AliasPattern(lazy);
+  for (size_t i = 0; i < aliases.size(); ++i) {
+    if (aliases[i] != inputs_[i].alias_of) return std::nullopt;
+  }
+
+  std::vector<std::pair<size_t, runtime::DeviceDataPtr>> bound;
+  bound.reserve(input_links_.size() + frozen_inputs_.size());
+  for (const auto& [slot, input] : input_links_) bound.emplace_back(slot, lazy[input]->data());
+  bound.insert(bound.end(), frozen_inputs_.begin(), frozen_inputs_.end());
+  std::vector<runtime::DeviceDataPtr> outputs;
+  outputs.reserve(record_.output_shapes.size());
+  for (const ir::Shape& shape : record_.output_shapes) {
+    outputs.push_back(std::make_shared<runtime::DeviceData>(device_, shape.dtype(), shape.sizes()));
+  }
+  std::vector<at::Tensor> results;
+  results.reserve(results_.size());
+  for (const Source& source : results_) results.push_back(Make(source, outputs, lazy));
+  if (!mutations_.empty()) {
+    // Through copy_, as AOTAutograd's own epilogue writes inputs back:
+    // functionalization then regenerates the input's views from its new value.
+    // A copy between neuron tensors of one shape shares the value (no op).
+    c10::AutoGradMode no_grad(false);
+    for (const auto& [input, source] : mutations_) inputs[input].copy_(Make(source, outputs, lazy));
+  }
+  // Only the job may hold a buffer it is to donate (an input's old value).
+  lazy.clear();
+  Runs()->Add(1);
+  if (record_.program != nullptr) {
+    std::optional<std::string> source;  // the program's own lines, if recorded
+    if (!GlobalConfig().ir_debug) source = "";
+    executor.Launch(device_, record_.program, record_.params, std::move(bound), std::move(outputs),
+                    std::move(source), /*launched_at=*/lazy::CurrentSourceLocation());
+  }
+  return results;
+}
+
+}  // namespace torch_neuron::dynamo

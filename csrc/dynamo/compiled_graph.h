@@ -1,0 +1,109 @@
+// CompiledGraph: one ATen graph of a torch.compile(backend="neuron") region,
+// at one set of input shapes, traced once into the lazy IR and then run as
+// one program per call, with no op dispatched and nothing traced.
+//
+// The backend (torch_neuron/_compile_backend.py) gets AOTAutograd's forward,
+// backward or inference graph. Its first call at given input shapes is traced
+// on the lazy path, as the same ops written out would be: the inputs' pending
+// values run first (so each input is a buffer and the graph's random ops draw
+// after the ones traced before it), the graph runs on the inputs themselves,
+// and what it returns and what it writes into its inputs is synced as one
+// graph, through the usual canonical hash, caches and compiler. The graph, its
+// program and how to bind them are kept: which program input each graph input
+// feeds, which program output (or input, or constant) each result is, and the
+// layout each result reports. A later call binds the inputs' buffers, queues
+// the program on the device and returns new tensors over its output buffers;
+// inputs the graph writes take their new values through copy_, so that
+// functionalization keeps their views current.
+//
+// While it is traced nothing may run on the device (GraphExecutor's region
+// trace): an op that needs its operands' values (the CPU fallback, a read)
+// raises, and the backend reports it or runs the graph op by op.
+//
+// Not thread-safe: use it from the thread that traces (the autograd engine's
+// thread for a backward graph, while the caller waits on it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "lazy/graph_executor.h"
+#include "lazy/tensor_impl.h"
+
+namespace torch_neuron::dynamo {
+
+class CompiledGraph {
+ public:
+  CompiledGraph() = default;
+  ~CompiledGraph();
+  CompiledGraph(const CompiledGraph&) = delete;
+  CompiledGraph& operator=(const CompiledGraph&) = delete;
+
+  // Whether `inputs` can be traced: all neuron tensors of one device (in lazy
+  // mode). -1 otherwise, else the device.
+  static int TraceableDevice(const std::vector<at::Tensor>& inputs);
+
+  // Runs what `inputs` need and starts the trace: until EndTrace or AbortTrace
+  // any sync of the device raises.
+  void BeginTrace(int device, const std::vector<at::Tensor>& inputs);
+  // Ends the trace: `outputs` are the graph's tensor results. Runs the graph
+  // once, as one program, and keeps it.
+  void EndTrace(const std::vector<at::Tensor>& outputs);
+  // Ends a trace that raised: nothing is kept; random ops it traced are
+  // dropped (the generator had not drawn for them).
+  void AbortTrace();
+
+  // The graph run on `inputs`: its tensor results, or nullopt when the inputs
+  // do not fit the trace (a device, shape, dtype or layout, or which inputs
+  // share a buffer, differs), for the caller to trace another.
+  std::optional<std::vector<at::Tensor>> Run(const std::vector<at::Tensor>& inputs);
+
+  bool traced() const { return traced_; }
+  // Program inputs bound from graph inputs, and kept from the trace (constants).
+  int64_t linked_inputs() const { return static_cast<int64_t>(input_links_.size()); }
+  int64_t frozen_inputs() const { return static_cast<int64_t>(frozen_inputs_.size()); }
+  // Graph inputs the graph writes.
+  int64_t mutated_inputs() const { return static_cast<int64_t>(mutations_.size()); }
+
+ private:
+  // Where a result's value comes from on a call.
+  struct Source {
+    enum class Kind { kOutput, kInput, kFrozen };
+    Kind kind = Kind::kOutput;
+    size_t index = 0;               // program output (kOutput) or graph input (kInput)
+    runtime::DeviceDataPtr frozen;  // kFrozen: a buffer kept from the trace
+    lazy::TensorLayout layout;      // what the result reports
+  };
+  struct InputSpec {
+    ir::Shape shape;
+    lazy::TensorLayout layout;
+    int alias_of;  // the first input holding the same buffer, or -1
+  };
+
+  // Each input's LazyTensor, or nullptr where it is not a neuron tensor of
+  // device_; and the first input sharing each one's buffer (after the sync).
+  std::vector<lazy::LazyTensorPtr> LazyInputs(const std::vector<at::Tensor>& inputs) const;
+  static std::vector<int> AliasPattern(const std::vector<lazy::LazyTensorPtr>& lazy);
+  at::Tensor Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,
+                  const std::vector<lazy::LazyTensorPtr>& inputs) const;
+  void Clear();
+
+  int device_ = -1;
+  bool tracing_ = false;
+  bool traced_ = false;
+  // During the trace: the inputs, and each one's LazyTensor at the start.
+  std::vector<lazy::LazyTensorPtr> before_;
+  std::vector<at::Tensor> traced_inputs_;
+
+  lazy::StepRecord record_;  // program and its scalar and generator parameters
+  std::vector<InputSpec> inputs_;
+  std::vector<std::pair<size_t, size_t>> input_links_;  // program slot, graph input
+  std::vector<std::pair<size_t, runtime::DeviceDataPtr>> frozen_inputs_;
+  std::vector<Source> results_;
+  std::vector<std::pair<size_t, Source>> mutations_;  // graph input, its new value
+};
+
+}  // namespace torch_neuron::dynamo

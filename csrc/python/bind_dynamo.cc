@@ -1,0 +1,71 @@
+// Bindings of the compiled road (dynamo/compiled_graph.h): the backend
+// "neuron" (torch_neuron/_compile_backend.py) keeps one _CompiledGraph per
+// traced graph and input shapes.
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <optional>
+#include <vector>
+
+#include "dynamo/compiled_graph.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace torch_neuron::python {
+namespace {
+
+// A list (or tuple) of tensors, unpacked without pybind11's generic casters:
+// a compiled region's call converts its inputs on every call.
+std::vector<at::Tensor> TensorList(const py::handle& seq) {
+  PyObject* fast = PySequence_Fast(seq.ptr(), "expected a list of tensors");
+  if (fast == nullptr) throw py::error_already_set();
+  py::object owner = py::reinterpret_steal<py::object>(fast);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  PyObject** items = PySequence_Fast_ITEMS(fast);
+  std::vector<at::Tensor> out;
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!THPVariable_Check(items[i])) throw py::type_error("expected a list of tensors");
+    out.push_back(THPVariable_Unpack(items[i]));
+  }
+  return out;
+}
+
+py::list WrapAll(std::vector<at::Tensor> tensors) {
+  py::list out(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(tensors[i])));
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindDynamo(py::module_& m) {
+  using dynamo::CompiledGraph;
+  m.def("_region_device",
+        [](const py::handle& inputs) { return CompiledGraph::TraceableDevice(TensorList(inputs)); });
+  py::class_<CompiledGraph>(m, "_CompiledGraph")
+      .def(py::init<>())
+      .def("begin_trace", [](CompiledGraph& g, int device,
+                             const py::handle& inputs) { g.BeginTrace(device, TensorList(inputs)); })
+      .def("end_trace", [](CompiledGraph& g, const py::handle& outputs) { g.EndTrace(TensorList(outputs)); })
+      .def("abort_trace", &CompiledGraph::AbortTrace)
+      // The results, or None when the inputs do not fit the trace.
+      .def("run",
+           [](CompiledGraph& g, const py::handle& inputs) -> py::object {
+             std::optional<std::vector<at::Tensor>> results = g.Run(TensorList(inputs));
+             if (!results) return py::none();
+             return WrapAll(std::move(*results));
+           })
+      .def_property_readonly("traced", &CompiledGraph::traced)
+      .def("links", [](const CompiledGraph& g) {
+        py::dict d;
+        d["linked_inputs"] = g.linked_inputs();
+        d["frozen_inputs"] = g.frozen_inputs();
+        d["mutated_inputs"] = g.mutated_inputs();
+        return d;
+      });
+}
+
+}  // namespace torch_neuron::python
