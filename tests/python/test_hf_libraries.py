@@ -318,3 +318,49 @@ def test_generate_with_the_default_cache_gives_the_cpu_tokens(metrics):
     got = model.generate(prompts[1].to("neuron"), max_new_tokens=10, do_sample=False, pad_token_id=0)
     assert got.cpu().tolist() == expected[1].tolist()
     assert new_graphs(metrics) == 0  # the same lengths again: every graph is known
+
+
+def tiny_causal_lm(kind: str):
+    """A tiny random model of each family generate() compiles for (static cache)."""
+    import transformers as tf
+
+    common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        return tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+    if kind == "gemma":
+        return tf.GemmaForCausalLM(tf.GemmaConfig(**common, head_dim=8))
+    model_class, config_class = {"llama": (tf.LlamaForCausalLM, tf.LlamaConfig),
+                                 "qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config)}[kind]
+    return model_class(config_class(**common))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "qwen2", "gemma"])
+def test_generate_with_the_static_cache_compiles_with_the_neuron_backend_and_gives_the_cpu_tokens(kind, metrics):
+    # cache_implementation="static" makes generate() call
+    # torch.compile(backend="neuron") on its decoding step by itself.
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    model = tiny_causal_lm(kind).eval()
+    # Tokens 0-2 are some families' pad, bos and eos: left out, so that both
+    # prompts take one path through generate().
+    prompts = [torch.randint(3, 64, (1, 5), generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    kwargs = dict(max_new_tokens=6, do_sample=False, cache_implementation="static")
+    expected = [model.generate(p, **kwargs) for p in prompts]
+    model.to("neuron")
+    try:
+        got = model.generate(prompts[0].to("neuron"), **kwargs)
+        assert got.cpu().tolist() == expected[0].tolist()
+        assert metrics.counter("dynamo.region.trace.count") == 1  # the decoding step, once
+        metrics.reset()
+        got = model.generate(prompts[1].to("neuron"), **kwargs)
+        assert got.cpu().tolist() == expected[1].tolist()
+        # The same shapes again: nothing compiles, nothing is traced; the 5
+        # decoding steps after the prompt's run the step's program.
+        assert new_graphs(metrics) == 0
+        assert {k: v for k, v in metrics.counters().items() if k.startswith("dynamo.")} == {
+            "dynamo.region.run.count": 5}
+    finally:
+        torch._dynamo.reset()

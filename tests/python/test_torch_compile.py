@@ -624,3 +624,117 @@ def test_a_second_process_running_a_compiled_model_compiles_nothing(tmp_path):
     assert first["disk_hits"] == 0 and first["compiles"] > 2
     assert (second["compiles"], second["disk_hits"]) == (0, first["compiles"])
     assert second["losses"] == first["losses"]
+
+
+# --- backend="neuron": graphs traced once, run as programs --------------------------
+
+
+def _region_counters(metrics):
+    return {k: v for k, v in metrics.counters().items() if k.startswith("dynamo.region.")}
+
+
+def _bump(buf, x):
+    buf.add_(x)
+    return buf * 2
+
+
+def test_an_input_written_in_place_takes_each_calls_value_and_its_views_follow(metrics):
+    compiled = torch.compile(_bump, backend="neuron")
+    cpu_buf = torch.zeros(3)
+    buf = cpu_buf.to("neuron")
+    view, cpu_view = buf[1:], cpu_buf[1:]  # alive across the calls
+    for seed in range(3):
+        x = torch.randn(3, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            got, want = compiled(buf, x.to("neuron")), _bump(cpu_buf, x)
+        assert torch.equal(got.cpu(), want)
+        assert torch.equal(buf.cpu(), cpu_buf) and torch.equal(view.cpu(), cpu_view)
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 1, "dynamo.region.run.count": 2}
+
+
+def _views_and_constants(x):
+    return x.t(), x[1], x + torch.tensor([1.0, 2.0, 3.0], device=x.device), x
+
+
+def test_results_that_are_views_inputs_or_constants_report_what_the_cpu_reports(metrics):
+    compiled = torch.compile(_views_and_constants, backend="neuron")
+    for seed in range(3):
+        x = torch.randn(2, 3, generator=torch.Generator().manual_seed(seed))
+        for got, want in zip(compiled(x.to("neuron")), _views_and_constants(x)):
+            assert torch.equal(got.cpu(), want)
+            assert (got.shape, got.stride(), got.storage_offset()) == (want.shape, want.stride(), want.storage_offset())
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 1, "dynamo.region.run.count": 2}
+
+
+def _dropout(x):
+    return F.dropout(x, 0.5, training=True) * 3
+
+
+def test_random_ops_of_a_program_draw_what_the_cpu_draws_on_every_call(metrics):
+    compiled = torch.compile(_dropout, backend="neuron")
+    xs = [torch.randn(16, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    torch.manual_seed(5)
+    want = [_dropout(x) for x in xs]
+    torch.manual_seed(5)
+    got = [compiled(x.to("neuron")).cpu() for x in xs]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 1, "dynamo.region.run.count": 2}
+
+
+def test_inputs_sharing_a_buffer_get_a_trace_of_their_own(metrics):
+    # Dynamo guards on aliasing as well; the program's check is the second line.
+    compiled = torch.compile(lambda a, b: a + b, backend="neuron")
+    x, y = torch.randn(4, device="neuron"), torch.randn(4, device="neuron")
+    assert torch.equal(compiled(x, y).cpu(), x.cpu() + y.cpu())
+    assert torch.equal(compiled(x, x).cpu(), 2 * x.cpu())
+    assert torch.equal(compiled(y, x).cpu(), x.cpu() + y.cpu())
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 2, "dynamo.region.run.count": 1}
+
+
+@torch.library.custom_op("torch_neuron_test::scale_by_max", mutates_args=())
+def _scale_by_max(x: torch.Tensor) -> torch.Tensor:
+    return x / x.abs().max().item()  # reads a value: cannot be part of a program
+
+
+@_scale_by_max.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _reads_a_value(a):
+    b = a.sin()
+    return _scale_by_max(b) + 1
+
+
+def test_a_graph_that_cannot_be_one_program_names_its_op_and_the_users_line(metrics):
+    compiled = torch.compile(_reads_a_value, backend="neuron")
+    line = _reads_a_value.__code__.co_firstlineno + 2
+    with pytest.raises(NotImplementedError) as info:
+        compiled(torch.randn(4, device="neuron"))
+    message = str(info.value)
+    assert "torch_neuron_test.scale_by_max.default" in message, message
+    assert f"{__file__}:{line}" in message and "TORCH_NEURON_COMPILE_FALLBACK=1" in message, message
+    assert _region_counters(metrics) == {}
+
+
+def test_compile_fallback_runs_such_a_graph_op_by_op_with_a_warning(metrics):
+    compiled = torch.compile(_reads_a_value, backend="neuron")
+    with torch_neuron.config.override(TORCH_NEURON_COMPILE_FALLBACK="1"):
+        for seed in range(3):
+            x = torch.randn(4, generator=torch.Generator().manual_seed(seed))
+            if seed == 0:
+                with pytest.warns(UserWarning, match="scale_by_max.*runs op by op on the lazy path"):
+                    got = compiled(x.to("neuron"))
+            else:
+                got = compiled(x.to("neuron"))
+            torch.testing.assert_close(got.cpu(), _reads_a_value(x))
+    assert _region_counters(metrics) == {"dynamo.region.op_by_op.count": 3}
+
+
+def test_eager_mode_runs_a_compiled_graph_op_by_op(metrics):
+    compiled = torch.compile(lambda a: a.exp() * 2, backend="neuron")
+    x = torch.randn(5)
+    with torch_neuron.mode("eager"):
+        got = compiled(x.to("neuron")).cpu()
+    torch.testing.assert_close(got, x.exp() * 2)
+    assert _region_counters(metrics) == {"dynamo.region.op_by_op.count": 1}
