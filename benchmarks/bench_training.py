@@ -1,7 +1,7 @@
 """Steady-state training step time of the MLP, the CNN and the small transformer
 (tests/python/models.py), and of two real-sized models (benchmarks/real_models.py:
 a GPT-2-style decoder from transformers with AdamW, a ResNet-18-style CNN on
-64x64 images), six peers side by side in one process:
+64x64 images), seven peers side by side in one process:
 
   neuron lazy    the step traced, one mark_step, waited for (the whole step)
   neuron pipelined  10 steps, a mark_step after each, waited for once at the
@@ -10,11 +10,18 @@ a GPT-2-style decoder from transformers with AdamW, a ResNet-18-style CNN on
   neuron graph   the step captured once (torch_neuron.graph) and replayed 10
                  times, waited for once, time / 10: no tracing, the compiled
                  step alone (as a CUDA graph replays a captured step)
+  neuron compile  the model under torch.compile(backend="neuron"), 10 steps
+                 with a mark_step each (the optimizer's step, traced, ends
+                 it), waited for once, time / 10: the forward and backward
+                 graphs run as their programs, nothing traced but the
+                 optimizer's step and the loss around them
   neuron eager   TORCH_NEURON_MODE=eager: every op runs as it is traced
   cpu eager      PyTorch on the CPU
   torch.compile  inductor on the CPU (model compiled; not in --quick)
 
-and the peak memory of one step above its starting state. On neuron: the
+and the peak memory of one step above its starting state, and each peer's
+first step (compiles included; the compile caches as they are, so a warm
+disk cache shortens it). On neuron: the
 highest of the device arena's peak and the peak, during an execution, of the
 arena's allocated bytes plus the graph's host intermediates (ATen results,
 which the emulator keeps in host memory beside the arena;
@@ -72,7 +79,7 @@ REAL_PIPELINE = 3  # ... and of the real-sized models
 class Peer:
     """One model + optimizer on one device, stepping through a fixed batch."""
 
-    def __init__(self, kind: str, device: str, compiled: bool = False, eager: bool = False,
+    def __init__(self, kind: str, device: str, compiled: str = "", eager: bool = False,
                  pipelined: int = 1, captured: bool = False):
         torch.manual_seed(0)
         self.kind, self.device, self.eager, self.pipelined = kind, device, eager, pipelined
@@ -88,7 +95,8 @@ class Peer:
             self.model = MODELS[kind]().to(device)
             self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
             x, y = make_batches(kind, 1, batch=BATCH[kind])[0]
-        self.forward = torch.compile(self.model) if compiled else self.model
+        # compiled: a torch.compile backend ("inductor", "neuron"), or "" for none.
+        self.forward = torch.compile(self.model, backend=compiled) if compiled else self.model
         self.x, self.y = x.to(device), y.to(device)
         if device == "neuron":
             torch_neuron.mark_step()
@@ -217,21 +225,25 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
     real = kind in REAL_SIZED
     pipeline = REAL_PIPELINE if real else PIPELINE
     peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_pipelined": Peer(kind, "neuron", pipelined=pipeline),
-             "neuron_graph": Peer(kind, "neuron", pipelined=pipeline, captured=True)}
+             "neuron_graph": Peer(kind, "neuron", pipelined=pipeline, captured=True),
+             "neuron_compile": Peer(kind, "neuron", compiled="neuron", pipelined=pipeline)}
     if not real:
         peers["neuron_eager"] = Peer(kind, "neuron", eager=True)
     peers["cpu_eager"] = Peer(kind, "cpu")
     if inductor:
-        peers["inductor"] = Peer(kind, "cpu", compiled=True)
-    for p in peers.values():  # warm-up: compiles, optimizer state, allocator pools
-        for _ in range(3):
+        peers["inductor"] = Peer(kind, "cpu", compiled="inductor")
+    first = {}
+    for name, p in peers.items():  # warm-up: compiles, optimizer state, allocator pools
+        first[name] = p.step()
+        for _ in range(2):
             p.step()
     samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1,
                           settle=1)
-    result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}}
-    for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph"):
+    result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}, "first_step_ms": first}
+    for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile"):
         others = ("cpu_eager", "inductor", "neuron_eager", "neuron_lazy")
-        for other in others + (("neuron_pipelined",) if base == "neuron_graph" else ()):
+        others += {"neuron_graph": ("neuron_pipelined",), "neuron_compile": ("neuron_graph",)}.get(base, ())
+        for other in others:
             if other in samples and other != base:
                 result["ratios"][f"{other}/{base}"] = ratios(samples[other], samples[base])
     result["phases_ms"] = step_phases(peers["neuron_lazy"], repeats)
@@ -259,8 +271,8 @@ def main(argv=None) -> int:
         print(f"  {kind}: {repeats} interleaved steps per peer ...", flush=True)
         results[kind] = measure(kind, repeats, inductor=not args.quick)
 
-    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_eager", "cpu_eager",
-                         "inductor")
+    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile", "neuron_eager",
+                         "cpu_eager", "inductor")
              if any(p in r["step_ms"] for r in results.values())]
     step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) if p in r["step_ms"] else "-" for p in peers]
                  for kind, r in results.items()]
@@ -269,6 +281,8 @@ def main(argv=None) -> int:
         ratio_names += [n for n in r["ratios"] if n not in ratio_names]
     ratio_rows = [[kind] + [f"{fmt(r['ratios'][n]['median'])} ({fmt(r['ratios'][n]['min'])}-"
                             f"{fmt(r['ratios'][n]['max'])})" if n in r["ratios"] else "-" for n in ratio_names]
+                  for kind, r in results.items()]
+    first_rows = [[kind] + [fmt(r["first_step_ms"][p]) if p in r["first_step_ms"] else "-" for p in peers]
                   for kind, r in results.items()]
     mem_rows = [[kind, r["peak_bytes"]["neuron_arena"], r["peak_bytes"]["neuron_intermediates"],
                  r["peak_bytes"]["neuron_lazy"], r["peak_bytes"]["cpu_eager"],
@@ -286,7 +300,7 @@ def main(argv=None) -> int:
                     "cpu eager", "cpu eager / trace", "cpu eager / (mark_step + wait)"]
     headline = {}
     for kind, r in results.items():
-        for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph"):
+        for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile"):
             parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names
                      if n.endswith("/" + base) and not n.startswith("neuron") and n in r["ratios"]]
             headline[f"training step, {kind}, {base.replace('_', ' ')}"] = (
@@ -305,11 +319,14 @@ def main(argv=None) -> int:
             "6 layers, hidden 512, 8 heads, sequence 256, batch 8, vocabulary 8192, AdamW; a "
             "ResNet-18-style CNN on 3x64x64 images, batch 32, SGD with momentum; their pipelined "
             "and captured peers run 3 steps a sample, and they have no neuron eager peer), "
-            "six peers side by side in one process: neuron lazy (the step traced, "
+            "seven peers side by side in one process: neuron lazy (the step traced, "
             "one mark_step, waited for), neuron pipelined (10 steps with a mark_step each, "
             "waited for once: tracing overlaps the previous step's run), neuron graph (the "
             "step captured once with torch_neuron.graph, then 10 replays waited for once: "
-            "no tracing), neuron eager (every op run as it is traced), CPU "
+            "no tracing), neuron compile (the model under torch.compile(backend=\"neuron\"), "
+            "10 steps with a mark_step each, waited for once: forward and backward run as "
+            "their programs, the optimizer's step is traced), neuron eager (every op run as "
+            "it is traced), CPU "
             "eager, and torch.compile (inductor, CPU). Each peer has its own model copy; "
             "warm-up steps (compiles) are discarded, then peers alternate step by step and "
             "ratios are taken pair by pair. Peak memory of one step above its starting state: "
@@ -326,6 +343,8 @@ def main(argv=None) -> int:
             table("Step time (ms, median)", ["model"] + peers, step_rows),
             table("Peer step time / neuron step time (median, min-max)", ["model"] + ratio_names,
                   ratio_rows),
+            table("First step (ms, compiles included; with the compile caches as they were)",
+                  ["model"] + peers, first_rows),
             table("Where the neuron lazy step's time goes (ms, median; the last two columns: CPU eager's "
                   "step over tracing alone, and the ratio neuron lazy would reach if tracing cost nothing)",
                   phase_header, phase_rows),
@@ -344,6 +363,7 @@ def main(argv=None) -> int:
     }, args.out)
     print_table("Step time (ms, median)", ["model"] + peers, step_rows)
     print_table("Ratios", ["model"] + ratio_names, ratio_rows)
+    print_table("First step (ms)", ["model"] + peers, first_rows)
     print_table("Where the neuron lazy step goes (ms)", phase_header, phase_rows)
     print_table("Peak step memory (bytes)", ["model", "arena", "intermediates", "neuron", "cpu", "ratio"],
                 mem_rows)
