@@ -107,6 +107,32 @@ def test_eight_concurrent_cold_processes_compile_each_graph_once(service_cache, 
     assert status["errors"] == 0 and status["refused_peers"] == 0
 
 
+# The same steps through torch.compile(backend="neuron"): the forward and
+# backward programs are asked of the service like every other graph.
+COMPILED_STEPS = STEPS.replace(
+    'loss = loss_fn("mlp", model, ', 'loss = loss_fn("mlp", compiled, ').replace(
+    'losses = []', 'compiled = torch.compile(model, backend="neuron")\nlosses = []')
+
+
+def test_compiled_regions_are_compiled_by_the_service(service_cache):
+    assert COMPILED_STEPS != STEPS
+    alone = json.loads(run_python(COMPILED_STEPS, _env(service_cache.parent / "alone",
+                                                       TORCH_NEURON_COMPILE_SERVICE="off"),
+                                  timeout=300).stdout.strip().splitlines()[-1])
+    assert alone["local"] > 0 and alone["service"] == 0
+    procs = [start_python(COMPILED_STEPS, _env(service_cache)) for _ in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    for out in outs:
+        assert out["losses"] == alone["losses"]
+        assert out["local"] == 0 and out["fallback"] == 0, out
+        assert out["service"] + out["disk"] == alone["local"], out
+    assert _status(service_cache)["compiles"] == alone["local"]
+
+
 # An AdamW step of an MLP of DEPTH hidden layers of one width, at opt level 1:
 # graphs of two depths differ, but share their generated kernels.
 DEEP = r"""
