@@ -738,3 +738,31 @@ def test_eager_mode_runs_a_compiled_graph_op_by_op(metrics):
         got = compiled(x.to("neuron")).cpu()
     torch.testing.assert_close(got, x.exp() * 2)
     assert _region_counters(metrics) == {"dynamo.region.op_by_op.count": 1}
+
+
+def test_dynamo_finds_the_neuron_device_interface_once_it_is_imported():
+    done = run_python(
+        "import sys, torch, torch_neuron\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "i = get_interface_for_device('neuron')\n"
+        "assert get_interface_for_device('neuron:0') is i\n"
+        "print(i.device_count() == torch.neuron.device_count(), i.current_device(), i.is_available(),\n"
+        "      i.get_raw_stream(0), i.current_stream() == torch.neuron.current_stream())\n")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-5:] == ["True", "0", "True", "0", "True"]
+
+
+def _on_a_stream(a):
+    with torch.neuron.stream(torch.neuron.current_stream()):
+        b = a * 2
+    return b + 1
+
+
+def test_a_stream_inside_a_region_breaks_the_graph_and_gives_the_cpus_result():
+    # Dynamo inlines torch.neuron's stream calls (they are not torch.* in-graph
+    # functions as CUDA's are), so it breaks the graph there.
+    x = torch.randn(4)
+    got = torch.compile(_on_a_stream, backend="neuron")(x.to("neuron"))
+    assert torch.equal(got.cpu(), x * 2 + 1)
+    assert sum(counters["graph_break"].values()) > 0
