@@ -21,6 +21,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
+#include "base/owned_file.h"
+#include "c10/util/Exception.h"
 
 namespace torch_neuron::cache {
 namespace fs = std::filesystem;
@@ -161,12 +163,17 @@ std::optional<std::string> DiskCache::Load(const std::string& key,
                                            const std::function<absl::Status(std::string_view)>& validate) {
   if (!ValidKey(key)) return std::nullopt;
   const std::string path = EntryPath(key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  std::string bytes = buffer.str();
-  in.close();
+  absl::StatusOr<std::string> read = ReadOwnedFile(path);
+  if (read.status().code() == absl::StatusCode::kPermissionDenied) {
+    // Code another user could have written: never loaded, left where it is
+    // (it is not ours to move); the caller compiles and writes its own entry.
+    metrics::Increment("cache.untrusted.count");
+    TORCH_WARN_ONCE("torch_neuron: refused a disk cache entry (", read.status().message(),
+                    "); graphs it would have given are compiled here. cache.untrusted.count counts them.");
+    return std::nullopt;
+  }
+  if (!read.ok()) return std::nullopt;
+  std::string bytes = *std::move(read);
   absl::Status valid = validate(bytes);
   if (!valid.ok()) {
     metrics::Increment("cache.corrupt.count");
@@ -195,7 +202,8 @@ absl::Status DiskCache::Store(const std::string& key, std::string_view bytes) {
   const std::string temp = absl::StrCat(path.string(), kTempMarker, ::getpid(), ".", rd());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("cannot create", temp);
-  const bool ok = WriteAll(fd, bytes) && ::fsync(fd) == 0;
+  // 0644 whatever the umask: Load refuses an entry its group may write.
+  const bool ok = ::fchmod(fd, 0644) == 0 && WriteAll(fd, bytes) && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
     absl::Status status = ErrnoStatus("cannot write", path.string());

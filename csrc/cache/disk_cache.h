@@ -9,7 +9,10 @@
 // renamed into place, so a reader sees a whole file or none. Every read is
 // validated by the caller's check (checksum, fingerprint, structure); a corrupt
 // or truncated entry is moved to quarantine/, counted, and reported as a miss so
-// the caller rebuilds it. Size is bounded: Prune removes the least recently
+// the caller rebuilds it. An entry that is not this user's alone (another
+// uid's, writable by group or others, a link: base/owned_file.h) is never read:
+// counted in cache.untrusted.count, warned once, and reported as a miss.
+// Entries are written 0644 whatever the umask. Size is bounded: Prune removes the least recently
 // used entries (by mtime, refreshed on every hit). A scan of the directory costs
 // a stat per entry, so a write prunes only when it may have crossed the bound:
 // on this object's first write, when the size it knows of (its last scan plus

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "base/metrics.h"
+#include "base/owned_file.h"
 #include "ir/hash.h"
 #include "runtime/profiler.h"
 
@@ -116,14 +117,15 @@ std::optional<std::string> KernelObjectCache::Find(const std::string& key) {
   }
   if (dir_.empty()) return std::nullopt;
   const fs::path path = fs::path(dir_) / (key + ".o");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  // An object another user could have written is linked into nothing here
+  // (base/owned_file.h): it is built again and written over.
+  absl::StatusOr<std::string> read = ReadOwnedFile(path.string());
+  if (read.status().code() == absl::StatusCode::kPermissionDenied)
+    metrics::Increment("cache.untrusted.count");
+  if (!read.ok() || read->empty()) return std::nullopt;
+  std::string object = *std::move(read);
   std::error_code ignored;
   fs::last_write_time(path, fs::file_time_type::clock::now(), ignored);  // recently used
-  std::ostringstream content;
-  content << in.rdbuf();
-  std::string object = content.str();
-  if (object.empty()) return std::nullopt;
   absl::MutexLock lock(&mu_);
   if (memory_.size() < max_memory_entries_) memory_[key] = object;
   return object;
@@ -153,6 +155,10 @@ void KernelObjectCache::Put(const std::string& key, const std::string& object) {
     }
   }
   std::error_code error;
+  // 0644 whatever the umask: Find refuses an object its group may write.
+  fs::permissions(
+      tmp, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read,
+      error);
   fs::rename(tmp, final_path, error);
   if (error) {
     fs::remove(tmp, error);

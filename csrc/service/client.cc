@@ -16,6 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
+#include "base/owned_file.h"
+#include "c10/util/Exception.h"
 #include "cache/disk_cache.h"
 #include "compiler/compile_request.h"
 #include "compiler/fingerprint.h"
@@ -35,6 +37,7 @@ struct ClientMetrics {
   metrics::Counter* errors = metrics::GetCounter("service.fallback.error.count");
   metrics::Counter* starts = metrics::GetCounter("service.start.count");
   metrics::Counter* lookups = metrics::GetCounter("service.lookup_hit.count");
+  metrics::Counter* untrusted = metrics::GetCounter("service.untrusted.count");
 };
 
 const ClientMetrics& Counters() {
@@ -49,7 +52,35 @@ std::string* last_fallback ABSL_GUARDED_BY(state_mu) = nullptr;
 // (every compile would otherwise wait for a start that fails).
 Clock::time_point no_start_before ABSL_GUARDED_BY(state_mu);
 
+// Whether the socket at `path` may be trusted to answer with code: its
+// directory is this user's alone, the socket file is this user's, and (checked
+// after connecting) the process serving it runs as this user. PERMISSION_DENIED
+// otherwise, counted and warned once.
+absl::Status Untrusted(const absl::Status& why) {
+  Counters().untrusted->Add(1);
+  TORCH_WARN_ONCE("torch_neuron: not using the compile service (", why.message(),
+                  "); graphs are compiled in this process. service.untrusted.count counts these.");
+  return absl::PermissionDeniedError(absl::StrCat("untrusted compile service: ", why.message()));
+}
+
+absl::Status CheckSocketPlace(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  absl::Status dir_ok = CheckOwnedDirectory(dir);
+  if (dir_ok.code() == absl::StatusCode::kNotFound) return absl::UnavailableError(dir_ok.message());
+  if (!dir_ok.ok()) return Untrusted(dir_ok);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return absl::UnavailableError(absl::StrCat("no service at ", path, ": ", std::strerror(errno)));
+  }
+  if (st.st_uid != ::geteuid()) {
+    return Untrusted(absl::PermissionDeniedError(absl::StrCat(path, " belongs to uid ", st.st_uid)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> ConnectTo(const std::string& path) {
+  if (absl::Status place = CheckSocketPlace(path); !place.ok()) return place;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
@@ -62,6 +93,15 @@ absl::StatusOr<int> ConnectTo(const std::string& path) {
     const int err = errno;
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("no service at ", path, ": ", std::strerror(err)));
+  }
+  // The check above and the connect are not one step: the peer's credentials
+  // say who actually answers.
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != ::geteuid()) {
+    ::close(fd);
+    return Untrusted(
+        absl::PermissionDeniedError(absl::StrCat("the service at ", path, " runs as uid ", peer.uid)));
   }
   return fd;
 }
@@ -154,6 +194,9 @@ std::string LastFallbackReason() {
 absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed) {
   const std::string socket = SocketFor(options);
   absl::StatusOr<int> fd = ConnectTo(socket);
+  // An untrusted place is not ours to start a service in either: compile here.
+  if (fd.status().code() == absl::StatusCode::kPermissionDenied)
+    return absl::UnavailableError(fd.status().message());
   if (fd.ok() || options.mode != "auto" || !start_if_needed) return fd;
   {
     absl::MutexLock lock(&state_mu);
@@ -180,7 +223,8 @@ absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed) 
   fd = ConnectTo(socket);
   if (!fd.ok()) {
     absl::Status launched = Launch(options, dir);
-    while (launched.ok() && !fd.ok() && Clock::now() < give_up) {
+    while (launched.ok() && !fd.ok() && fd.status().code() != absl::StatusCode::kPermissionDenied &&
+           Clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       fd = ConnectTo(socket);
     }
@@ -192,6 +236,8 @@ absl::StatusOr<int> Connect(const ClientOptions& options, bool start_if_needed) 
   }
   ::flock(lock_fd, LOCK_UN);
   ::close(lock_fd);
+  if (fd.status().code() == absl::StatusCode::kPermissionDenied)
+    return absl::UnavailableError(fd.status().message());
   return fd;
 }
 
@@ -272,6 +318,7 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::AskService(
     lookup.set_key(request.KeyHex());
     *lookup.mutable_fingerprint() = *request.fingerprint;
     lookup.set_remote_cache(options_.remote_cache);
+    lookup.set_remote_cache_key(options_.remote_cache_key);
     absl::StatusOr<proto::ServiceReply> reply =
         Call(options_, message, /*start_if_needed=*/false, options_.timeout_s);
     if (!reply.ok()) return absl::UnavailableError(reply.status().message());
@@ -293,6 +340,7 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::AskService(
   *message.mutable_compile()->mutable_request() = *std::move(compile);
   *message.mutable_compile()->mutable_fingerprint() = *request.fingerprint;
   message.mutable_compile()->set_remote_cache(options_.remote_cache);
+  message.mutable_compile()->set_remote_cache_key(options_.remote_cache_key);
   absl::StatusOr<proto::ServiceReply> reply =
       Call(options_, message, /*start_if_needed=*/true, options_.timeout_s);
   if (!reply.ok()) {
