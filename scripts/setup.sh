@@ -2,7 +2,7 @@
 # Sets up everything torch_neuron needs on a fresh Debian machine, and builds it.
 # Idempotent and quick when nothing changed:
 #   1. Debian packages (compiler, CMake, Ninja, ccache, Abseil, protobuf, xxHash,
-#      GoogleTest, hiredis and the redis-server the remote-cache tests start),
+#      GoogleTest, hiredis, OpenSSL and the redis-server the remote-cache tests start),
 #      installed with apt-get only when one is missing;
 #   2. .venv with torch==2.13.0 and the test tools (requirements-dev.txt),
 #      reinstalled only when that file changes;
@@ -21,7 +21,7 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # --- 1. system packages ------------------------------------------------------------
 PACKAGES=(g++ cmake ninja-build ccache python3-venv libabsl-dev libprotobuf-dev
-          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev redis-server clang-format
+          protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev libssl-dev redis-server clang-format
           patchelf)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -25,6 +25,16 @@ from typing import List, Optional
 from . import _C
 
 
+
+def _without_password(url: str) -> str:
+    """A Redis URL as it may be printed: redis://user:secret@host -> redis://user:***@host."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at:
+        return url
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}://{user + ':' if colon else ''}***@{host}"
+
 def cache_dir() -> str:
     """The cache directory this process uses."""
     return _C._config()["cache_dir"] or _C._cache_default_dir()
@@ -127,9 +137,9 @@ def _main(argv=None) -> int:
         remote = _C._config()["remote_cache"]
         if remote:
             try:
-                print(f"remote        {remote}: {len(_C._remote_keys(remote))} entries")
+                print(f"remote        {_without_password(remote)}: {len(_C._remote_keys(remote))} entries")
             except (RuntimeError, ValueError) as e:
-                print(f"remote        {remote}: unavailable ({e})")
+                print(f"remote        {_without_password(remote)}: unavailable ({e})")
     elif args.command == "list":
         for key, _, size, mtime in entries(directory):
             print(f"{key}  {_human(size):>10}  {_age(mtime):>5} ago")
@@ -150,7 +160,7 @@ def _main(argv=None) -> int:
             kept = f" ({remote_others} of other compiler settings, kept)" if remote_others else ""
             for key in remote_bad:
                 print(f"{key}  BAD (remote): deleted")
-            print(f"remote {remote}: {remote_valid + remote_others} of "
+            print(f"remote {_without_password(remote)}: {remote_valid + remote_others} of "
                   f"{remote_valid + remote_others + len(remote_bad)} entries valid{kept}; {len(remote_bad)} deleted")
         return 1 if bad or remote_bad else 0
     elif args.command == "clear":

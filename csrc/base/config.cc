@@ -1,6 +1,8 @@
 #include "base/config.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -105,10 +107,38 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     }
   }
   if (std::string v = lookup("TORCH_NEURON_REMOTE_CACHE"); !v.empty()) {
-    if (!absl::StartsWith(v, "redis://") || v.size() == std::string_view("redis://").size()) {
-      return Invalid("TORCH_NEURON_REMOTE_CACHE", v, "a redis://host[:port][/db] URL");
+    const bool redis = absl::StartsWith(v, "redis://") && v.size() > std::string_view("redis://").size();
+    const bool rediss = absl::StartsWith(v, "rediss://") && v.size() > std::string_view("rediss://").size();
+    if (!redis && !rediss) {
+      // Shown without what precedes an '@': it may be a password.
+      const size_t at = v.rfind('@');
+      return Invalid("TORCH_NEURON_REMOTE_CACHE", at == std::string::npos ? v : "...@" + v.substr(at + 1),
+                     "a redis[s]://[[user]:password@]host[:port][/db] URL");
     }
     c.remote_cache = v;
+  }
+  {
+    const std::string key = lookup("TORCH_NEURON_REMOTE_CACHE_KEY");
+    const std::string key_file = lookup("TORCH_NEURON_REMOTE_CACHE_KEY_FILE");
+    if (!key.empty() && !key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "set one of TORCH_NEURON_REMOTE_CACHE_KEY and TORCH_NEURON_REMOTE_CACHE_KEY_FILE, not both");
+    }
+    c.remote_cache_key = key;
+    if (!key_file.empty()) {
+      std::ifstream in(key_file, std::ios::binary);
+      if (!in.is_open()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("TORCH_NEURON_REMOTE_CACHE_KEY_FILE: cannot read ", key_file));
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      c.remote_cache_key = std::string(absl::StripTrailingAsciiWhitespace(text.str()));
+      if (c.remote_cache_key.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("TORCH_NEURON_REMOTE_CACHE_KEY_FILE: ", key_file, " holds no key"));
+      }
+    }
   }
   for (auto [name, slot] : {std::pair{"TORCH_NEURON_SERVICE_IDLE_S", &c.service_idle_s},
                             std::pair{"TORCH_NEURON_SERVICE_TIMEOUT_S", &c.service_timeout_s}}) {

@@ -33,12 +33,16 @@ struct Config {
   std::string compile_service = "off";
   double service_idle_s = 600;     // TORCH_NEURON_SERVICE_IDLE_S: an idle service exits
   double service_timeout_s = 600;  // TORCH_NEURON_SERVICE_TIMEOUT_S: wait for a reply, then compile here
-  std::string remote_cache;        // TORCH_NEURON_REMOTE_CACHE: redis://host:port/db ("": none)
+  std::string remote_cache;        // TORCH_NEURON_REMOTE_CACHE: a redis[s]:// URL ("": none)
   bool ir_debug = false;           // TORCH_NEURON_IR_DEBUG
   bool debug = false;              // TORCH_NEURON_DEBUG
   std::string debug_dir;           // TORCH_NEURON_DEBUG_DIR
   std::string shape_registry;      // TORCH_NEURON_SHAPE_REGISTRY
   std::string registry_tag;        // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
+  // The fleet key that signs and checks remote_cache's entries: the text of
+  // TORCH_NEURON_REMOTE_CACHE_KEY, or the contents of TORCH_NEURON_REMOTE_CACHE_KEY_FILE
+  // less trailing whitespace ("": entries unsigned and unchecked).
+  std::string remote_cache_key;
   // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
   // ATen call per op), 1 = elementwise fusion into generated kernels.
   int opt_level = 1;

@@ -206,7 +206,7 @@ Providers& TheProviders() {
     if (!config.remote_cache.empty()) {
       absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(config.remote_cache);
       if (address.ok()) {
-        remote = std::make_unique<cache::RemoteProvider>(*std::move(address));
+        remote = std::make_unique<cache::RemoteProvider>(*std::move(address), config.remote_cache_key);
         remote_url = config.remote_cache;
       } else {
         TORCH_WARN_ONCE("torch_neuron: ", address.status().message(), "; no remote compile cache");
@@ -219,6 +219,7 @@ Providers& TheProviders() {
       options.toolchain = config.cxx;
       options.timeout_s = config.service_timeout_s;
       options.remote_cache = remote_url;
+      options.remote_cache_key = config.remote_cache_key;
       chain.push_back(std::make_unique<service::ServiceProvider>(std::move(options), std::move(remote)));
     } else if (remote != nullptr) {
       chain.push_back(std::move(remote));

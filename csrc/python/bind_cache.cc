@@ -1,7 +1,9 @@
 // Bindings of the compile cache and the NEFF reader (python -m torch_neuron.cache).
 #include <pybind11/stl.h>
 
+#include "base/config.h"
 #include "cache/disk_cache.h"
+#include "cache/entry_signature.h"
 #include "cache/remote_provider.h"
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
@@ -62,7 +64,8 @@ void BindCache(py::module_& m) {
   m.def("_cache_clear",
         [](const std::string& dir) { RaiseIfError(cache::DiskCache(dir, 0, false).Clear()); });
   // The remote level: its executables' keys, and a verification of each (a
-  // corrupt entry is deleted): (valid, of other compiler settings, [bad keys]).
+  // corrupt entry, and with a fleet key one it did not sign, is deleted):
+  // (valid, of other compiler settings, [bad keys]).
   m.def("_remote_keys", [](const std::string& url) {
     absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(url);
     RaiseIfError(address.status());
@@ -83,7 +86,13 @@ void BindCache(py::module_& m) {
       absl::StatusOr<std::string> bytes = redis.Get(key);
       if (bytes.status().code() == absl::StatusCode::kNotFound) continue;
       RaiseIfError(bytes.status());
-      absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(*bytes, nullptr);
+      const std::string& fleet_key = GlobalConfig().remote_cache_key;
+      absl::StatusOr<std::string_view> payload =
+          fleet_key.empty() ? absl::StatusOr<std::string_view>(cache::UncheckedPayload(*bytes))
+                            : cache::OpenEntry(fleet_key, key, *bytes);
+      absl::StatusOr<neff::LoadedNeff> loaded = payload.ok()
+                                                    ? neff::ReadNeff(*payload, nullptr)
+                                                    : absl::StatusOr<neff::LoadedNeff>(payload.status());
       if (!loaded.ok()) {
         bad.push_back(key);
         RaiseIfError(redis.Delete(key));

@@ -32,6 +32,8 @@ py::dict ConfigToDict(const Config& c) {
   d["service_idle_s"] = c.service_idle_s;
   d["service_timeout_s"] = c.service_timeout_s;
   d["remote_cache"] = c.remote_cache;
+  // Whether there is a fleet key, never the key.
+  d["remote_cache_signed"] = !c.remote_cache_key.empty();
   d["ir_debug"] = c.ir_debug;
   d["debug"] = c.debug;
   d["debug_dir"] = c.debug_dir;

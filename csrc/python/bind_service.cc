@@ -44,6 +44,7 @@ py::dict StatusDict(const proto::ServiceStatus& s) {
   d["remote_hits"] = s.remote_hits();
   d["remote_stores"] = s.remote_stores();
   d["remote_corrupt"] = s.remote_corrupt();
+  d["remote_untrusted"] = s.remote_untrusted();
   return d;
 }
 

@@ -26,11 +26,12 @@
 namespace torch_neuron::service {
 
 struct ClientOptions {
-  std::string mode = "auto";  // "auto" (this user's service, started on need) or a socket path
-  std::string cache_dir;      // where the auto service's directory lives
-  std::string toolchain;      // names the service's directory, with the compiler's sources
-  double timeout_s = 600;     // for a reply
-  std::string remote_cache;   // TORCH_NEURON_REMOTE_CACHE, passed on to the service ("": none)
+  std::string mode = "auto";     // "auto" (this user's service, started on need) or a socket path
+  std::string cache_dir;         // where the auto service's directory lives
+  std::string toolchain;         // names the service's directory, with the compiler's sources
+  double timeout_s = 600;        // for a reply
+  std::string remote_cache;      // TORCH_NEURON_REMOTE_CACHE, passed on to the service ("": none)
+  std::string remote_cache_key;  // its fleet key, passed on too ("": entries unsigned)
 };
 
 // The service directory and socket `options` lead to.

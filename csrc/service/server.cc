@@ -77,11 +77,13 @@ class Server {
                               std::unique_ptr<compiler::RequestGraph> graph);
   proto::ServiceReply Lookup(const proto::ServiceLookup& lookup);
   void CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
-                     ir::hash_t key, cache::RedisConnection* redis, Flight& flight);
+                     ir::hash_t key, cache::RedisConnection* redis, const std::string& fleet_key,
+                     Flight& flight);
   // The executable stored under `key_hex` on the disk or in Redis (written to
-  // the disk when Redis had it), verified against `fingerprint`; "" if none.
+  // the disk when Redis had it, and signed by `fleet_key` when there is one),
+  // verified against `fingerprint`; "" if none.
   std::string FindStored(const std::string& key_hex, const proto::CompilerFingerprint& fingerprint,
-                         cache::RedisConnection* redis, std::string* source);
+                         cache::RedisConnection* redis, const std::string& fleet_key, std::string* source);
   // The connection to the Redis at `url` ("" or an invalid URL: none), made
   // once and kept for every client that names it.
   cache::RedisConnection* Redis(const std::string& url);
@@ -110,6 +112,7 @@ class Server {
 
   std::atomic<int64_t> requests_{0}, compiles_{0}, joins_{0}, disk_hits_{0}, errors_{0}, refused_{0};
   std::atomic<int64_t> remote_hits_{0}, remote_stores_{0}, remote_corrupt_{0}, lookups_{0};
+  std::atomic<int64_t> remote_untrusted_{0};
   std::atomic<bool> redis_warned_{false};
 };
 
@@ -296,7 +299,8 @@ proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile,
     flight = slot;
   }
   if (leader) {
-    CompileFlight(*graph, fingerprint, key, Redis(compile.remote_cache()), *flight);
+    CompileFlight(*graph, fingerprint, key, Redis(compile.remote_cache()), compile.remote_cache_key(),
+                  *flight);
     absl::MutexLock lock(&mu_);
     flights_.erase(key);
   } else {
@@ -318,7 +322,7 @@ cache::RedisConnection* Server::Redis(const std::string& url) {
   auto it = redis_.find(url);
   if (it == redis_.end()) {
     absl::StatusOr<cache::RedisAddress> address = cache::ParseRedisUrl(url);
-    if (!address.ok()) Log(absl::StrCat("no remote cache for ", url, ": ", address.status().message()));
+    if (!address.ok()) Log(absl::StrCat("no remote cache: ", address.status().message()));
     it = redis_.emplace(url, address.ok() ? std::make_unique<cache::RedisConnection>(*address) : nullptr)
              .first;
   }
@@ -326,7 +330,8 @@ cache::RedisConnection* Server::Redis(const std::string& url) {
 }
 
 std::string Server::FindStored(const std::string& key_hex, const proto::CompilerFingerprint& fingerprint,
-                               cache::RedisConnection* redis, std::string* source) {
+                               cache::RedisConnection* redis, const std::string& fleet_key,
+                               std::string* source) {
   auto validate = [&](std::string_view bytes) { return neff::ReadNeff(bytes, &fingerprint).status(); };
   if (disk_ != nullptr) {
     if (std::optional<std::string> found = disk_->Load(key_hex, validate)) {
@@ -337,7 +342,13 @@ std::string Server::FindStored(const std::string& key_hex, const proto::Compiler
   }
   if (redis == nullptr) return "";
   const std::string remote_key = cache::RemoteKey(key_hex);
-  absl::StatusOr<std::string> bytes = redis->Get(remote_key);
+  absl::StatusOr<std::string> bytes = cache::LoadRemoteEntry(*redis, fleet_key, key_hex);
+  if (bytes.status().code() == absl::StatusCode::kPermissionDenied) {
+    // Never loaded: compiled here, and the signed entry written over it.
+    remote_untrusted_++;
+    Log(absl::StrCat("refused: ", bytes.status().message()));
+    return "";
+  }
   if (!bytes.ok()) {
     // A miss, or a Redis that cannot answer (logged once): compile without it.
     if (bytes.status().code() != absl::StatusCode::kNotFound && !redis_warned_.exchange(true)) {
@@ -363,7 +374,8 @@ std::string Server::FindStored(const std::string& key_hex, const proto::Compiler
 proto::ServiceReply Server::Lookup(const proto::ServiceLookup& lookup) {
   lookups_++;
   std::string source;
-  std::string neff = FindStored(lookup.key(), lookup.fingerprint(), Redis(lookup.remote_cache()), &source);
+  std::string neff = FindStored(lookup.key(), lookup.fingerprint(), Redis(lookup.remote_cache()),
+                                lookup.remote_cache_key(), &source);
   if (neff.empty())
     return ErrorReply(absl::NotFoundError(absl::StrCat("no stored executable for ", lookup.key())));
   proto::ServiceReply reply;
@@ -374,11 +386,12 @@ proto::ServiceReply Server::Lookup(const proto::ServiceLookup& lookup) {
 }
 
 void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
-                           ir::hash_t key, cache::RedisConnection* redis, Flight& flight) {
+                           ir::hash_t key, cache::RedisConnection* redis, const std::string& fleet_key,
+                           Flight& flight) {
   absl::Status status;
   std::string source;
   const std::string key_hex = ir::HashToHex(key);
-  std::string neff = FindStored(key_hex, fingerprint.fingerprint, redis, &source);
+  std::string neff = FindStored(key_hex, fingerprint.fingerprint, redis, fleet_key, &source);
   if (source.empty()) {
     {
       absl::MutexLock lock(&mu_);
@@ -414,7 +427,8 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
             absl::Status stored = disk_->Store(key_hex, neff);
             if (!stored.ok()) Log(absl::StrCat("could not write ", key_hex, ": ", stored.message()));
           }
-          if (redis != nullptr && redis->Set(cache::RemoteKey(key_hex), neff).ok()) remote_stores_++;
+          if (redis != nullptr && cache::StoreRemoteEntry(*redis, fleet_key, key_hex, neff).ok())
+            remote_stores_++;
         }
       }
     } catch (const std::exception& e) {
@@ -446,6 +460,7 @@ proto::ServiceStatus Server::Status() {
   s.set_remote_hits(remote_hits_.load());
   s.set_remote_stores(remote_stores_.load());
   s.set_remote_corrupt(remote_corrupt_.load());
+  s.set_remote_untrusted(remote_untrusted_.load());
   s.set_lookups(lookups_.load());
   absl::MutexLock lock(&mu_);
   s.set_queue_length(queued_);

@@ -64,6 +64,18 @@ tn_require(TN_HIREDIS_INCLUDE_DIR "hiredis" "libhiredis-dev")
 tn_require(TN_HIREDIS_STATIC_LIBRARY "hiredis (libhiredis.a)" "libhiredis-dev")
 include_directories(SYSTEM "${TN_HIREDIS_INCLUDE_DIR}")
 
+# --- OpenSSL: libssl-dev, its static archives (position-independent as Debian
+# builds them): HMAC-SHA256 of signed remote entries and rediss:// TLS, linked in
+# with symbols hidden like hiredis, so that the wheel needs no libssl and never
+# binds to (or is bound by) the copy Python's ssl module loads -------------------
+find_path(TN_OPENSSL_INCLUDE_DIR openssl/ssl.h)
+find_library(TN_SSL_STATIC_LIBRARY NAMES libssl.a)
+find_library(TN_CRYPTO_STATIC_LIBRARY NAMES libcrypto.a)
+tn_require(TN_OPENSSL_INCLUDE_DIR "OpenSSL" "libssl-dev")
+tn_require(TN_SSL_STATIC_LIBRARY "OpenSSL (libssl.a)" "libssl-dev")
+tn_require(TN_CRYPTO_STATIC_LIBRARY "OpenSSL (libcrypto.a)" "libssl-dev")
+include_directories(SYSTEM "${TN_OPENSSL_INCLUDE_DIR}")
+
 # --- xxHash: libxxhash-dev (header only: XXH_INLINE_ALL) -----------------------------
 find_path(TN_XXHASH_INCLUDE_DIR xxhash.h)
 tn_require(TN_XXHASH_INCLUDE_DIR "xxHash" "libxxhash-dev")

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     print(f"service at {where['socket']}")
     for key in ("pid", "uptime_s", "requests", "compiles", "joins", "disk_hits", "errors", "refused_peers",
                 "queue_length", "in_flight", "workers", "kernel_builds", "kernel_reuses", "lookups",
-                "remote_hits", "remote_stores", "remote_corrupt"):
+                "remote_hits", "remote_stores", "remote_corrupt", "remote_untrusted"):
         value = info[key]
         print(f"  {key:14s} {value:.1f}" if isinstance(value, float) else f"  {key:14s} {value}")
     return 0
