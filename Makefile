@@ -44,7 +44,8 @@ wheel-check: setup
 	@$(PY) -m pytest tests/python -q -m slow
 
 # Coverage-guided fuzzing of the NEFF reader (FUZZ_TARGET=compile_request_fuzzer:
-# the CompileRequest reader) with libFuzzer + ASan (clang), for
+# the CompileRequest reader; service_request_fuzzer, remote_entry_fuzzer: the
+# service's and the remote cache's readers) with libFuzzer + ASan (clang), for
 # FUZZ_SECONDS (default 60). Crashes are written to build-fuzz/artifacts/.
 FUZZ_SECONDS ?= 60
 fuzz: setup

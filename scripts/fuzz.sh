@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets with clang (installing it from Debian if missing)
 # in build-fuzz/ and fuzzes one reader for $1 seconds (default 60): the NEFF
 # reader, or with FUZZ_TARGET=compile_request_fuzzer the CompileRequest reader,
-# or with FUZZ_TARGET=service_request_fuzzer the compile service's request reader.
+# or with FUZZ_TARGET=service_request_fuzzer the compile service's request reader,
+# or with FUZZ_TARGET=remote_entry_fuzzer the remote cache's (signed) entry reader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${1:-60}
@@ -18,8 +19,9 @@ TARGET=${FUZZ_TARGET:-neff_reader_fuzzer}
 cmake --build build-fuzz --target "$TARGET" -j "$(nproc)"
 CORPUS="build-fuzz/corpus-$TARGET"
 mkdir -p "$CORPUS" build-fuzz/artifacts
-if [ "$TARGET" = neff_reader_fuzzer ]; then
-  # Seed the corpus with real NEFFs: the demo's graphs, compiled by the normal build.
+if [ "$TARGET" = neff_reader_fuzzer ] || [ "$TARGET" = remote_entry_fuzzer ]; then
+  # Seed the corpus with real NEFFs: the demo's graphs, compiled by the normal build
+  # (an unsigned remote entry is a NEFF as it is).
   TORCH_NEURON_CACHE_DIR="$PWD/build-fuzz/seed-cache" .venv/bin/python -m torch_neuron.demo --steps 2 --no-compare >/dev/null
   find build-fuzz/seed-cache -name '*.neff' -exec cp -t "$CORPUS"/ {} +
 else

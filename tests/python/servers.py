@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 from typing import Iterator
@@ -21,20 +22,32 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def redis_server(directory) -> Iterator[int]:
+def redis_server(directory, *args: str, tls: tuple[str, str] | None = None,
+                 password: str | None = None) -> Iterator[int]:
     """A redis-server on 127.0.0.1 with no persistence, its files in
-    `directory`; yields its port once it answers PING."""
+    `directory`, given `args` besides; yields its port once it answers PING.
+    With `tls` (certificate file, key file) it speaks TLS only on that port;
+    with `password` it is the one its PING authenticates with."""
     assert REDIS is not None, "redis-server is not installed (scripts/setup.sh installs it)"
     port = free_port()
-    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    listen = ["--port", str(port)]
+    if tls is not None:
+        listen = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", tls[0], "--tls-key-file", tls[1],
+                  "--tls-auth-clients", "no"]
+    proc = subprocess.Popen([REDIS, *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(directory), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ping = (b"AUTH %s\r\n" % password.encode() if password else b"") + b"PING\r\n"
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+                    s = raw
+                    if tls is not None:
+                        s = ssl.create_default_context(cafile=tls[0]).wrap_socket(raw, server_hostname="127.0.0.1")
+                    s.sendall(ping)
+                    time.sleep(0.05)
+                    if s.recv(64).endswith(b"+PONG\r\n"):
                         break
             except OSError:
                 pass

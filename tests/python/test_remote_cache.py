@@ -132,8 +132,12 @@ def test_a_redis_that_is_down_costs_a_warning_and_a_local_compile(tmp_path):
 def test_a_malformed_remote_url_is_a_clear_error_at_import():
     done = run_python("import torch_neuron", {"TORCH_NEURON_REMOTE_CACHE": "http://cache:6379"})
     assert done.returncode != 0
-    assert "TORCH_NEURON_REMOTE_CACHE='http://cache:6379' is not valid: expected a redis://host[:port][/db] URL" \
-        in done.stderr
+    assert ("TORCH_NEURON_REMOTE_CACHE='http://cache:6379' is not valid: "
+            "expected a redis[s]://[[user]:password@]host[:port][/db] URL") in done.stderr
+    # A password in a malformed URL is not repeated.
+    done = run_python("import torch_neuron", {"TORCH_NEURON_REMOTE_CACHE": "http://:hunter2@cache:6379"})
+    assert done.returncode != 0 and "TORCH_NEURON_REMOTE_CACHE='...@cache:6379' is not valid" in done.stderr
+    assert "hunter2" not in done.stderr
 
 
 # -------------------------------------------------------- through the service
