@@ -271,6 +271,7 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_TIERED_COMPILE": "off",
             "TORCH_NEURON_LAUNCH_BLOCKING": "yes",
             "TORCH_NEURON_TEST_FAIL_GROUP_COMPILES": "1",
+            "TORCH_NEURON_REMOTE_CACHE_KEY": "fleet secret",
         }
     )
     assert parsed == {
@@ -288,6 +289,7 @@ def test_parse_converts_every_known_setting():
         "service_idle_s": 30.0,
         "service_timeout_s": 2.5,
         "remote_cache": "",
+        "remote_cache_signed": True,  # whether there is a key; the key itself is never shown
         "ir_debug": True,
         "debug": False,
         "debug_dir": "",
