@@ -15,10 +15,14 @@ tables) miss two of the CPU's checks:
   elements share memory (``x.expand(2, 3).add_(1)``) is an error on the CPU,
   since the result would depend on the order of the writes.
 
-``install()`` puts a Meta kernel in front of each such op that makes the CPU's
+``install()`` gives each such op a neuron Meta kernel that makes the CPU's
 checks with the CPU's messages, then runs the original; the same for the ops
-with checks of their own (``_kernel_checks.py``) and the out= ops' dtype probes. Meta kernels are
-global, so meta tensors of the CPU get the same (CPU-like) strictness.
+with checks of their own (``_kernel_checks.py``) and the out= ops' dtype probes.
+Neuron's Meta kernels (csrc/lazy/neuron_meta.h) run where neuron runs a Meta
+kernel for itself: the tracer's shape inference, the out= checks, and, for an
+in-place op, where functionalization would run it (csrc/lazy/neuron_inplace.h).
+The Meta dispatch key keeps PyTorch's kernels: meta tensors, and the fake
+tensors of every other device, behave as without torch_neuron (issue 48).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ OVERLAP_ALLOWED = frozenset([
 ])
 
 
-_library = None
+_installed = False
 _originals = {}
 
 
@@ -189,18 +193,16 @@ def _with_kernel_check(check, python_meta, op=None):
 _python_metas = {}
 
 
-def _register(library, op, meta, written):
-    """`meta` as `op`'s Meta kernel. With `written` (the index of the tensor the
-    op writes), behind torch_neuron._C's signature memo: the op's checks depend
-    on its arguments' dtypes, shapes, strides and integer values alone, so a
-    signature that passed once (the kernel returned the written tensor, its
-    shape and strides unchanged) is not checked again; the memo keys the
-    boxed arguments in C++, where a Python memo cost more than tracing the op."""
-    if written is None:
-        library.impl(op, meta, "Meta")
-    else:
-        from . import _C
-        _C._meta_memo_impl(op._schema.name, op._schema.overload_name, written, meta)
+def _register(op, meta, written=None):
+    """`meta` as `op`'s neuron Meta kernel. With `written` (the index of the
+    tensor the op writes), behind torch_neuron._C's signature memo: the op's
+    checks depend on its arguments' dtypes, shapes, strides and integer values
+    alone, so a signature that passed once (the kernel returned the written
+    tensor, its shape and strides unchanged) is not checked again; the memo
+    keys the boxed arguments in C++, where a Python memo cost more than tracing
+    the op."""
+    from . import _C
+    _C._neuron_meta_impl(op._schema.name, op._schema.overload_name, written, meta)
 
 
 def _checking(op, python_meta, broadcast, overlap, functional=None):
@@ -341,12 +343,11 @@ def _key(op):
 
 
 def install() -> None:
-    global _library
-    if _library is not None:
+    global _installed
+    if _installed:
         return
-    library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
-        # Each registration warns that it overrides the Meta kernel: it does, on purpose.
+        # Each in-place op's Functionalize kernel is overridden (for neuron tensors only), on purpose.
         warnings.simplefilter("ignore")
         for op, python_meta in _inplace_ops().items():
             broadcast = (_key(op) in LAX_BROADCAST or _key(op) in BROADCAST_FIRST
@@ -360,7 +361,7 @@ def install() -> None:
             # Pointwise ops, and the shifts (__irshift__ lacks the tag).
             promotes = torch.Tag.pointwise in op.tags or _key(op) in BROADCAST_FIRST
             functional = _functional_of(op) if promotes else None
-            _register(library, op, *_checking(op, python_meta, broadcast, overlap, functional))
+            _register(op, *_checking(op, python_meta, broadcast, overlap, functional))
             _originals[op] = original
         # The functional and out= overloads of the ops with kernel checks.
         probed_out = set(_probed_out_ops())
@@ -373,12 +374,19 @@ def install() -> None:
                 except (AttributeError, RuntimeError):
                     continue  # an overload the dispatcher does not hold (index_put.hacked_twin)
                 python_meta = next((t[op] for t in tables if op in t), None)
+                check = KERNEL_CHECKS[name]
+                if "Composite" in repr(original):
+                    # A composite Meta kernel (randperm.generator's) calls the
+                    # checked overloads on meta tensors, which the tracer's
+                    # shape inference would not see: the check goes first.
+                    _register(op, _probing(check, original, op))
+                    _originals[op] = original
+                    continue
                 if python_meta is None or "_meta_registrations" not in repr(original):
                     continue
-                check = KERNEL_CHECKS[name]
                 if op in probed_out:  # mode(out=): the out dtype probe too
                     check = _both(check, _out_probe(op))
-                _register(library, op, _with_kernel_check(check, python_meta)[0], None)
+                _register(op, _with_kernel_check(check, python_meta)[0], None)
                 _originals[op] = original
         # Pointwise and reduction out= overloads with a Python Meta kernel: the CPU's dtype checks first.
         for op in probed_out:
@@ -388,7 +396,7 @@ def install() -> None:
             if python_meta is None:
                 continue
             original = torch.library.get_kernel(op, "Meta")
-            _register(library, op, *_with_kernel_check(_out_probe(op), _cpu_lenient(op, python_meta), op))
+            _register(op, *_with_kernel_check(_out_probe(op), _cpu_lenient(op, python_meta), op))
             _originals[op] = original
         for name, check in CPP_META_CHECKS.items():
             for overload in getattr(torch.ops.aten, name).overloads():
@@ -399,7 +407,7 @@ def install() -> None:
                     continue  # an overload TorchScript knows and the dispatcher does not (copy_.Tensor)
                 if op in _originals or "_meta_registrations" in repr(original):
                     continue
-                library.impl(op, _probing(check, original, op), "Meta")
+                _register(op, _probing(check, original, op))
                 _originals[op] = original
         # The random ops whose Meta kernel is C++ (random_): the probe, then it.
         for name in CPU_PROBED:
@@ -408,11 +416,13 @@ def install() -> None:
                 if op in _originals:
                     continue  # a Python Meta kernel: _checking probes first
                 original = torch.library.get_kernel(op, "Meta")
-                library.impl(op, _probing(_cpu_probe(name), original, op), "Meta")
+                _register(op, _probing(_cpu_probe(name), original, op))
                 _originals[op] = original
-    _library = library
+        from . import _C
+        _C._register_foreach_meta()
+    _installed = True
 
 
 def original_meta_kernel(op):
-    """The Meta kernel `op` had before install() put the checks in front, or None."""
+    """The Meta kernel of `op` that its neuron Meta kernel runs after the checks, or None."""
     return _originals.get(op)

@@ -1,4 +1,4 @@
-// Meta kernels for the in-place _foreach_* ops.
+// Neuron's Meta kernels for the in-place _foreach_* ops (neuron_meta.h).
 //
 // Before functionalization rewrites an in-place op into its functional form, it
 // runs the op once on meta copies of the arguments (the "meta reference"), so a
@@ -16,8 +16,9 @@
 // cast to self's. Tensors with symbolic sizes (FakeTensor under torch.compile)
 // take the original loop, whose Python meta functions handle SymInts.
 //
-// Meta kernels serve every meta tensor in the process, not only neuron's; each
-// one checks what the loop it replaces checks. Ops not listed here keep the loop.
+// They are neuron's only (RegisterForeachMeta): neuron's in-place kernels
+// (neuron_inplace.h) run them for neuron tensors; the Meta dispatch key keeps
+// PyTorch's loop for everyone else. Ops not listed here keep the loop.
 #include <ATen/ScalarOps.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/ops/_foreach_add_native.h>
@@ -51,6 +52,12 @@
 #include <ATen/ops/sub_meta_dispatch.h>
 #include <ATen/ops/zero_meta_dispatch.h>
 #include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "lazy/neuron_meta.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -236,43 +243,59 @@ void LerpList(at::TensorList self, at::TensorList end, at::TensorList weights) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, Meta, m) {
-  m.impl("_foreach_add_.Scalar", foreach_add::Scalar);
-  m.impl("_foreach_add_.List", foreach_add::List);
-  m.impl("_foreach_add_.ScalarList", foreach_add::ScalarList);
-  m.impl("_foreach_add_.Tensor", AddTensor);
-  m.impl("_foreach_sub_.Scalar", foreach_sub::Scalar);
-  m.impl("_foreach_sub_.List", foreach_sub::List);
-  m.impl("_foreach_sub_.ScalarList", foreach_sub::ScalarList);
-  m.impl("_foreach_mul_.Scalar", foreach_mul::Scalar);
-  m.impl("_foreach_mul_.List", foreach_mul::List);
-  m.impl("_foreach_mul_.ScalarList", foreach_mul::ScalarList);
-  m.impl("_foreach_mul_.Tensor", foreach_mul::Tensor);
-  m.impl("_foreach_div_.Scalar", foreach_div::Scalar);
-  m.impl("_foreach_div_.List", foreach_div::List);
-  m.impl("_foreach_div_.ScalarList", foreach_div::ScalarList);
-  m.impl("_foreach_div_.Tensor", foreach_div::Tensor);
-  m.impl("_foreach_clamp_min_.Scalar", foreach_clamp_min::Scalar);
-  m.impl("_foreach_clamp_min_.List", foreach_clamp_min::List);
-  m.impl("_foreach_clamp_min_.ScalarList", foreach_clamp_min::ScalarList);
-  m.impl("_foreach_clamp_max_.Scalar", foreach_clamp_max::Scalar);
-  m.impl("_foreach_clamp_max_.List", foreach_clamp_max::List);
-  m.impl("_foreach_clamp_max_.ScalarList", foreach_clamp_max::ScalarList);
-  m.impl("_foreach_pow_.Scalar", foreach_pow::Scalar);
-  m.impl("_foreach_pow_.List", foreach_pow::List);
-  m.impl("_foreach_pow_.ScalarList", foreach_pow::ScalarList);
-  m.impl("_foreach_addcmul_.Scalar", foreach_addcmul::Scalar);
-  m.impl("_foreach_addcmul_.ScalarList", foreach_addcmul::ScalarList);
-  m.impl("_foreach_addcdiv_.Scalar", foreach_addcdiv::Scalar);
-  m.impl("_foreach_addcdiv_.ScalarList", foreach_addcdiv::ScalarList);
-  m.impl("_foreach_lerp_.Scalar", LerpScalar);
-  m.impl("_foreach_lerp_.ScalarList", LerpScalarList);
-  m.impl("_foreach_lerp_.List", LerpList);
-  m.impl("_foreach_sqrt_", foreach_sqrt::Apply);
-  m.impl("_foreach_exp_", foreach_exp::Apply);
-  m.impl("_foreach_neg_", foreach_neg::Apply);
-  m.impl("_foreach_reciprocal_", foreach_reciprocal::Apply);
-  m.impl("_foreach_zero_", foreach_zero::Apply);
+void RegisterForeachMeta() {
+  static bool done = [] {
+    auto set = [](const char* name, c10::KernelFunction kernel) {
+      std::string full = name;
+      const size_t dot = full.find('.');
+      const std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+      if (dot != std::string::npos) full.resize(dot);
+      std::optional<c10::OperatorHandle> op =
+          c10::Dispatcher::singleton().findSchema(c10::OperatorName("aten::" + full, overload));
+      TORCH_INTERNAL_ASSERT(op.has_value(), "no operator aten::", name);
+      SetNeuronMetaKernel(*op, std::move(kernel));
+    };
+#define TN_FOREACH_META(name, fn) set(name, c10::KernelFunction::makeFromUnboxedFunction(TORCH_FN(fn)))
+    TN_FOREACH_META("_foreach_add_.Scalar", foreach_add::Scalar);
+    TN_FOREACH_META("_foreach_add_.List", foreach_add::List);
+    TN_FOREACH_META("_foreach_add_.ScalarList", foreach_add::ScalarList);
+    TN_FOREACH_META("_foreach_add_.Tensor", AddTensor);
+    TN_FOREACH_META("_foreach_sub_.Scalar", foreach_sub::Scalar);
+    TN_FOREACH_META("_foreach_sub_.List", foreach_sub::List);
+    TN_FOREACH_META("_foreach_sub_.ScalarList", foreach_sub::ScalarList);
+    TN_FOREACH_META("_foreach_mul_.Scalar", foreach_mul::Scalar);
+    TN_FOREACH_META("_foreach_mul_.List", foreach_mul::List);
+    TN_FOREACH_META("_foreach_mul_.ScalarList", foreach_mul::ScalarList);
+    TN_FOREACH_META("_foreach_mul_.Tensor", foreach_mul::Tensor);
+    TN_FOREACH_META("_foreach_div_.Scalar", foreach_div::Scalar);
+    TN_FOREACH_META("_foreach_div_.List", foreach_div::List);
+    TN_FOREACH_META("_foreach_div_.ScalarList", foreach_div::ScalarList);
+    TN_FOREACH_META("_foreach_div_.Tensor", foreach_div::Tensor);
+    TN_FOREACH_META("_foreach_clamp_min_.Scalar", foreach_clamp_min::Scalar);
+    TN_FOREACH_META("_foreach_clamp_min_.List", foreach_clamp_min::List);
+    TN_FOREACH_META("_foreach_clamp_min_.ScalarList", foreach_clamp_min::ScalarList);
+    TN_FOREACH_META("_foreach_clamp_max_.Scalar", foreach_clamp_max::Scalar);
+    TN_FOREACH_META("_foreach_clamp_max_.List", foreach_clamp_max::List);
+    TN_FOREACH_META("_foreach_clamp_max_.ScalarList", foreach_clamp_max::ScalarList);
+    TN_FOREACH_META("_foreach_pow_.Scalar", foreach_pow::Scalar);
+    TN_FOREACH_META("_foreach_pow_.List", foreach_pow::List);
+    TN_FOREACH_META("_foreach_pow_.ScalarList", foreach_pow::ScalarList);
+    TN_FOREACH_META("_foreach_addcmul_.Scalar", foreach_addcmul::Scalar);
+    TN_FOREACH_META("_foreach_addcmul_.ScalarList", foreach_addcmul::ScalarList);
+    TN_FOREACH_META("_foreach_addcdiv_.Scalar", foreach_addcdiv::Scalar);
+    TN_FOREACH_META("_foreach_addcdiv_.ScalarList", foreach_addcdiv::ScalarList);
+    TN_FOREACH_META("_foreach_lerp_.Scalar", LerpScalar);
+    TN_FOREACH_META("_foreach_lerp_.ScalarList", LerpScalarList);
+    TN_FOREACH_META("_foreach_lerp_.List", LerpList);
+    TN_FOREACH_META("_foreach_sqrt_", foreach_sqrt::Apply);
+    TN_FOREACH_META("_foreach_exp_", foreach_exp::Apply);
+    TN_FOREACH_META("_foreach_neg_", foreach_neg::Apply);
+    TN_FOREACH_META("_foreach_reciprocal_", foreach_reciprocal::Apply);
+    TN_FOREACH_META("_foreach_zero_", foreach_zero::Apply);
+#undef TN_FOREACH_META
+    return true;
+  }();
+  (void)done;
 }
 
 }  // namespace torch_neuron::lazy

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lazy/fused_optimizers.h"
+#include "lazy/neuron_meta.h"
 #include "lazy/structured_meta.h"
 #include "lazy/tensor_impl.h"
 
@@ -86,7 +87,7 @@ std::shared_ptr<const MetaResult> InferMeta(const c10::OperatorHandle& op, ir::h
     // although the *_copy form would accept it.
     torch::jit::Stack view_args = meta_stack;
     try {
-      view_of->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &view_args);
+      RunNeuronMeta(*view_of, &view_args);
       std::vector<TensorLayout> layouts;
       if (CollectLayouts(view_args, &layouts)) view_layouts = std::move(layouts);
     } catch (const c10::NotImplementedError&) {
@@ -100,7 +101,7 @@ std::shared_ptr<const MetaResult> InferMeta(const c10::OperatorHandle& op, ir::h
     if (const c10::KernelFunction* kernel = StructuredMetaKernel(op)) {
       kernel->callBoxed(op, meta_keys, &meta_stack);
     } else {
-      op.redispatchBoxed(meta_keys, &meta_stack);
+      RunNeuronMeta(op, &meta_stack);
     }
     MetaResult r;
     bool ok = true;

@@ -17,6 +17,7 @@
 
 #include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
+#include "lazy/neuron_meta.h"
 #include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
@@ -275,7 +276,7 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       }
     }
     try {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+      RunNeuronMeta(op, &meta_stack);
       // The CPU resizes an out view over its base's storage (restrided, as
       // big as needed); functionalization cannot re-point a view, and writing
       // the result through the old view failed when the graph ran.

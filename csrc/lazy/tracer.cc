@@ -21,6 +21,7 @@
 #include "lazy/hidden_mutations.h"
 #include "lazy/layouts.h"
 #include "lazy/meta_inference.h"
+#include "lazy/neuron_meta.h"
 #include "lazy/scheduler.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_info.h"
@@ -226,7 +227,7 @@ std::optional<int> DeviceOf(const Call& c) {
   for (size_t i = c.base; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_meta()) {
-      c.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), c.stack);
+      RunNeuronMeta(c.op, c.stack);
       return std::nullopt;
     }
   }

@@ -1,5 +1,7 @@
-// A C++ memo in front of the Python Meta kernels of pointwise in-place and out=
-// ops (torch_neuron/_meta_checks.py).
+// A C++ memo in front of neuron's Python Meta kernels of pointwise in-place
+// and out= ops (torch_neuron/_meta_checks.py), and the bindings that make
+// Python functions neuron's Meta kernels (lazy/neuron_meta.h: neuron calls
+// only; the Meta dispatch key keeps PyTorch's kernels).
 //
 // Functionalization runs every in-place op once on meta copies of its
 // arguments before it traces the functional form. For most in-place ops the
@@ -28,6 +30,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/tensor_memoryformats.h>
+#include <pybind11/stl.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -40,6 +43,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "base/metrics.h"
+#include "lazy/neuron_inplace.h"
+#include "lazy/neuron_meta.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -50,6 +55,9 @@ namespace {
 // At most this many passed signatures are kept per op; past it, new ones are
 // checked every time (a process that sees thousands of shapes gains little).
 constexpr size_t kPassedLimit = 4096;
+
+// The `written` of a kernel that remembers nothing (calls Python every time).
+constexpr size_t kNoMemo = static_cast<size_t>(-1);
 
 enum Tag : int64_t {
   kTensor = 1,
@@ -229,6 +237,10 @@ class MemoKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t num_args = op.schema().arguments().size();
+    if (written_ == kNoMemo) {
+      CallPython(op, stack, num_args);
+      return;
+    }
     const c10::IValue& written_value = (*stack)[stack->size() - num_args + written_];
     const at::Tensor written = written_value.isTensor() ? written_value.toTensor() : at::Tensor();
     // The key is built in a buffer this thread keeps, so a hit allocates
@@ -272,8 +284,12 @@ class MemoKernel final : public c10::OperatorKernel {
       py::object out = py::reinterpret_borrow<py::function>(fn_)(*args, **kwargs);
       PushReturns(op.schema(), out, stack);
     } catch (py::error_already_set& e) {
+      // The error keeps its message (what()), which neuron's callers read
+      // (out_checks.cc words the refs' cast errors as the CPU does).
       e.restore();
-      throw python_error();
+      python_error error;
+      error.persist();
+      throw error;
     }
   }
 
@@ -285,32 +301,30 @@ class MemoKernel final : public c10::OperatorKernel {
   absl::flat_hash_set<std::string> passed_;
 };
 
-// Registrations live as long as the process.
-torch::Library& MetaLibrary() {
-  static auto* library =
-      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
-  return *library;
-}
-
 }  // namespace
 
 void BindMetaMemo(py::module_& m) {
-  // Puts `fn` behind a C++ signature memo as the Meta kernel of the aten op
-  // `name` (schema name, "aten::add_") and `overload` ("Tensor", or "" for the
-  // default), whose written tensor (self, or out) is argument `written`.
-  m.def("_meta_memo_impl",
-        [](const std::string& name, const std::string& overload, size_t written, py::function fn) {
-          auto handle = c10::Dispatcher::singleton().findOp(c10::OperatorName(name, overload));
-          const std::string full = overload.empty() ? name : name + "." + overload;
-          if (!handle.has_value() || name.rfind("aten::", 0) != 0) {
-            throw py::value_error("_meta_memo_impl: no operator " + full);
-          }
-          if (written >= handle->schema().arguments().size()) {
-            throw py::value_error("_meta_memo_impl: " + full + " has no argument " + std::to_string(written));
-          }
-          MetaLibrary().impl(full.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                               std::make_unique<MemoKernel>(std::move(fn), written)));
-        });
+  // Makes `fn` neuron's Meta kernel (lazy/neuron_meta.h) of the aten op `name`
+  // (schema name, "aten::add_") and `overload` ("Tensor", or "" for the
+  // default). With `written` (the index of the tensor it writes: self, or
+  // out), behind a C++ signature memo; with None, called every time.
+  m.def("_neuron_meta_impl", [](const std::string& name, const std::string& overload,
+                                std::optional<size_t> written, py::function fn) {
+    auto handle = c10::Dispatcher::singleton().findOp(c10::OperatorName(name, overload));
+    const std::string full = overload.empty() ? name : name + "." + overload;
+    if (!handle.has_value() || name.rfind("aten::", 0) != 0) {
+      throw py::value_error("_neuron_meta_impl: no operator " + full);
+    }
+    if (written && *written >= handle->schema().arguments().size()) {
+      throw py::value_error("_neuron_meta_impl: " + full + " has no argument " + std::to_string(*written));
+    }
+    lazy::SetNeuronMetaKernel(*handle, c10::KernelFunction::makeFromBoxedFunctor(std::make_unique<MemoKernel>(
+                                           std::move(fn), written.value_or(kNoMemo))));
+  });
+  m.def("_neuron_meta_ops", [] { return lazy::NeuronMetaKernelOps(); });
+  m.def("_neuron_inplace_ops", [] { return lazy::NeuronInPlaceOps(); });
+  m.def("_neuron_inplace_ops_run_functional", [] { return lazy::NeuronInPlaceOpsRunFunctional(); });
+  m.def("_register_foreach_meta", [] { lazy::RegisterForeachMeta(); });
 }
 
 }  // namespace torch_neuron::python

@@ -1,11 +1,12 @@
-"""The C++ Meta kernels of the in-place `_foreach_*_` ops (csrc/lazy/foreach_meta.cc).
+"""Neuron's C++ Meta kernels of the in-place `_foreach_*_` ops (csrc/lazy/foreach_meta.cc).
 
 Functionalization checks every in-place op on meta copies of its arguments
-before it traces the op; these kernels make that check without PyTorch's Python
-meta functions. Each form must compute what the CPU computes, reject what the
-CPU rejects with the CPU's message, leave its tensors untouched when it
-rejects, and still serve meta tensors with symbolic sizes (torch.compile's
-FakeTensors).
+before it traces the op; for neuron tensors these kernels make that check
+without PyTorch's Python meta functions (csrc/lazy/neuron_inplace.h). Each form
+must compute what the CPU computes, reject what the CPU rejects with the CPU's
+message, leave its tensors untouched when it rejects, in every autograd mode;
+meta tensors, FakeTensors with symbolic sizes (torch.compile's) included, keep
+PyTorch's own kernels.
 """
 
 import pytest
@@ -75,9 +76,11 @@ FORMS = {
 
 
 @pytest.mark.parametrize("op", FORMS)
-def test_form_has_a_cpp_meta_kernel(op):
-    assert torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta")
-    assert "foreach_meta.cc" in torch._C._dispatch_dump(f"aten::{op}").split("\nMeta: ")[1].splitlines()[0]
+def test_form_has_a_neuron_meta_kernel_and_the_meta_key_keeps_pytorchs(op):
+    assert f"aten::{op}" in torch_neuron._C._neuron_meta_ops()
+    assert f"aten::{op}" in torch_neuron._C._neuron_inplace_ops_run_functional()
+    meta = torch._C._dispatch_dump_table(f"aten::{op}").split("\nMeta: ")[1].splitlines()[0]
+    assert "torch_neuron" not in meta and "foreach_meta.cc" not in meta
 
 
 @pytest.mark.parametrize("op", FORMS)
@@ -150,17 +153,22 @@ def test_bad_call_raises_the_cpu_error_and_changes_nothing(bad_call):
 
 
 @pytest.mark.parametrize("bad_call", BAD_CALLS, ids=lambda f: f.__name__)
-def test_bad_call_on_meta_tensors_raises_the_cpu_error(bad_call):
+def test_bad_call_under_inference_mode_raises_the_cpu_error_and_changes_nothing(bad_call):
+    # No autograd key there: the checks run from the Functionalize key.
     with pytest.raises(RuntimeError) as cpu_error:
         bad_call(*lists("cpu"), "cpu")
-    with pytest.raises(RuntimeError) as meta_error:
-        bad_call(*lists("meta"), "meta")
-    assert str(meta_error.value) == str(cpu_error.value)
+    neuron = lists("neuron")
+    before = [t.cpu() for t in neuron[0]]
+    with torch.inference_mode(), pytest.raises(RuntimeError) as neuron_error:
+        bad_call(*neuron, "neuron")
+    assert str(neuron_error.value) == str(cpu_error.value)
+    for b, t in zip(before, neuron[0]):
+        torch.testing.assert_close(t.cpu(), b, rtol=0, atol=0)
 
 
 def test_symbolic_sizes_take_the_python_meta_functions():
-    """FakeTensors with SymInt sizes (torch.compile's dynamic shapes) reach the
-    original per-tensor loop, which handles them, and broadcasting errors
+    """FakeTensors with SymInt sizes (torch.compile's dynamic shapes) reach
+    PyTorch's per-tensor loop, which handles them, and broadcasting errors
     still surface."""
     mode = FakeTensorMode(shape_env=ShapeEnv())
     dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC])

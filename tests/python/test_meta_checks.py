@@ -6,7 +6,9 @@ binary ops) and its internal-overlap check (all of them), so neuron accepted
 ``x.atan2_(y)`` with ``y`` broadcasting ``x`` bigger and wrote into expanded
 tensors. torch_neuron/_meta_checks.py adds the checks. Every in-place op of
 PyTorch's decomposition tables is tried here with both kinds of bad input on
-the CPU and on neuron: both must raise the same error, or neither.
+the CPU and on neuron: both must raise the same error, or neither. The checks
+are neuron's Meta kernels (csrc/lazy/neuron_meta.h): meta tensors keep PyTorch's
+own (test_dispatch_isolation.py).
 """
 
 import warnings
@@ -137,6 +139,20 @@ def test_writing_into_an_expanded_tensor_errors_at_the_call():
         base.expand(2, 3).fill_(2)
     assert torch.equal(base.cpu(), torch.zeros(3))
     torch.zeros(3, device="meta").expand(2, 3).fill_(2)  # meta tensors: as the CPU
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode, torch.enable_grad])
+def test_in_place_checks_hold_in_every_autograd_mode(mode):
+    # Under inference_mode no autograd key runs: the checks run from the
+    # Functionalize key (csrc/lazy/neuron_inplace.h) in every mode.
+    x = torch.ones(3, device=DEV)
+    with mode():
+        with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"):
+            x.atan2_(torch.ones(2, 3, device=DEV))
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Int"):
+            torch.ones(3, dtype=torch.int32, device=DEV).mul_(torch.ones(3, device=DEV))
+        x.add_(torch.ones(3, device=DEV), alpha=2)
+    assert torch.equal(x.cpu(), torch.full((3,), 3.0))
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int64])

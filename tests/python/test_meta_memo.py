@@ -1,11 +1,13 @@
-"""The C++ signature memo in front of the Python Meta kernels of pointwise
+"""The C++ signature memo in front of neuron's Python Meta kernels of pointwise
 in-place and out= ops (csrc/python/meta_memo.cc, torch_neuron/_meta_checks.py).
 
-Functionalization runs every in-place op on meta copies of its arguments before
-it traces the op. A signature (dtypes, sizes, strides, number types, integer
-values) that passed the checks once is not checked again, and no Python runs;
-anything else reaches the Python kernel as before: new signatures, bad ones
-(every time), symbolic sizes.
+Neuron checks every in-place op on meta copies of its arguments before it
+traces the op (csrc/lazy/neuron_inplace.h), and every out= op before it writes
+(csrc/lazy/out_checks.cc). A signature (dtypes, sizes, strides, number types,
+integer values) that passed the checks once is not checked again, and no Python
+runs; anything else reaches the Python kernel as before: new signatures, bad
+ones (every time). Meta and fake tensors never reach the memo: they keep
+PyTorch's own Meta kernels.
 """
 
 import threading
@@ -29,10 +31,11 @@ def python_calls(fn):
     return calls_in(fn, lambda filename: filename != __file__)
 
 
-def test_the_memo_is_the_meta_kernel_of_pointwise_in_place_and_out_ops():
+def test_the_memo_is_neurons_meta_kernel_of_pointwise_in_place_and_out_ops_and_not_the_meta_keys():
     for op in ("aten::add_.Tensor", "aten::mul_.Scalar", "aten::addcmul_", "aten::mul.out"):
+        assert op in torch_neuron._C._neuron_meta_ops()
         meta = torch._C._dispatch_dump(op).split("\nMeta: ")[1].splitlines()[0]
-        assert "meta_memo.cc" in meta, (op, meta)
+        assert "torch_neuron" not in meta and "meta_memo.cc" not in meta, (op, meta)
 
 
 def test_a_repeated_in_place_signature_runs_no_python_and_matches_the_cpu():
@@ -49,7 +52,7 @@ def test_a_repeated_in_place_signature_runs_no_python_and_matches_the_cpu():
     torch.testing.assert_close(nz.cpu(), z)
 
 
-@pytest.mark.parametrize("device", ["cpu", "neuron", "meta"])
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
 def test_a_failing_signature_fails_every_time(device):
     # Bad signatures are never remembered, whichever was checked before them.
     x = torch.ones(3, device=device)
@@ -66,46 +69,50 @@ def test_a_failing_signature_fails_every_time(device):
 
 def test_integer_values_are_part_of_the_signature_and_float_values_are_not():
     # Integer and bool values can decide a check (the Python kernels see
-    # numbers); a float's value cannot. A Python int the binding wrapped into a
-    # tensor keys by its value too.
-    x, y = torch.ones(3, 4, device="meta"), torch.ones(3, 4, device="meta")
+    # numbers); a float's value cannot. (A Python number the binding wrapped
+    # into a tensor reaches the checks as a meta tensor, as functionalization
+    # makes its meta copies: its value is not seen.)
+    x, y = torch.ones(3, 4, device="neuron"), torch.ones(3, 4, device="neuron")
     x.add_(y)  # alpha=1
     outcomes = []
     for call in (lambda: x.add_(y, alpha=2), lambda: x.add_(y, alpha=2), lambda: x.add_(y, alpha=0.5),
-                 lambda: x.add_(y, alpha=0.25), lambda: x.add_(7), lambda: x.add_(8), lambda: x.add_(8)):
+                 lambda: x.add_(y, alpha=0.25), lambda: x.add_(y, alpha=3), lambda: x.add_(y, alpha=4),
+                 lambda: x.add_(y, alpha=4)):
         hits, misses = memo_counts()
         call()
         outcomes.append("hit" if memo_counts() == (hits + 1, misses) else "miss")
     assert outcomes == ["miss", "hit", "miss", "hit", "miss", "miss", "hit"]
+    torch_neuron.mark_step()
 
 
-def test_symbolic_sizes_are_checked_in_python_every_time():
+def test_fake_tensors_keep_pytorchs_meta_kernels():
     mode = FakeTensorMode(shape_env=ShapeEnv())
     dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC])
     x = mode.from_tensor(torch.randn(5), symbolic_context=dynamic)
     y = mode.from_tensor(torch.randn(5), symbolic_context=dynamic)
     assert isinstance(x.shape[0], torch.SymInt)
-    hits, _ = memo_counts()
+    before = memo_counts()
     with mode:
         x.add_(y, alpha=2)
         x.add_(y, alpha=2)
         assert isinstance(x.shape[0], torch.SymInt)
         with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
             x.add_(torch.ones(2, 5))
-    assert memo_counts()[0] == hits
+    assert memo_counts() == before
 
 
 def test_an_out_that_was_resized_is_checked_again():
-    x = torch.ones(4, 5, device="meta")
-    torch.mul(x, 2.0, out=torch.empty(4, 5, device="meta"))
+    x = torch.ones(4, 5, device="neuron")
+    torch.mul(x, 2.0, out=torch.empty(4, 5, device="neuron"))
     hits, misses = memo_counts()
-    torch.mul(x, 2.0, out=torch.empty(4, 5, device="meta"))
+    torch.mul(x, 2.0, out=torch.empty(4, 5, device="neuron"))
     assert memo_counts() == (hits + 1, misses)
     with pytest.warns(UserWarning, match="was resized"):
-        torch.mul(x, 2.0, out=torch.empty(3, device="meta"))
+        torch.mul(x, 2.0, out=torch.empty(3, device="neuron"))
     with pytest.warns(UserWarning, match="was resized"):
-        torch.mul(x, 2.0, out=torch.empty(3, device="meta"))
+        torch.mul(x, 2.0, out=torch.empty(3, device="neuron"))
     assert memo_counts() == (hits + 1, misses + 2)
+    torch_neuron.mark_step()
 
 
 def test_threads_checking_at_once_get_their_own_results():
@@ -116,10 +123,10 @@ def test_threads_checking_at_once_get_their_own_results():
     def work(n):
         try:
             for _ in range(50):
-                x = torch.ones(n, device="meta")
-                x.add_(torch.ones(n, device="meta"))
+                x = torch.ones(n, device="neuron")
+                x.add_(torch.ones(n, device="neuron"))
                 with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
-                    x.add_(torch.ones(2, n, device="meta"))
+                    x.add_(torch.ones(2, n, device="neuron"))
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
