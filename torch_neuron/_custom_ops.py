@@ -19,10 +19,16 @@ kernel, and C++ kernels (c10d's collectives, which the neuron process group
 serves), are left alone.
 
 Operators registered before ``import torch_neuron`` are found by a scan;
-later ones as their PrivateUse1 kernel is registered (``Library.impl``).
+later ones as their PrivateUse1 kernel is registered: ``Library.impl`` is
+wrapped, since PyTorch calls nothing when a kernel is registered, and a
+backend's AutogradPrivateUse1 fallback cannot be replaced (PyTorch registers
+its own). The wrapper calls the original for every registration and adds the
+neuron kernel after a PrivateUse1 one only (``__wrapped__`` is the original).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -92,6 +98,8 @@ def install() -> None:
     if _original_library_impl is not None:
         return
     _original_library_impl = torch.library.Library.impl
+    functools.update_wrapper(_library_impl, _original_library_impl)
+    _library_impl.__module__, _library_impl.__qualname__ = __name__, "_library_impl"
     torch.library.Library.impl = _library_impl
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith(_SKIPPED_NAMESPACES):

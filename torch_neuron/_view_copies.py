@@ -12,12 +12,16 @@ the view's strides too, where the CPU returns a new contiguous tensor:
 a flat buffer ("view size is not compatible with input tensor's size and
 stride").
 
-``install()`` gives each view-copy op a Functionalize kernel that spells out what
-the op means: the view (which functionalization replays as before), then a
-contiguous clone; the ``out=`` forms copy that into ``out`` (resized as the
-CPU's ``out=`` convention says). Functionalization's own replays call the
-``*_copy`` ops below this key and are unchanged. Values are the same on every
-device; only a neuron result's strides differ from before.
+``install()`` gives each view-copy op a Functionalize kernel that, for a call
+on neuron tensors, spells out what the op means: the view (which
+functionalization replays as before), then a contiguous clone; the ``out=``
+forms copy that into ``out`` (resized as the CPU's ``out=`` convention says).
+Functionalization's own replays call the ``*_copy`` ops below this key and are
+unchanged. A call without a neuron tensor goes to the kernel that was there
+(PyTorch's functionalization fallback), exactly as without torch_neuron: the
+kernel must sit on the Functionalize key, the first one a neuron tensor meets
+in every mode (AutogradPrivateUse1 is skipped under inference_mode), so it
+acts only on neuron tensors (issue 48).
 """
 
 from __future__ import annotations
@@ -84,6 +88,27 @@ def install() -> None:
         _install_kernels(_lib)
 
 
+def _has_neuron_tensor(args, kwargs) -> bool:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if value.device.type == "neuron":
+                return True
+        elif isinstance(value, (list, tuple)):
+            if any(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in value):
+                return True
+    return False
+
+
+def _neuron_only(kernel, original):
+    """`kernel` for calls with a neuron tensor, `original` (the kernel that was
+    there) for every other call."""
+    def guarded(keyset, *args, **kwargs):
+        if _has_neuron_tensor(args, kwargs):
+            return kernel(*args, **kwargs)
+        return original.call_boxed(keyset, *args, **kwargs)
+    return guarded
+
+
 def _install_kernels(lib) -> None:
     for view_name in _VIEWS:
         copy_packet = getattr(torch.ops.aten, view_name + "_copy", None)
@@ -100,4 +125,5 @@ def _install_kernels(lib) -> None:
             name = copy_op._schema.name.split("::")[1]
             full = name if overload == "default" else f"{name}.{overload}"
             kernel = _out_kernel(name, view_op) if is_out else _functional_kernel(view_op)
-            lib.impl(full, kernel, "Functionalize")
+            original = torch.library.get_kernel(copy_op, "Functionalize")
+            lib.impl(full, _neuron_only(kernel, original), "Functionalize", with_keyset=True)

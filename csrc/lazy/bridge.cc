@@ -1,6 +1,8 @@
 #include "lazy/bridge.h"
 
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/copy.h>
 #include <ATen/ops/lift_fresh.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -8,6 +10,9 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
+
+#include <optional>
+#include <utility>
 
 #include "lazy/functionalize_fast.h"
 #include "lazy/tensor_impl.h"
@@ -72,30 +77,48 @@ at::Tensor MakeViewTensor(LazyTensorPtr tensor, const TensorLayout& layout) {
 
 namespace {
 
-at::Tensor LiftFresh(c10::DispatchKeySet ks, const at::Tensor& self) {
-  if (at::functionalization::impl::isFunctionalTensor(self)) {
-    if (IsNeuron(self) && c10::impl::TorchDispatchModeTLS::any_modes_set()) {
-      // torch.tensor(data, device="neuron") under a Python dispatch mode:
-      // PyTorch made the tensor with the modes off, and lift_fresh is how the
-      // modes get to see it (torch.compile's FakeTensorMode turns it into a
-      // fake; a CUDA tensor reaches them the same way, being no functional
-      // wrapper). Functionalization would keep it from them: pass it below.
-      return at::_ops::lift_fresh::redispatch(ks & c10::after_func_keyset, self);
-    }
-    // A fresh tensor nobody else holds: no alias is needed. Other devices keep
-    // PyTorch's view, which graph export relies on.
-    return IsNeuron(self) ? self : self.view_as(self);
-  }
-  at::Tensor out;
-  {
-    at::AutoDispatchSkipFunctionalize guard;
-    out = at::lift_fresh(self);
-  }
-  return at::functionalization::impl::to_functional_tensor(out);
+// The kernels lift_fresh had at Functionalize and copy_ at ADInplaceOrView
+// before neuron's, for calls that are not neuron's; set before registering.
+std::optional<c10::SafeKernelFunction>& OriginalLiftFresh() {
+  static std::optional<c10::SafeKernelFunction> original;
+  return original;
+}
+std::optional<c10::SafeKernelFunction>& OriginalCopy() {
+  static std::optional<c10::SafeKernelFunction> original;
+  return original;
 }
 
-// copy_ at ADInplaceOrView: what PyTorch's kernel there does (run the copy
-// below this key, then bump the version of `self`), and one more case.
+// Calls `original` as the dispatcher would have called it with `args`; the
+// op's first return.
+template <class... Args>
+at::Tensor CallOriginal(const c10::SafeKernelFunction& original, c10::DispatchKeySet ks, Args&&... args) {
+  const c10::OperatorHandle& op = original.opHandle();
+  torch::jit::Stack stack = c10::impl::boxArgs<Args...>(std::forward<Args>(args)...);
+  original.callBoxed(op, ks, &stack);
+  return stack.back().toTensor();
+}
+
+// lift_fresh at Functionalize, for a neuron tensor; any other goes to
+// PyTorch's kernel.
+at::Tensor LiftFresh(c10::DispatchKeySet ks, const at::Tensor& self) {
+  if (!IsNeuron(self) || !at::functionalization::impl::isFunctionalTensor(self)) {
+    return CallOriginal(*OriginalLiftFresh(), ks, self);
+  }
+  if (c10::impl::TorchDispatchModeTLS::any_modes_set()) {
+    // torch.tensor(data, device="neuron") under a Python dispatch mode:
+    // PyTorch made the tensor with the modes off, and lift_fresh is how the
+    // modes get to see it (torch.compile's FakeTensorMode turns it into a
+    // fake; a CUDA tensor reaches them the same way, being no functional
+    // wrapper). Functionalization would keep it from them: pass it below.
+    return at::_ops::lift_fresh::redispatch(ks & c10::after_func_keyset, self);
+  }
+  // A fresh tensor nobody else holds: no alias is needed (PyTorch's kernel
+  // returns a view of it, which graph export relies on).
+  return self;
+}
+
+// copy_ at ADInplaceOrView, for a plain `self` written from a neuron
+// functional tensor; any other call goes to PyTorch's kernel.
 // Functionalization refuses to write a plain tensor from a functional one, and
 // that is what `cpu_tensor.copy_(neuron_tensor)` is, from Python or from C++
 // (DDP's start-up checks read a broadcast back into a CPU tensor). Here the
@@ -106,7 +129,11 @@ at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at
                               bool non_blocking) {
   const bool plain_from_functional = IsNeuron(src) && at::functionalization::impl::isFunctionalTensor(src) &&
                                      !at::functionalization::impl::isFunctionalTensor(self);
-  if (plain_from_functional) {
+  if (!plain_from_functional) {
+    CallOriginal(*OriginalCopy(), ks, self, src, non_blocking);
+    return self;
+  }
+  {
     // The value as a plain tensor: a host copy for a host `self`, the lazy
     // tensor inside for a plain neuron one. The copy is dispatched afresh, so
     // its kernel is chosen by the devices the two tensors are on now.
@@ -121,9 +148,6 @@ at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at
       at::AutoDispatchBelowADInplaceOrView guard;
       self.copy_(source, non_blocking);
     }
-  } else {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    at::_ops::copy_::redispatch(ks & c10::after_ADInplaceOrView_keyset, self, src, non_blocking);
   }
   torch::autograd::impl::bump_version(self);
   return self;
@@ -143,6 +167,11 @@ void RegisterFunctionalizeOverrides() {
   static bool done = [] {
     SilentWarnings silent;
     c10::WarningUtils::WarningHandlerGuard guard(&silent);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    OriginalLiftFresh() = dispatcher.findSchemaOrThrow("aten::lift_fresh", "")
+                              .getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize);
+    OriginalCopy() = dispatcher.findSchemaOrThrow("aten::copy_", "")
+                         .getComputedKernelForDispatchKey(c10::DispatchKey::ADInplaceOrView);
     auto* lib =
         new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
     lib->impl("lift_fresh", TORCH_FN(LiftFresh));

@@ -50,6 +50,7 @@
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 #include <ATen/ops/where_ops.h>
+#include <ATen/core/boxing/impl/boxing.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -60,6 +61,8 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include "lazy/bridge.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -119,12 +122,34 @@ std::tuple<Ts...> Wrap(std::tuple<Ts...> results) {
   return std::apply([](auto&&... t) { return std::tuple<Ts...>(Wrap(std::move(t))...); }, std::move(results));
 }
 
+bool IsNeuronArg(const at::Tensor& t) { return IsNeuron(t); }
+bool IsNeuronArg(const std::optional<at::Tensor>& t) { return t.has_value() && IsNeuron(*t); }
+template <class T>
+bool IsNeuronArg(const T&) {
+  return false;
+}
+
+// The kernel each op had at the Functionalize key before its fast path (the
+// fallback), for calls without a neuron tensor; set before registering.
+template <class Op>
+std::optional<c10::SafeKernelFunction>& Original() {
+  static std::optional<c10::SafeKernelFunction> original;
+  return original;
+}
+
 template <class Op, class Schema = typename Op::schema>
 struct FastPath;
 
 template <class Op, class Ret, class... Args>
 struct FastPath<Op, Ret(Args...)> {
-  static Ret Call(Args... args) {
+  static Ret Call(c10::DispatchKeySet ks, Args... args) {
+    if (!(IsNeuronArg(args) || ...)) {
+      static const c10::OperatorHandle op =
+          *c10::Dispatcher::singleton().findSchema({Op::name, Op::overload_name});
+      torch::jit::Stack stack = c10::impl::boxArgs<Args...>(std::forward<Args>(args)...);
+      Original<Op>()->callBoxed(op, ks, &stack);
+      return c10::impl::PopResult<Ret>::call(stack);
+    }
     Seen seen;
     // A braced initializer evaluates left to right, as the fallback walks its
     // arguments.
@@ -163,6 +188,7 @@ void Register(torch::Library& lib, std::vector<std::string>& ops) {
   }
   std::string name = std::string(Op::name).substr(6);  // less "aten::"
   if (!overload.empty()) name += "." + overload;
+  Original<Op>() = op->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize);
   lib.impl(name.c_str(), TORCH_FN(FastPath<Op>::Call));
   ops.push_back(std::string(Op::name) + (overload.empty() ? "" : "." + overload));
 }

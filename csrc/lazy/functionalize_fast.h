@@ -8,9 +8,12 @@
 // (released by the Python binding) to keep the tensor's PyObject alive, and
 // again when the stack lets go. These kernels do exactly what the fallback does
 // (unwrap, sync, call below functionalization, wrap when the fallback would)
-// without a stack, for any device: the functionalization key is not per
-// device. Only ops that would reach the fallback are registered; an op with a
-// functionalization kernel of its own keeps it.
+// without a stack, for calls with a neuron tensor argument; every other call
+// goes to the fallback itself, so other devices' functionalization is exactly
+// PyTorch's (issue 48: the Functionalize key is not per device, and neuron has
+// no key of its own above it in every mode). Only ops that would reach the
+// fallback are registered; an op with a functionalization kernel of its own
+// keeps it.
 #pragma once
 
 #include <string>
