@@ -23,10 +23,14 @@ differing operator is reported by name with both tables' lines.
 
 import json
 import re
+import sys
 import textwrap
 
 import pytest
-from child_process import run_python
+from child_process import REPO_ROOT, run_python
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import gen_dispatch_md  # noqa: E402
 
 # Files whose kernels on these keys act only on neuron tensors, calling the
 # kernel that was there for any other call.
@@ -55,7 +59,7 @@ import sys
 import torch
 
 if sys.argv[1] == "neuron":
-    import torch_neuron  # noqa: F401  (autoload has loaded it already; this checks it)
+    import torch_neuron  # autoload has loaded it already; this checks it
     x = torch.ones(4, device="neuron")
     y = (x.add_(1) * 2).sum()
     assert y.item() == 16.0
@@ -78,6 +82,7 @@ def table(name):
 
 tables = {name: table(name) for name in sorted(torch._C._dispatch_get_all_op_names())
           if name.startswith("aten::")}
+overrides = torch_neuron.debug.overrides() if sys.argv[1] == "neuron" else None
 
 
 def describe(value):
@@ -218,7 +223,7 @@ patched = {
     "torch.nn.Module._apply": [qualified(torch.nn.Module._apply),
                                qualified(getattr(torch.nn.Module._apply, "__wrapped__", torch.nn.Module._apply))],
 }
-print(json.dumps({"tables": tables, "calls": results, "functions": patched}))
+print(json.dumps({"tables": tables, "calls": results, "functions": patched, "overrides": overrides}))
 ''')
 
 
@@ -285,6 +290,21 @@ def test_patched_functions_wrap_pytorchs_own(reports):
         mine, mine_wrapped = neuron["functions"][name]
         assert mine in (function, PATCHED[name]), f"{name} is {mine}"
         assert mine_wrapped == function, f"{name} does not wrap PyTorch's {function}"
+
+
+def test_dispatch_md_lists_what_torch_neuron_registers_and_patches_now(reports):
+    neuron, _ = reports
+    assert gen_dispatch_md.undescribed(neuron["overrides"]) == [], "add them to WHY in scripts/gen_dispatch_md.py"
+    assert (REPO_ROOT / "docs" / "DISPATCH.md").read_text() == gen_dispatch_md.render(neuron["overrides"]), (
+        "docs/DISPATCH.md is stale: run python scripts/gen_dispatch_md.py")
+
+
+def test_the_neuron_only_kernels_are_the_ones_dispatch_md_lists_on_shared_keys(reports):
+    neuron, _ = reports
+    shared = {source for key, _, source in neuron["overrides"]["kernels"]
+              if key not in gen_dispatch_md.OWN_KEYS and not source.startswith("csrc/runtime/collectives.cc")}
+    assert shared == set(NEURON_ONLY_KERNELS)
+    assert not [k for k in neuron["overrides"]["kernels"] if k[0] == "Meta" and k[1].startswith("aten::")]
 
 
 def test_the_control_reports_the_issues_examples_as_pytorch_does(reports):
