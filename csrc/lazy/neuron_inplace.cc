@@ -31,9 +31,11 @@ constexpr c10::DispatchKeySet kExcludedForMeta =
                          c10::DispatchKey::FuncTorchDynamicLayerFrontMode, c10::DispatchKey::Python,
                          c10::DispatchKey::PreDispatch});
 
-// Ops whose functional form takes other arguments than the in-place one is
-// given (cumsum_'s dtype) or which neuron copies itself (copy_).
-constexpr const char* kOwnFunctionalization[] = {"aten::cumsum_", "aten::cumprod_", "aten::copy_"};
+// Ops that keep functionalization's own kernel after the checks: their
+// functional form takes other arguments than the in-place one is given
+// (cumsum_'s dtype), or PyTorch's kernel handles cases of its own (copy_
+// between devices).
+constexpr const char* kKeepOriginalKernel[] = {"aten::cumsum_", "aten::cumprod_", "aten::copy_"};
 
 // A meta tensor of `t`'s sizes, strides and dtype, as functionalization's
 // meta reference makes it (conjugate and negative bits and the wrapped-number
@@ -44,6 +46,8 @@ at::Tensor ToMeta(const at::Tensor& t) {
                                                c10::Device(c10::kMeta), std::nullopt);
 }
 
+// `v` with `f` applied to each tensor it holds (a tensor, a list, a list of
+// optional tensors); another value as it is.
 template <typename F>
 c10::IValue MapTensors(const c10::IValue& v, F&& f) {
   if (v.isTensor()) return f(v.toTensor());
@@ -73,7 +77,7 @@ at::Tensor Unwrap(const at::Tensor& t) {
 // writes; nullopt otherwise.
 std::optional<c10::OperatorHandle> FunctionalForm(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
-  for (const char* name : kOwnFunctionalization) {
+  for (const char* name : kKeepOriginalKernel) {
     if (schema.name() == name) return std::nullopt;
   }
   if (op.hasTag(at::Tag::inplace_view)) return std::nullopt;

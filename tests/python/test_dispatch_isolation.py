@@ -217,11 +217,13 @@ def qualified(fn):
     return fn.__module__ + "." + fn.__qualname__
 
 
+def function_and_wrapped(fn):
+    return [qualified(fn), qualified(getattr(fn, "__wrapped__", fn))]
+
+
 patched = {
-    "torch.library.Library.impl": [qualified(torch.library.Library.impl),
-                                   qualified(getattr(torch.library.Library.impl, "__wrapped__", torch.library.Library.impl))],
-    "torch.nn.Module._apply": [qualified(torch.nn.Module._apply),
-                               qualified(getattr(torch.nn.Module._apply, "__wrapped__", torch.nn.Module._apply))],
+    "torch.library.Library.impl": function_and_wrapped(torch.library.Library.impl),
+    "torch.nn.Module._apply": function_and_wrapped(torch.nn.Module._apply),
 }
 print(json.dumps({"tables": tables, "calls": results, "functions": patched, "overrides": overrides}))
 ''')
