@@ -292,8 +292,10 @@ def ddp(rank, world, port, kind, steps="10", no_sync="0"):
 
 def ddp_options(rank, world, port, mode):
     """DDP with find_unused_parameters=True (a layer used every other step),
-    static_graph=True, or ZeroRedundancyOptimizer (Adam's state sharded over the
-    ranks), on neuron and on CPU tensors over gloo, from the same weights and data."""
+    static_graph=True, ZeroRedundancyOptimizer (Adam's state sharded over the
+    ranks), or under torch.compile(backend="neuron") on neuron (Dynamo's
+    DDPOptimizer splits the graph at DDP's buckets), on neuron and on CPU
+    tensors over gloo (eager), from the same weights and data."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -309,13 +311,17 @@ def ddp_options(rank, world, port, mode):
             h = torch.relu(self.a(x))
             return self.c(self.b(h) if use_b else h)
 
-    options = {"unused": {"find_unused_parameters": True}, "static": {"static_graph": True}, "zero": {}}[mode]
+    options = {"unused": {"find_unused_parameters": True}, "static": {"static_graph": True}, "zero": {},
+               "compiled": {}}[mode]
     results = {}
     for device in (NEURON, "cpu"):
         torch.manual_seed(0)
         module = Branchy().to(device)
         group = None if device == NEURON else gloo
         model = DDP(module, process_group=group, **options)
+        forward = model
+        if mode == "compiled" and device == NEURON:
+            forward = torch.compile(model, backend="neuron")
         if mode == "zero":
             opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=0.01,
                                           process_group=group)
@@ -324,7 +330,7 @@ def ddp_options(rank, world, port, mode):
         gen = torch.Generator().manual_seed(1 + rank)
         for step in range(4):
             x = torch.randn(8, 4, generator=gen).to(device)
-            loss = model(x, step % 2 == 0 or mode != "unused").pow(2).mean()
+            loss = forward(x, step % 2 == 0 or mode != "unused").pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

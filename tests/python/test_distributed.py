@@ -139,8 +139,8 @@ def test_ddp_training_equals_single_process_on_the_full_batch(kind):
     torch.testing.assert_close(mean_loss, torch.stack(ref_losses), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", ["unused", "static", "zero"])
-def test_ddp_find_unused_parameters_static_graph_and_zero_equal_gloo(mode):
+@pytest.mark.parametrize("mode", ["unused", "static", "zero", "compiled"])
+def test_ddp_find_unused_parameters_static_graph_zero_and_torch_compile_equal_gloo(mode):
     outputs, results = run_ranks("ddp_options", 2, mode)
     check_ok(results)
     for rank, out in outputs.items():

@@ -1,4 +1,12 @@
-"""Dynamo's device interface for "neuron" (torch._dynamo.device_interface).
+"""What Dynamo needs to know of torch_neuron, told when Dynamo is imported.
+
+* Its files are the backend's, not user code (``trace_rules.add``), as torch's
+  own are: torch_neuron's Python kernels (the CPU-style checks of its Meta
+  kernels, the RNN cells, ...) run from C++ when code between graphs (a graph
+  break, DDP's hooks) runs ops on neuron tensors, and Dynamo, which compiles
+  every Python frame started there, must leave them alone: their fake-tensor
+  tracing would fail, and they are kernels, not code to capture.
+* The device interface for "neuron" (torch._dynamo.device_interface).
 
 Dynamo asks a device's interface for its streams, events, current device and
 properties: inside a compiled region, ``torch.neuron.current_stream()``,
@@ -6,11 +14,11 @@ properties: inside a compiled region, ``torch.neuron.current_stream()``,
 understands, as CUDA's are, instead of graph breaks; and code that looks the
 interface up by device type (``get_interface_for_device("neuron")``) finds one.
 
-Registered when ``torch._dynamo.device_interface`` is first imported, not at
+Both are told when the Dynamo module they go to is first imported, not at
 ``import torch_neuron``: importing Dynamo costs seconds, and issue 23 keeps it
 off the first traced op. ``install()`` puts an import hook in front of
-``sys.meta_path`` that runs the real import of that one module and then
-registers; if Dynamo is already imported it registers at once.
+``sys.meta_path`` that runs the real import of those modules and then tells
+them; a module already imported is told at once.
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from typing import Any
 
 import torch
 
-_MODULE = "torch._dynamo.device_interface"
+_INTERFACES = "torch._dynamo.device_interface"
+_TRACE_RULES = "torch._dynamo.trace_rules"
 
 
 def _interface_class(base: type) -> type:
@@ -85,7 +94,7 @@ def _interface_class(base: type) -> type:
     return NeuronInterface
 
 
-def register(module: Any) -> None:
+def _register_interface(module: Any) -> None:
     """Registers "neuron" (and "neuron:N") with a loaded device_interface module."""
     interface = _interface_class(module.DeviceInterface)
     module.register_interface_for_device("neuron", interface)
@@ -93,12 +102,21 @@ def register(module: Any) -> None:
         module.register_interface_for_device(f"neuron:{index}", interface)
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Finds torch._dynamo.device_interface as the path finder does, and
-    registers once the module has run."""
+def _skip_package(module: Any) -> None:
+    """Dynamo skips frames of torch_neuron's files (a loaded trace_rules module)."""
+    module.add("torch_neuron")
+
+
+_TELL = {_INTERFACES: _register_interface, _TRACE_RULES: _skip_package}
+
+
+class _TellAfterImport(importlib.abc.MetaPathFinder):
+    """Finds the modules of _TELL as the path finder does, and tells each once
+    it has run."""
 
     def find_spec(self, name, path, target=None):
-        if name != _MODULE:
+        tell = _TELL.get(name)
+        if tell is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is None or spec.loader is None:
@@ -108,14 +126,16 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             run(module)
-            register(module)
+            tell(module)
 
         loader.exec_module = exec_module
         return spec
 
 
 def install() -> None:
-    if _MODULE in sys.modules:
-        register(sys.modules[_MODULE])
-    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterAfterImport())
+    for name, tell in _TELL.items():
+        if name in sys.modules:
+            tell(sys.modules[name])
+    if not all(name in sys.modules for name in _TELL) and not any(
+            isinstance(f, _TellAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TellAfterImport())
