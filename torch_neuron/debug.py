@@ -217,6 +217,12 @@ def overrides() -> dict:
     stand_ins = _lazy_dynamo_stand_ins()
     if stand_ins:
         patches.add((f"__dynamo_disable of {stand_ins} torch._decomp functions", "torch_neuron._lazy_dynamo._stand_in"))
+    # Not patches but registrations with Dynamo, made when it loads (an import
+    # hook in sys.meta_path): listed so that every change to torch is here.
+    from . import _dynamo_hooks
+
+    for module, tell in _dynamo_hooks._TELL.items():
+        patches.add((f"{module} (when imported; sys.meta_path hook)", f"torch_neuron._dynamo_hooks.{tell.__name__}"))
     return {"kernels": sorted(kernels), "fallbacks": sorted(fallbacks), "patches": sorted(patches)}
 
 
