@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/GradMode.h>
 
 #include "absl/container/flat_hash_map.h"
@@ -193,6 +194,24 @@ at::Tensor CompiledGraph::Make(const Source& source, const std::vector<runtime::
   return lazy::MakeTensor(lazy::LazyTensor::FromData(source.frozen), source.layout);
 }
 
+void CompiledGraph::WriteInput(const at::Tensor& input, const at::Tensor& value) {
+  if (!at::functionalization::impl::isFunctionalTensor(input) ||
+      !at::functionalization::impl::isFunctionalTensor(value)) {
+    c10::AutoGradMode no_grad(false);
+    input.copy_(value);
+    return;
+  }
+  // What functionalization does for an in-place op, without the op: the
+  // wrapper takes the new value (same shape, dtype and layout: the trace's),
+  // views of its base see it at their next use, and autograd's version
+  // counter moves (an inference tensor's only inside inference_mode, where it
+  // has none to move, as on the CPU).
+  at::functionalization::impl::replace_(input, at::functionalization::impl::from_functional_tensor(value));
+  at::functionalization::impl::commit_update(input);
+  at::functionalization::impl::sync(input);
+  if (!input.is_inference()) input.unsafeGetTensorImpl()->bump_version();
+}
+
 std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::Tensor>& inputs) {
   TORCH_CHECK(traced_, "this compiled graph has not been traced");
   if (inputs.size() != inputs_.size()) return std::nullopt;
@@ -222,13 +241,7 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::
   std::vector<at::Tensor> results;
   results.reserve(results_.size());
   for (const Source& source : results_) results.push_back(Make(source, outputs, lazy));
-  if (!mutations_.empty()) {
-    // Through copy_, as AOTAutograd's own epilogue writes inputs back:
-    // functionalization then regenerates the input's views from its new value.
-    // A copy between neuron tensors of one shape shares the value (no op).
-    c10::AutoGradMode no_grad(false);
-    for (const auto& [input, source] : mutations_) inputs[input].copy_(Make(source, outputs, lazy));
-  }
+  for (const auto& [input, source] : mutations_) WriteInput(inputs[input], Make(source, outputs, lazy));
   // Only the job may hold a buffer it is to donate (an input's old value).
   lazy.clear();
   Runs()->Add(1);

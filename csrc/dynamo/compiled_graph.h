@@ -13,8 +13,9 @@
 // feeds, which program output (or input, or constant) each result is, and the
 // layout each result reports. A later call binds the inputs' buffers, queues
 // the program on the device and returns new tensors over its output buffers;
-// inputs the graph writes take their new values through copy_, so that
-// functionalization keeps their views current.
+// inputs the graph writes take their new values as an in-place op's
+// functionalization gives them (the wrapper's value replaced, its views
+// brought up to date at their next use, the version counter moved).
 //
 // While it is traced nothing may run on the device (GraphExecutor's region
 // trace): an op that needs its operands' values (the CPU fallback, a read)
@@ -89,6 +90,8 @@ class CompiledGraph {
   static std::vector<int> AliasPattern(const std::vector<lazy::LazyTensorPtr>& lazy);
   at::Tensor Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,
                   const std::vector<lazy::LazyTensorPtr>& inputs) const;
+  // Gives a graph input the value the graph wrote into it.
+  static void WriteInput(const at::Tensor& input, const at::Tensor& value);
   void Clear();
 
   int device_ = -1;
