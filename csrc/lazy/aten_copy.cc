@@ -98,11 +98,7 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     LazyTensorPtr uploaded = Upload(source, target_dtype, source.sizes(), target);
     const TensorLayout layout = CloneLayout(source, (*stack)[base + 6]);
     torch::jit::drop(*stack, 7);
-    // A CPU source has no Functionalize key, so functionalization is not
-    // above this call and the result must leave wrapped; unless the caller is
-    // below it already (a custom op's kernel run by functionalization's
-    // fallback moving data back from the host), which wraps the result itself.
-    stack->push_back(MakeTensor(uploaded, layout));
+    stack->push_back(MakeWrappedTensor(uploaded, layout));
     return;
   }
   LazyTensorPtr self = GetLazy(source);

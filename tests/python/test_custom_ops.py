@@ -148,22 +148,3 @@ def test_storage_resizes_to_and_from_zero_bytes():
     cpu.resize_(32)  # a CPU storage resizes as before
     assert cpu.size() == 32
 
-
-@torch.library.custom_op("neuron_test_ops::tripled_on_the_host", mutates_args=())
-def _tripled_on_the_host(x: torch.Tensor) -> torch.Tensor:
-    # One implementation for every device: compute on the host, move back.
-    return torch.from_numpy(x.detach().cpu().numpy() * 3).to(x.device)
-
-
-@_tripled_on_the_host.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-def test_a_custom_op_that_computes_on_the_host_and_moves_back_runs_on_neuron():
-    # Functionalization runs such a kernel below itself and wraps what it
-    # returns; the upload back to neuron must then come unwrapped.
-    x = torch.randn(5)
-    got = _tripled_on_the_host(x.to(N).sin())
-    assert got.device.type == "neuron"
-    assert torch.equal(got.cpu(), _tripled_on_the_host(x.sin()))

@@ -191,6 +191,7 @@ def test_tensors_made_from_data_inside_a_region(backend):
     a = torch.randn(3)
     got = torch.compile(f, backend=backend)(a.to("neuron"), [0.5, 0.25, 0.125])
     torch.testing.assert_close(got.cpu(), f(a, [0.5, 0.25, 0.125]))
+    assert not counters["graph_break"], dict(counters["graph_break"])  # one graph: the fakes were made
 
 
 def test_a_dispatch_mode_sees_the_lift_of_torch_tensor_on_neuron():
