@@ -1,7 +1,7 @@
 """Steady-state training step time of the MLP, the CNN and the small transformer
 (tests/python/models.py), and of two real-sized models (benchmarks/real_models.py:
 a GPT-2-style decoder from transformers with AdamW, a ResNet-18-style CNN on
-64x64 images), seven peers side by side in one process:
+64x64 images), eight peers side by side in one process:
 
   neuron lazy    the step traced, one mark_step, waited for (the whole step)
   neuron pipelined  10 steps, a mark_step after each, waited for once at the
@@ -15,6 +15,9 @@ a GPT-2-style decoder from transformers with AdamW, a ResNet-18-style CNN on
                  it), waited for once, time / 10: the forward and backward
                  graphs run as their programs, nothing traced but the
                  optimizer's step and the loss around them
+  neuron compile step  the same with the optimizer's step compiled too
+                 (torch.compile(optimizer.step, backend="neuron")): only the
+                 loss is traced each step
   neuron eager   TORCH_NEURON_MODE=eager: every op runs as it is traced
   cpu eager      PyTorch on the CPU
   torch.compile  inductor on the CPU (model compiled; not in --quick)
@@ -80,7 +83,7 @@ class Peer:
     """One model + optimizer on one device, stepping through a fixed batch."""
 
     def __init__(self, kind: str, device: str, compiled: str = "", eager: bool = False,
-                 pipelined: int = 1, captured: bool = False):
+                 pipelined: int = 1, captured: bool = False, compile_step: bool = False):
         torch.manual_seed(0)
         self.kind, self.device, self.eager, self.pipelined = kind, device, eager, pipelined
         # The first step of a captured peer traces (warm-up: momentum buffers),
@@ -97,6 +100,7 @@ class Peer:
             x, y = make_batches(kind, 1, batch=BATCH[kind])[0]
         # compiled: a torch.compile backend ("inductor", "neuron"), or "" for none.
         self.forward = torch.compile(self.model, backend=compiled) if compiled else self.model
+        self.opt_step = torch.compile(self.opt.step, backend=compiled) if compile_step else self.opt.step
         self.x, self.y = x.to(device), y.to(device)
         if device == "neuron":
             torch_neuron.mark_step()
@@ -109,7 +113,7 @@ class Peer:
             loss = loss_fn(self.kind, self.forward, self.x, self.y)
         self.opt.zero_grad()
         loss.backward()
-        self.opt.step()
+        self.opt_step()
         return loss
 
     def step(self) -> float:
@@ -226,7 +230,8 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
     pipeline = REAL_PIPELINE if real else PIPELINE
     peers = {"neuron_lazy": Peer(kind, "neuron"), "neuron_pipelined": Peer(kind, "neuron", pipelined=pipeline),
              "neuron_graph": Peer(kind, "neuron", pipelined=pipeline, captured=True),
-             "neuron_compile": Peer(kind, "neuron", compiled="neuron", pipelined=pipeline)}
+             "neuron_compile": Peer(kind, "neuron", compiled="neuron", pipelined=pipeline),
+             "neuron_compile_step": Peer(kind, "neuron", compiled="neuron", pipelined=pipeline, compile_step=True)}
     if not real:
         peers["neuron_eager"] = Peer(kind, "neuron", eager=True)
     peers["cpu_eager"] = Peer(kind, "cpu")
@@ -240,9 +245,10 @@ def measure(kind: str, repeats: int, inductor: bool) -> dict:
     samples = interleaved({name: p.step for name, p in peers.items()}, repeats=repeats, warmup=1,
                           settle=1)
     result = {"step_ms": {k: summary(v) for k, v in samples.items()}, "ratios": {}, "first_step_ms": first}
-    for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile"):
+    for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile", "neuron_compile_step"):
         others = ("cpu_eager", "inductor", "neuron_eager", "neuron_lazy")
-        others += {"neuron_graph": ("neuron_pipelined",), "neuron_compile": ("neuron_graph",)}.get(base, ())
+        others += {"neuron_graph": ("neuron_pipelined",), "neuron_compile": ("neuron_graph",),
+                   "neuron_compile_step": ("neuron_graph", "neuron_compile")}.get(base, ())
         for other in others:
             if other in samples and other != base:
                 result["ratios"][f"{other}/{base}"] = ratios(samples[other], samples[base])
@@ -271,8 +277,8 @@ def main(argv=None) -> int:
         print(f"  {kind}: {repeats} interleaved steps per peer ...", flush=True)
         results[kind] = measure(kind, repeats, inductor=not args.quick)
 
-    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile", "neuron_eager",
-                         "cpu_eager", "inductor")
+    peers = [p for p in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile",
+                         "neuron_compile_step", "neuron_eager", "cpu_eager", "inductor")
              if any(p in r["step_ms"] for r in results.values())]
     step_rows = [[kind] + [fmt(r["step_ms"][p]["median"]) if p in r["step_ms"] else "-" for p in peers]
                  for kind, r in results.items()]
@@ -300,7 +306,7 @@ def main(argv=None) -> int:
                     "cpu eager", "cpu eager / trace", "cpu eager / (mark_step + wait)"]
     headline = {}
     for kind, r in results.items():
-        for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile"):
+        for base in ("neuron_lazy", "neuron_pipelined", "neuron_graph", "neuron_compile", "neuron_compile_step"):
             parts = [f"{n.split('/')[0]} {fmt(r['ratios'][n]['median'])}x" for n in ratio_names
                      if n.endswith("/" + base) and not n.startswith("neuron") and n in r["ratios"]]
             headline[f"training step, {kind}, {base.replace('_', ' ')}"] = (
@@ -319,13 +325,14 @@ def main(argv=None) -> int:
             "6 layers, hidden 512, 8 heads, sequence 256, batch 8, vocabulary 8192, AdamW; a "
             "ResNet-18-style CNN on 3x64x64 images, batch 32, SGD with momentum; their pipelined "
             "and captured peers run 3 steps a sample, and they have no neuron eager peer), "
-            "seven peers side by side in one process: neuron lazy (the step traced, "
+            "eight peers side by side in one process: neuron lazy (the step traced, "
             "one mark_step, waited for), neuron pipelined (10 steps with a mark_step each, "
             "waited for once: tracing overlaps the previous step's run), neuron graph (the "
             "step captured once with torch_neuron.graph, then 10 replays waited for once: "
             "no tracing), neuron compile (the model under torch.compile(backend=\"neuron\"), "
             "10 steps with a mark_step each, waited for once: forward and backward run as "
-            "their programs, the optimizer's step is traced), neuron eager (every op run as "
+            "their programs, the optimizer's step is traced), neuron compile step (the same with "
+            "the optimizer's step compiled too: only the loss is traced), neuron eager (every op run as "
             "it is traced), CPU "
             "eager, and torch.compile (inductor, CPU). Each peer has its own model copy; "
             "warm-up steps (compiles) are discarded, then peers alternate step by step and "
