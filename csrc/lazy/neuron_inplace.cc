@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "lazy/bridge.h"
+#include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
 
 namespace torch_neuron::lazy {
@@ -44,26 +45,6 @@ at::Tensor ToMeta(const at::Tensor& t) {
   if (!t.defined()) return t;
   return at::native::empty_strided_meta_symint(t.sym_sizes(), t.sym_strides(), t.scalar_type(), t.layout(),
                                                c10::Device(c10::kMeta), std::nullopt);
-}
-
-// `v` with `f` applied to each tensor it holds (a tensor, a list, a list of
-// optional tensors); another value as it is.
-template <typename F>
-c10::IValue MapTensors(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) return f(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> list = v.toTensorVector();
-    for (at::Tensor& t : list) t = f(t);
-    return list;
-  }
-  if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
-    }
-    return list;
-  }
-  return v;
 }
 
 at::Tensor Unwrap(const at::Tensor& t) {

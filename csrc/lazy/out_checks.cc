@@ -17,6 +17,7 @@
 
 #include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
+#include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
 #include "runtime/schema_types.h"
 
@@ -50,26 +51,6 @@ std::optional<int64_t> SequenceLength(const c10::OperatorHandle& op, const torch
 at::Tensor MetaCopy(const at::Tensor& t) {
   if (!t.defined() || !IsNeuron(t)) return t;  // CPU scalars stay as they are
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
-
-// `v` with `f` applied to each tensor it holds (a tensor, a list, a list of
-// optional tensors); another value as it is.
-template <typename F>
-c10::IValue MapTensors(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) return f(v.toTensor());
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> list = v.toTensorVector();
-    for (at::Tensor& t : list) t = f(t);
-    return list;
-  }
-  if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& e : v.toListRef()) {
-      list.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
-    }
-    return list;
-  }
-  return v;
 }
 
 c10::IValue MetaCopy(const c10::IValue& v) {

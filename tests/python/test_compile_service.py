@@ -87,8 +87,10 @@ def reference(tmp_path_factory):
     return out
 
 
-def test_eight_concurrent_cold_processes_compile_each_graph_once(service_cache, reference):
-    procs = [start_python(STEPS, _env(service_cache)) for _ in range(8)]
+def _concurrent_steps(script, count, cache, reference):
+    """Runs `count` processes of `script` at once with the service; each must
+    get every graph from it or from the disk, with the reference's losses."""
+    procs = [start_python(script, _env(cache)) for _ in range(count)]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=600)
@@ -100,6 +102,11 @@ def test_eight_concurrent_cold_processes_compile_each_graph_once(service_cache, 
         # Each graph came from the disk (another process's, written by the
         # service) or from the service.
         assert out["service"] + out["disk"] == reference["local"], out
+    return outs
+
+
+def test_eight_concurrent_cold_processes_compile_each_graph_once(service_cache, reference):
+    outs = _concurrent_steps(STEPS, 8, service_cache, reference)
     status = _status(service_cache)
     # Every graph compiled once in all; the other asks were joins or disk hits.
     assert status["compiles"] == reference["local"], status
@@ -120,16 +127,7 @@ def test_compiled_regions_are_compiled_by_the_service(service_cache):
                                                        TORCH_NEURON_COMPILE_SERVICE="off"),
                                   timeout=300).stdout.strip().splitlines()[-1])
     assert alone["local"] > 0 and alone["service"] == 0
-    procs = [start_python(COMPILED_STEPS, _env(service_cache)) for _ in range(2)]
-    outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err
-        outs.append(json.loads(out.strip().splitlines()[-1]))
-    for out in outs:
-        assert out["losses"] == alone["losses"]
-        assert out["local"] == 0 and out["fallback"] == 0, out
-        assert out["service"] + out["disk"] == alone["local"], out
+    _concurrent_steps(COMPILED_STEPS, 2, service_cache, alone)
     assert _status(service_cache)["compiles"] == alone["local"]
 
 

@@ -1,0 +1,34 @@
+// MapTensors: an IValue with a function applied to each tensor it holds, for
+// kernels that rewrite a boxed op's arguments (meta copies, unwrapping).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+namespace torch_neuron::lazy {
+
+// `v` with `f` applied to each tensor it holds (a tensor, a list, a list of
+// optional tensors); another value as it is.
+template <typename F>
+c10::IValue MapTensors(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> list = v.toTensorVector();
+    for (at::Tensor& t : list) t = f(t);
+    return list;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> list;
+    for (const c10::IValue& e : v.toListRef()) {
+      list.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);
+    }
+    return list;
+  }
+  return v;
+}
+
+}  // namespace torch_neuron::lazy
