@@ -3,6 +3,7 @@ weights and inputs, compares, and prints one JSON result line ("ZOO_RESULT {...}
 
     python tests/zoo/run_model.py llama/causal_lm            # the result line
     python tests/zoo/run_model.py llama/causal_lm --pretty   # and a readable summary
+    python tests/zoo/run_model.py llama/causal_lm --compile  # neuron's forward under torch.compile
     python tests/zoo/run_model.py --cpu-check [-k PAT] [--write-broken]
         # every entry on the CPU only, in this process: finds the config-broken ones
         # (--write-broken rewrites tests/zoo/config_broken.json)
@@ -13,6 +14,20 @@ time is its own). Compared: the 3 losses, the step-1 logits, every parameter's
 step-1 gradient by name from named_parameters() (a tied parameter is listed once;
 a gradient on one side only is a failure; so is a parameter on one side only) and
 every parameter after step 3.
+
+With --compile the neuron copy's forward runs as torch.compile(model,
+backend="neuron") (issue 47); the CPU reference stays eager, and the steps and
+comparisons are the same. Dynamo is reset first and its recompile limits raised
+(a model whose layers recompile per layer would otherwise fall back to eager
+silently at 8). The result adds "dynamo": per step, the Dynamo graphs the
+backend was handed and the regions traced into programs, run as programs and
+run op by op (torch_neuron.metrics dynamo.*), and the graph breaks Dynamo
+counted, with their most frequent reasons. A graph that cannot be one program
+raises NotImplementedError unless TORCH_NEURON_COMPILE_FALLBACK=1 (the runner
+leaves it off, so such graphs are errors naming the op). Settled under compile:
+step 3 met no new Dynamo graph, traced no region, and built no new lazy graph,
+unless step 2 still traced (then step 3 is the first to run the programs, and
+the lazy graphs around them change that once).
 
 Tolerance: |neuron - cpu| <= atol + rtol * |cpu| elementwise, with rtol 1e-4 at
 opt level 0 and 1e-3 at opt level 1+, and per tensor
@@ -113,7 +128,8 @@ class Phase:
         self.name = "setup"
 
 
-def train(model, batch, device: str, phase: Phase, steps: int = STEPS, on_neuron: bool = False):
+def train(model, batch, device: str, phase: Phase, steps: int = STEPS, on_neuron: bool = False, forward=None):
+    """`forward` (default: the model) computes the outputs; parameters are `model`'s."""
     import torch
 
     rec: Dict[str, Any] = {"losses": [], "step_s": [], "step_counters": []}
@@ -128,7 +144,7 @@ def train(model, batch, device: str, phase: Phase, steps: int = STEPS, on_neuron
         before = torch_neuron.metrics.counters() if on_neuron else None
         t0 = time.perf_counter()
         phase.name = f"step {step + 1} forward"
-        out = model(**batch)
+        out = (model if forward is None else forward)(**batch)
         loss, step_logits = _loss_and_logits(out)
         phase.name = f"step {step + 1} backward"
         loss.backward()
@@ -298,14 +314,55 @@ def cpu_reference(entry, seed: int):
     return model, batch, rec
 
 
-def run_entry(entry, seed: int = 0, steps: int = STEPS) -> Dict[str, Any]:
+# Dynamo's recompile limits, raised: a module whose frames Dynamo recompiles per
+# layer (a guard on the layer index) would otherwise run eagerly from the 9th on.
+RECOMPILE_LIMIT = 256
+
+
+def configure_dynamo() -> None:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, RECOMPILE_LIMIT)
+    if hasattr(cfg, "accumulated_recompile_limit"):
+        cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 4 * RECOMPILE_LIMIT)
+
+
+DYNAMO_COUNTERS = {"graphs": ("dynamo.graph.forward.count", "dynamo.graph.backward.count",
+                              "dynamo.graph.inference.count"),
+                   "traces": ("dynamo.region.trace.count",), "runs": ("dynamo.region.run.count",),
+                   "op_by_op": ("dynamo.region.op_by_op.count",)}
+
+
+def dynamo_summary(step_counters: List[Dict[str, int]]) -> Dict[str, Any]:
+    """Per step: Dynamo graphs handed to the backend, regions traced, run as programs,
+    run op by op; and Dynamo's own counts (graph breaks with their top reasons)."""
+    from torch._dynamo.utils import counters
+
+    out: Dict[str, Any] = {k: [sum(c.get(n, 0) for n in names) for c in step_counters]
+                           for k, names in DYNAMO_COUNTERS.items()}
+    breaks = counters["graph_break"]
+    out["graph_breaks"] = sum(breaks.values())
+    out["graph_break_reasons"] = [[str(k)[:200], v] for k, v in breaks.most_common(5)]
+    out["unique_graphs"] = counters["stats"]["unique_graphs"]
+    out["frames_ok"] = counters["frames"]["ok"]
+    out["aot_not_ok"] = counters["aot_autograd"]["not_ok"]
+    return out
+
+
+def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -> Dict[str, Any]:
     import torch
 
     level = opt_level()
     rtol = tolerance(level)
     res: Dict[str, Any] = {"name": entry.name, "model_type": entry.model_type, "head": entry.head,
                            "class": entry.class_name, "opt_level": level, "rtol": rtol,
-                           "seed": seed}
+                           "seed": seed, "compile": compile}
     t0 = time.perf_counter()
     try:
         model, batch, cpu = cpu_reference(entry, seed)
@@ -334,10 +391,16 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS) -> Dict[str, Any]:
         nbatch = _to(batch, "neuron")
         res["setup_s"] = time.perf_counter() - t1
         setup_counters = torch_neuron.metrics.counters()
-        neu = train(nmodel, nbatch, "neuron", phase, steps, on_neuron=True)
+        forward = None
+        if compile:
+            configure_dynamo()
+            forward = torch.compile(nmodel, backend="neuron")
+        neu = train(nmodel, nbatch, "neuron", phase, steps, on_neuron=True, forward=forward)
     except Exception as e:
         res.update(status="error", error=_error_info(e, phase), neuron_s=time.perf_counter() - t1,
                    fallback_ops=torch_neuron.metrics.fallback_counts())
+        if compile:
+            res["dynamo"] = dynamo_summary([torch_neuron.metrics.counters()])
         return res
     res["neuron_s"] = time.perf_counter() - t1
     res["losses_neuron"] = neu["losses"]
@@ -361,6 +424,16 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS) -> Dict[str, Any]:
     else:
         new_graphs = res["compiles_per_step"]
     last_new = new_graphs[-1] + res["disk_hits_per_step"][-1]
+    if compile:
+        dyn = res["dynamo"] = dynamo_summary(neu["step_counters"])
+        # The lazy graphs around the regions (the optimizer step, mutations) change
+        # once, at the first step that runs the programs instead of tracing them:
+        # a model that recompiles at step 2 (a guard on config.problem_type, which
+        # its first forward sets) first runs them at step 3. Its new lazy graphs
+        # there are that one change, not a failure to settle.
+        first_run = len(dyn["traces"]) >= 2 and dyn["traces"][-2] > 0 and dyn["traces"][-1] == 0
+        dyn["last_step_first_run"] = first_run
+        last_new = (0 if first_run and dyn["graphs"][-1] == 0 else last_new) + dyn["graphs"][-1] + dyn["traces"][-1]
     settled = last_new == 0
     res["settled"] = settled
     if cmp["ok"] and settled:
@@ -468,6 +541,8 @@ def main(argv=None) -> int:
     p.add_argument("name", nargs="?", help="entry name, e.g. llama/causal_lm")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pretty", action="store_true", help="also print a readable summary")
+    p.add_argument("--compile", action="store_true",
+                   help='run the neuron forward under torch.compile(backend="neuron")')
     p.add_argument("--cpu-check", action="store_true", help="train every entry on the CPU only")
     p.add_argument("-k", dest="pattern", help="with --cpu-check: a regex on entry names")
     p.add_argument("--write-broken", action="store_true", help="with --cpu-check: rewrite config_broken.json")
@@ -497,11 +572,11 @@ def main(argv=None) -> int:
     if entry is None:
         print(f"no entry {args.name!r}", file=sys.stderr)
         return 2
-    res = run_entry(entry, args.seed)
+    res = run_entry(entry, args.seed, compile=args.compile)
     print(RESULT_PREFIX + json.dumps(_json_safe(res), sort_keys=True), flush=True)
     if args.pretty:
         keys = ("status", "mismatch", "error", "cpu_error", "losses_cpu", "losses_neuron", "max_abs", "max_rel",
-                "compiles_per_step", "disk_hits_per_step", "fallback_ops", "step_s", "traits")
+                "compiles_per_step", "disk_hits_per_step", "fallback_ops", "step_s", "dynamo", "traits")
         for k in keys:
             if k in res:
                 print(f"  {k}: {res[k]}")

@@ -5,6 +5,8 @@ parallel, and writes the results JSON (read by report.py).
     python tests/zoo/runner.py -k 'llama|bert' --out /tmp/zoo.json
     python tests/zoo/runner.py --out docs/zoo/results.json --resume   # continue a sweep
     python tests/zoo/runner.py --out r.json --resume --force -k cvt  # rerun some entries in place
+    python tests/zoo/runner.py --compile --subset --out build/zoo/results-compile-o1.json
+        # the neuron forward under torch.compile(backend="neuron") (run_model.py --compile)
 
 Each entry prints one progress line as it finishes. The results file is rewritten
 after every entry, so an interrupted sweep keeps what it ran (--resume skips the
@@ -66,6 +68,8 @@ class Job:
         self.out = tempfile.TemporaryFile(mode="w+")
         self.err = tempfile.TemporaryFile(mode="w+")
         cmd = [sys.executable, os.path.join(HERE, "run_model.py"), entry.name, "--seed", str(args.seed)]
+        if args.compile:
+            cmd.append("--compile")
         # A session of its own, so a timeout can end the child and anything it started (g++).
         # Shape registry records (when --shape-registry is given) are tagged by entry.
         env = dict(env, TORCH_NEURON_REGISTRY_TAG=entry.name)
@@ -129,6 +133,11 @@ def main(argv=None) -> int:
     p.add_argument("--rerun-broken", action="store_true", help="run config-broken entries too")
     p.add_argument("--shape-registry", help="TORCH_NEURON_SHAPE_REGISTRY for the children (an SQLite file)")
     p.add_argument("--cache-dir", help="TORCH_NEURON_CACHE_DIR for the children (default: the user's cache)")
+    p.add_argument("--compile", action="store_true",
+                   help='run each neuron forward under torch.compile(backend="neuron"); a graph that cannot be '
+                        "one program is an error naming the op (TORCH_NEURON_COMPILE_FALLBACK=0)")
+    p.add_argument("--compile-fallback", action="store_true",
+                   help="with --compile: TORCH_NEURON_COMPILE_FALLBACK=1 (such graphs run op by op)")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless every selected valid entry passes or fails with a known reason "
                         "(report.KNOWN_CAUSES); also when the sweep was cut short")
@@ -153,7 +162,8 @@ def main(argv=None) -> int:
     meta.update({"opt_level": level, "transformers": transformers.__version__, "torch": torch.__version__,
                  "jobs": args.jobs, "timeout_s": args.timeout, "subset": args.subset, "pattern": args.pattern,
                  "catalog_size": len(all_entries), "covering_subset": subset,
-                 "catalog_fingerprint": traits.catalog_fingerprint()})
+                 "catalog_fingerprint": traits.catalog_fingerprint(), "compile": args.compile,
+                 "compile_fallback": args.compile and args.compile_fallback})
     meta.setdefault("started", time.strftime("%Y-%m-%d %H:%M:%S"))
     try:
         meta["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
@@ -183,10 +193,13 @@ def main(argv=None) -> int:
         env["TORCH_NEURON_SHAPE_REGISTRY"] = os.path.abspath(args.shape_registry)
     if args.cache_dir:
         env["TORCH_NEURON_CACHE_DIR"] = os.path.abspath(args.cache_dir)
+    if args.compile:
+        env["TORCH_NEURON_COMPILE_FALLBACK"] = "1" if args.compile_fallback else "0"
 
     counts = collections.Counter(r["status"] for r in results.values())
     total = len(todo)
     print(f"zoo: {total} entries to run ({len(results)} already recorded), opt level {level}, "
+          f"{'torch.compile(backend=neuron), ' if args.compile else ''}"
           f"{args.jobs} jobs, timeout {args.timeout:.0f} s", flush=True)
     t0 = time.monotonic()
     wall_before = meta.get("wall_s", 0.0) if args.resume else 0.0
