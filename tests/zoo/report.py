@@ -2,13 +2,15 @@
 
     python tests/zoo/report.py /tmp/zoo.json                 # -> docs/ZOO.md
     python tests/zoo/report.py /tmp/zoo.json --out /tmp/ZOO.md --plot /tmp/by_trait.png
-    python tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json
-        # regenerate from the committed results
+    python tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json \
+        --compiled docs/zoo/results-compile-o0.json    # regenerate from the committed results
 
 Sections: totals; pass rate by trait value (table and bar plot); failures grouped
 by cause (exception type and normalized message, or the kind of mismatch), most
 common first, each with its known reason where KNOWN_CAUSES has one; per-model
-results; the config-broken entries with their CPU errors; entries not run.
+results; the config-broken entries with their CPU errors; entries not run. With
+--other-level and --compiled, sections on a second sweep at another opt level and on
+a sweep under torch.compile(backend="neuron") (runner.py --compile).
 The pass rate counts valid entries only (config-broken ones are excluded).
 """
 
@@ -72,10 +74,18 @@ def normalize(msg: str) -> str:
     return m[:220]
 
 
+# torch_neuron/_compile_backend.py's message for a graph that cannot be one program:
+# grouped by the op, without the model's source line.
+_NOT_ONE_PROGRAM = re.compile(r"(an? \w+ graph) cannot compile as one program: (\S+)")
+
+
 def cause_of(r: Dict[str, Any]) -> str:
     st = r["status"]
     if st == "error":
         e = r.get("error", {})
+        m = _NOT_ONE_PROGRAM.search(e.get("message", ""))
+        if m:
+            return f"{e.get('type', '?')}: {m.group(1)} cannot compile as one program: {m.group(2)}"
         return f"{e.get('type', '?')}: {normalize(e.get('message', ''))}"
     if st == "crash":
         how = r.get("crash", {}).get("how", "")
@@ -225,7 +235,90 @@ def render_other_level(other: Dict[str, Any]) -> List[str]:
     return out
 
 
-def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[str, Any]] = None) -> str:
+def _per_step(xs) -> str:
+    return "/".join(str(x) for x in xs) if xs else ""
+
+
+def render_compiled(compiled: Dict[str, Any], eager_by_level: Dict[Any, Dict[str, Any]]) -> List[str]:
+    """A section on a sweep under torch.compile(backend="neuron") (runner.py --compile):
+    totals, pass rate, entries that pass eagerly but not compiled, Dynamo's counts, and
+    each failure with its cause and reason, grouped by cause."""
+    meta, results = compiled.get("meta", {}), compiled.get("results", {})
+    run = {n: r for n, r in results.items() if not r.get("from_catalog")}
+    counts = collections.Counter(r["status"] for r in run.values())
+    valid = sum(counts[s] for s in VALID)
+    level = meta.get("opt_level")
+    rtol = 1e-4 if level == 0 else 1e-3
+    fallback = ("on: a graph that cannot be one program runs op by op" if meta.get("compile_fallback") else
+                "off (the default): a graph that cannot be one program raises NotImplementedError naming the op, "
+                "so each such graph is an error below, with its op")
+    out = ['## Under torch.compile(backend="neuron")', "",
+           f"Each entry's neuron copy runs its forward as `torch.compile(model, backend=\"neuron\")` "
+           f"(`runner.py --compile`); the CPU reference stays eager; the same 3 SGD steps and comparisons. Opt level "
+           f"{level} (rtol {rtol:g}), TORCH_NEURON_COMPILE_FALLBACK {fallback}. Dynamo is reset for each entry "
+           f"(each runs in a process of its own) and its recompile limit raised to 256. Settled also means step 3 "
+           f"met no new Dynamo graph and traced no region. In the runner's order, {meta.get('jobs')} job(s), "
+           f"{meta.get('wall_s', 0) / 60:.0f} min ({meta.get('started', '?')} to {meta.get('finished', '?')}; "
+           f"git HEAD {meta.get('git_head', '?')}): **{len(run)}** entries run, "
+           f"{len(meta.get('not_run', []))} not reached.", "",
+           "| status | entries |", "|---|---|"]
+    out += [f"| {s} | {counts[s]} |" for s in STATUSES]
+    rate = 100.0 * counts["pass"] / valid if valid else 0.0
+    out += ["", f"Pass rate over valid entries: **{counts['pass']}/{valid} = {rate:.1f}%**."]
+    subset = meta.get("covering_subset") or []
+    sub = [run[n] for n in subset if n in run and run[n]["status"] in VALID]
+    if sub:
+        out += ["", f"Covering subset: {sum(r['status'] == 'pass' for r in sub)}/{len(sub)} pass."]
+    eager = (eager_by_level.get(level) or {}).get("results", {})
+    if eager:
+        both = [n for n in run if n in eager and eager[n]["status"] in VALID and run[n]["status"] in VALID]
+        worse = sorted(n for n in both if eager[n]["status"] == "pass" and run[n]["status"] != "pass")
+        better = sorted(n for n in both if eager[n]["status"] != "pass" and run[n]["status"] == "pass")
+        out += ["", f"Against the eager sweep at opt level {level}: of {len(both)} entries in both, "
+                f"{len(worse)} pass eagerly but not under compile, {len(better)} pass only under compile"
+                + (": " + ", ".join(f"`{n}`" for n in better) if better else "") + "."]
+    dyn = [r["dynamo"] for r in run.values() if r.get("dynamo") and r["status"] in VALID]
+    if dyn:
+        breaking = sum(1 for d in dyn if d.get("graph_breaks"))
+        op_by_op = sum(1 for d in dyn if sum(d.get("op_by_op") or []))
+        aot = sum(1 for d in dyn if d.get("aot_not_ok"))
+        out += ["", f"Dynamo: {breaking} of {len(dyn)} entries have graph breaks; {op_by_op} ran a graph op by op; "
+                f"{aot} had a graph AOTAutograd could not take (run uncompiled by Dynamo)."]
+    groups: Dict[str, List[str]] = collections.defaultdict(list)
+    for n, r in sorted(run.items()):
+        if r["status"] in ("mismatch", "error", "crash"):
+            groups[cause_of(r)].append(n)
+    if groups:
+        out += ["", "### Under compile: failures by cause", ""]
+    for cause, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        why = known_reason(cause)
+        out += [f"- **{cause}** ({len(names)}): " + (f"known: {why}" if why else "no known reason yet."), ""]
+        for n in names:
+            r = run[n]
+            detail = (r.get("mismatch") or (r.get("error") or {}).get("message") or
+                      (r.get("crash") or {}).get("how") or "")
+            phase = (r.get("error") or {}).get("phase", "")
+            eager_st = (eager.get(n) or {}).get("status")
+            extra = "; ".join(x for x in (phase, f"eager: {eager_st}" if eager_st else "") if x)
+            out.append(f"  - `{n}`: {detail[:300]}" + (f" ({extra})" if extra else ""))
+        out.append("")
+    out += ["", "### Under compile: per entry", "",
+            "Per step 1/2/3: Dynamo graphs handed to the backend (forward, backward), regions traced into "
+            "programs, region calls run as programs; graph breaks Dynamo counted (the most frequent reason).", "",
+            "| entry | status | Dynamo graphs | traced | run | graph breaks | neuron s |", "|---|---|---|---|---|---|---|"]
+    for n, r in sorted(run.items()):
+        d = r.get("dynamo") or {}
+        reasons = d.get("graph_break_reasons") or []
+        brk = str(d.get("graph_breaks", "")) + (f" ({reasons[0][0][:80]})" if reasons else "")
+        brk = brk.replace("|", "\\|").replace("\n", " ")
+        out.append(f"| `{n}` | {r['status']} | {_per_step(d.get('graphs'))} | {_per_step(d.get('traces'))} | "
+                   f"{_per_step(d.get('runs'))} | {brk} | {_fmt(r.get('neuron_s'))} |")
+    out.append("")
+    return out
+
+
+def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[str, Any]] = None,
+           compiled: Optional[Dict[str, Any]] = None) -> str:
     meta, results = data.get("meta", {}), data.get("results", {})
     counts = collections.Counter(r["status"] for r in results.values())
     valid = sum(counts[s] for s in VALID)
@@ -273,6 +366,9 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[
     w("")
     if other is not None:
         out.extend(render_other_level(other))
+    if compiled is not None:
+        by_level = {d.get("meta", {}).get("opt_level"): d for d in (other, data) if d is not None}
+        out.extend(render_compiled(compiled, by_level))
 
     table = by_trait(results, traits_of)
     w("## Pass rate by trait value")
@@ -352,7 +448,8 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[
 
 def keep_results(data: Dict[str, Any], source_path: str, folder: str) -> None:
     """A compact copy of a results file (per-step counters dropped) in `folder`."""
-    path = os.path.join(folder, f"results-o{data.get('meta', {}).get('opt_level', 'x')}.json")
+    meta = data.get("meta", {})
+    path = os.path.join(folder, f"results-{'compile-' if meta.get('compile') else ''}o{meta.get('opt_level', 'x')}.json")
     if os.path.abspath(path) == os.path.abspath(source_path):
         return
     os.makedirs(folder, exist_ok=True)
@@ -373,6 +470,8 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default=None, help="bar plot path (default: docs/zoo/by_trait.png beside --out)")
     p.add_argument("--other-level", default=None,
                    help="a second results file (another opt level, whole or part of the zoo): a section of its own")
+    p.add_argument("--compiled", default=None,
+                   help='a results file of runner.py --compile (torch.compile(backend="neuron")): a section of its own')
     p.add_argument("--keep", default=None,
                    help="a folder to also write the results files into, without per-step counters, as "
                         "results-o<level>.json (default: zoo/ beside --out; 'none' to skip), so the report "
@@ -402,13 +501,17 @@ def main(argv=None) -> int:
     if args.other_level:
         with open(args.other_level) as f:
             other = json.load(f)
-    text = render(data, rel, traits_of, other)
+    compiled = None
+    if args.compiled:
+        with open(args.compiled) as f:
+            compiled = json.load(f)
+    text = render(data, rel, traits_of, other, compiled)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text + "\n")
     if args.keep != "none":
         keep_dir = args.keep or os.path.join(os.path.dirname(os.path.abspath(args.out)), "zoo")
-        for source_path, results_data in ((args.results, data), (args.other_level, other)):
+        for source_path, results_data in ((args.results, data), (args.other_level, other), (args.compiled, compiled)):
             if results_data is not None:
                 keep_results(results_data, source_path, keep_dir)
     print(f"wrote {args.out} and {plot_path}")
