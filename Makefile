@@ -5,7 +5,7 @@ PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
 .PHONY: setup run test test-all test-cpp test-python test-tiered wheel wheel-check fuzz bench bench-quick clean \
-	conformance conformance-report zoo zoo-subset validate asan tsan registry-test registry-record \
+	conformance conformance-report zoo zoo-subset zoo-compile validate asan tsan registry-test registry-record \
 	pytorch-suites format format-check
 
 setup:
@@ -92,9 +92,22 @@ zoo: setup
 	  $(if $(filter 1,$(ZOO_RESUME)),--resume) $(ZOO_ARGS); rc=$$?; \
 	  $(PY) tests/zoo/report.py $(ZOO_RESULTS) && exit $$rc
 
-# The zoo's covering subset alone: the slice `make test` runs (tests/python/test_zoo_subset.py).
+# The whole zoo with each neuron forward under torch.compile(backend="neuron") (runner.py
+# --compile; the CPU reference stays eager), one job; then docs/ZOO.md from the committed
+# eager results plus these, in a section of its own. A graph that cannot be one program is an
+# error naming its op (TORCH_NEURON_COMPILE_FALLBACK off). ZOO_RESUME=1 continues a sweep;
+# ZOO_ARGS="--budget 3600" stops starting entries after an hour.
+ZOO_COMPILE_RESULTS ?= build/zoo/results-compile-o$(ZOO_OPT_LEVEL).json
+zoo-compile: setup
+	@$(PY) tests/zoo/runner.py --compile --jobs 1 --out $(ZOO_COMPILE_RESULTS) --opt-level $(ZOO_OPT_LEVEL) --check \
+	  $(if $(filter 1,$(ZOO_RESUME)),--resume) $(ZOO_ARGS); rc=$$?; \
+	  $(PY) tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json \
+	    --compiled $(ZOO_COMPILE_RESULTS) && exit $$rc
+
+# The zoo's covering subset alone: what `make test` runs (tests/python/test_zoo_subset.py),
+# and under torch.compile(backend="neuron") the whole subset (`make test` runs a slice of it).
 zoo-subset: setup
-	@$(PY) -m pytest tests/python/test_zoo_subset.py -p no:cacheprovider -q
+	@ZOO_COMPILE_SUBSET=all $(PY) -m pytest tests/python/test_zoo_subset.py -p no:cacheprovider -q
 
 # The shape registry's generated tests: every signature of the committed registry
 # (tests/registry/registry.db.gz) replayed on neuron and on the CPU. `make test` runs a

@@ -6,6 +6,12 @@ An entry passes when losses, logits, every gradient and every parameter match th
 and step 3 meets no new graph. The subset runs with tiered compilation on, as users do. A failure whose cause has a written, measured reason
 (tests/zoo/report.py KNOWN_CAUSES: e.g. a float64 run shows the difference is float32
 rounding) is an xfail naming it; any other failure fails. `make zoo` runs the whole zoo.
+
+The same entries run under torch.compile(backend="neuron") too (runner.py --compile: the
+neuron forward compiled, the CPU reference eager): a slice of the subset here (COMPILE_SLICE,
+about 1.5 minutes on 2 cores; the whole subset takes 6.5), the whole subset with
+ZOO_COMPILE_SUBSET=all (`make zoo-subset`). A compiled entry also has to have been compiled:
+Dynamo handed the backend graphs that ran as traced programs, none op by op.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -59,10 +66,22 @@ def test_subset_covers_every_trait_value():
 
 @pytest.fixture(scope="module")
 def subset_results(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("zoo")
+    return _run_subset(tmp_path_factory.mktemp("zoo"), ["--subset"])
+
+
+# Covering-subset entries that pass under compile, chosen for speed and spread: convolutions
+# (bit; resnet, whose first forward sets config.problem_type, so Dynamo recompiles at step 2),
+# rotary attention with a QA head (falcon), a causal LM (mpt), a masked LM (squeezebert),
+# and audio with graph breaks (hubert: 8 breaks, 12 graphs).
+COMPILE_SLICE = ["bit/image_cls", "falcon/qa", "hubert/ctc", "mpt/causal_lm", "resnet/image_cls",
+                 "squeezebert/masked_lm"]
+COMPILE_ENTRIES = SUBSET if os.environ.get("ZOO_COMPILE_SUBSET") == "all" else COMPILE_SLICE
+
+
+def _run_subset(tmp, extra):
     out = tmp / "results.json"
-    cmd = [sys.executable, os.path.join(ZOO, "runner.py"), "--subset", "--opt-level", str(OPT_LEVEL),
-           "--out", str(out), "--cache-dir", str(tmp / "cache"), "--jobs", "2", "--timeout", "400"]
+    cmd = [sys.executable, os.path.join(ZOO, "runner.py"), "--opt-level", str(OPT_LEVEL),
+           "--out", str(out), "--cache-dir", str(tmp / "cache"), "--jobs", "2", "--timeout", "400"] + extra
     # Tiered compilation as users get it (conftest.py turns it off for the
     # rest of the suite): a graph's first runs are tier 0, later ones tier 1.
     env = dict(os.environ, TORCH_NEURON_TIERED_COMPILE="1")
@@ -72,9 +91,13 @@ def subset_results(tmp_path_factory):
         return json.load(f)["results"]
 
 
-@pytest.mark.parametrize("name", SUBSET)
-def test_zoo_entry_matches_cpu(subset_results, name):
-    r = subset_results.get(name)
+@pytest.fixture(scope="module")
+def compiled_results(tmp_path_factory):
+    pattern = "^(" + "|".join(re.escape(n) for n in COMPILE_ENTRIES) + ")$"
+    return _run_subset(tmp_path_factory.mktemp("zoo_compile"), ["--compile", "-k", pattern])
+
+
+def _check(r, name):
     assert r is not None, f"{name} was not run"
     if r["status"] == "pass":
         assert r["compare"]["ok"] and r["settled"]
@@ -88,3 +111,21 @@ def test_zoo_entry_matches_cpu(subset_results, name):
     if why:
         pytest.xfail(f"{cause}: {why[:200]}")
     pytest.fail(f"{name}: {r['status']}: {detail}\ncause: {cause}")
+
+
+@pytest.mark.parametrize("name", SUBSET)
+def test_zoo_entry_matches_cpu(subset_results, name):
+    _check(subset_results.get(name), name)
+
+
+@pytest.mark.parametrize("name", COMPILE_ENTRIES)
+def test_zoo_entry_matches_cpu_under_torch_compile(compiled_results, name):
+    r = compiled_results.get(name)
+    assert r is not None and r.get("compile"), f"{name} was not run under compile"
+    if r["status"] == "pass":
+        d = r["dynamo"]
+        # Compiled for real: graphs traced into programs at step 1 and run as
+        # programs by step 3, none op by op, none left to Dynamo's eager fallback.
+        assert d["graphs"][0] > 0 and d["traces"][0] > 0 and d["runs"][-1] > 0, d
+        assert sum(d["op_by_op"]) == 0 and d["aot_not_ok"] == 0, d
+    _check(r, name)
