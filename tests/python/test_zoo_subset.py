@@ -129,3 +129,26 @@ def test_zoo_entry_matches_cpu_under_torch_compile(compiled_results, name):
         assert d["graphs"][0] > 0 and d["traces"][0] > 0 and d["runs"][-1] > 0, d
         assert sum(d["op_by_op"]) == 0 and d["aot_not_ok"] == 0, d
     _check(r, name)
+
+
+def test_compile_report_groups_failures_by_op_and_compares_with_eager():
+    def failing(line):
+        msg = (f"torch.compile(backend='neuron'): a forward graph cannot compile as one program: "
+               f"aten._assert_async.msg (/x/modeling_a.py:{line}) needs its operands' values")
+        return {"status": "error", "error": {"type": "NotImplementedError", "message": msg, "phase": "step 1 forward"},
+                "dynamo": {"graphs": [3], "traces": [2], "runs": [0], "op_by_op": [0], "graph_breaks": 1,
+                           "graph_break_reasons": [["Data-dependent branching", 1]], "aot_not_ok": 0}}
+
+    ok = {"status": "pass", "neuron_s": 2.0,
+          "dynamo": {"graphs": [2, 0, 0], "traces": [2, 0, 0], "runs": [0, 2, 2], "op_by_op": [0, 0, 0],
+                     "graph_breaks": 0, "graph_break_reasons": [], "aot_not_ok": 0}}
+    compiled = {"meta": {"opt_level": 0, "compile": True, "jobs": 1, "wall_s": 120, "not_run": ["d/x"]},
+                "results": {"a/x": failing(12), "b/x": failing(345), "c/x": ok}}
+    eager = {"meta": {"opt_level": 0}, "results": {n: {"status": "pass"} for n in ("a/x", "b/x", "c/x")}}
+    text = "\n".join(report.render_compiled(compiled, {0: eager}))
+    assert "**3** entries run, 1 not reached" in text
+    assert "Pass rate over valid entries: **1/3 = 33.3%**" in text
+    assert "of 3 entries in both, 2 pass eagerly but not under compile, 0 pass only under compile" in text
+    assert ("- **NotImplementedError: a forward graph cannot compile as one program: aten._assert_async.msg** (2): "
+            "known: A tensor assert") in text
+    assert "| `c/x` | pass | 2/0/0 | 2/0/0 | 0/2/2 | 0 | 2 |" in text
