@@ -271,7 +271,10 @@ def render_compiled(compiled: Dict[str, Any], eager_by_level: Dict[Any, Dict[str
                 "so each such graph is an error below, with its op")
     out = ['## Under torch.compile(backend="neuron")', "",
            f"Each entry's neuron copy runs its forward as `torch.compile(model, backend=\"neuron\")` "
-           f"(`runner.py --compile`); the CPU reference stays eager; the same 3 SGD steps and comparisons. Opt level "
+           f"(`runner.py --compile`); the CPU reference stays eager; the same 3 SGD steps and comparisons, except that a "
+           f"gradient of zeros on neuron where the CPU has none matches (a compiled graph is one autograd node, "
+           f"whose backward gives zeros to the parameters of outputs the loss does not use; the CPU's `aot_eager` "
+           f"does the same). Opt level "
            f"{level} (rtol {rtol:g}), TORCH_NEURON_COMPILE_FALLBACK {fallback}. Dynamo is reset for each entry "
            f"(each runs in a process of its own) and its recompile limit raised to 256. Settled also means step 3 "
            f"met no new Dynamo graph and traced no region. In the runner's order, {meta.get('jobs')} job(s), "
