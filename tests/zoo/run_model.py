@@ -25,7 +25,9 @@ backend was handed and the regions traced into programs, run as programs and
 run op by op (torch_neuron.metrics dynamo.*), and the graph breaks Dynamo
 counted, with their most frequent reasons. A graph that cannot be one program
 raises NotImplementedError unless TORCH_NEURON_COMPILE_FALLBACK=1 (the runner
-leaves it off, so such graphs are errors naming the op). Settled under compile:
+leaves it off, so such graphs are errors naming the op). After an error, one
+CPU step under torch.compile(backend="aot_eager") tells whether torch.compile
+fails on the model without neuron too ("cpu_compile"). Settled under compile:
 step 3 met no new Dynamo graph, traced no region, and built no new lazy graph,
 unless step 2 still traced (then step 3 is the first to run the programs, and
 the lazy graphs around them change that once).
@@ -282,7 +284,10 @@ def compare_runs(neu, cpu, rtol: float, zero_grad_is_none: bool = False) -> Dict
 
 def _error_info(e: BaseException, phase: Optional[Phase] = None) -> Dict[str, Any]:
     msg = str(e).strip()
-    first = msg.splitlines()[0] if msg else ""
+    lines = msg.splitlines()
+    first = lines[0] if msg else ""
+    if first.endswith("raised:") and len(lines) > 1:  # Dynamo's BackendCompilerFailed: the cause is next
+        first = f"{first} {lines[1]}"
     tb = traceback.extract_tb(e.__traceback__)
     frame = next((f for f in reversed(tb) if "site-packages/transformers" in f.filename), tb[-1] if tb else None)
     where = f"{os.path.basename(frame.filename)}:{frame.lineno} {frame.name}" if frame else ""
@@ -364,6 +369,24 @@ def dynamo_summary(step_counters: List[Dict[str, int]]) -> Dict[str, Any]:
     return out
 
 
+def cpu_compile_check(model, batch, seed: int) -> Dict[str, Any]:
+    """For an error under compile: does one step of the CPU under torch.compile(backend=
+    "aot_eager") (Dynamo and AOTAutograd, no neuron) raise too? Then torch.compile
+    fails on this model anyway, and the error says nothing about neuron."""
+    import torch
+
+    configure_dynamo()
+    torch.manual_seed(seed)
+    ref = copy.deepcopy(model)
+    try:
+        train(ref, batch, "cpu", Phase(), steps=1, forward=torch.compile(ref, backend="aot_eager"))
+    except Exception as e:
+        return {"ok": False, "error": _error_info(e)}
+    finally:
+        torch._dynamo.reset()
+    return {"ok": True}
+
+
 def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -> Dict[str, Any]:
     import torch
 
@@ -410,6 +433,7 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -
                    fallback_ops=torch_neuron.metrics.fallback_counts())
         if compile:
             res["dynamo"] = dynamo_summary([torch_neuron.metrics.counters()])
+            res["cpu_compile"] = cpu_compile_check(model, batch, seed)
         return res
     res["neuron_s"] = time.perf_counter() - t1
     res["losses_neuron"] = neu["losses"]
@@ -585,7 +609,7 @@ def main(argv=None) -> int:
     print(RESULT_PREFIX + json.dumps(_json_safe(res), sort_keys=True), flush=True)
     if args.pretty:
         keys = ("status", "mismatch", "error", "cpu_error", "losses_cpu", "losses_neuron", "max_abs", "max_rel",
-                "compiles_per_step", "disk_hits_per_step", "fallback_ops", "step_s", "dynamo", "traits")
+                "compiles_per_step", "disk_hits_per_step", "fallback_ops", "step_s", "dynamo", "cpu_compile", "traits")
         for k in keys:
             if k in res:
                 print(f"  {k}: {res[k]}")
