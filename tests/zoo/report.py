@@ -66,8 +66,13 @@ KNOWN_CAUSES: List[Tuple[str, str]] = [
      "`transformers::grouped_mm_fallback` (integrations/moe.py), whose body loops over `offs.tolist()` (each "
      "expert's token count, a value of the graph), so the graph cannot be one program; "
      "TORCH_NEURON_COMPILE_FALLBACK=1 runs it op by op."),
+    (r"^fails on the CPU too under torch\.compile\(aot_eager\)",
+     "torch.compile itself fails on this model: one CPU step under `torch.compile(backend=\"aot_eager\")` (Dynamo "
+     "and AOTAutograd, no neuron) raises as well; a limitation of torch.compile or of the model's code under it, "
+     "not of neuron."),
     (r"cannot compile as one program: aten\._assert_async",
-     "A tensor assert inside the compiled graph: `F.one_hot`'s decomposition checks its labels' range with "
+     "A tensor assert inside the compiled graph: `F.one_hot`'s decomposition (wav2vec2's AM-softmax loss, the "
+     "expert masks of MoE routers) checks its labels' range with "
      "`aten._assert_async`, which reads a value of the graph, so the graph cannot be one program (eagerly, "
      "that read just ends the pending graph); TORCH_NEURON_COMPILE_FALLBACK=1 runs it op by op."),
     (r"InternalTorchDynamoError: NotImplementedError: Cannot access storage of TensorImpl",
@@ -100,6 +105,11 @@ def cause_of(r: Dict[str, Any]) -> str:
     st = r["status"]
     if st == "error":
         e = r.get("error", {})
+        cpu = r.get("cpu_compile") or {}
+        if cpu.get("ok") is False:
+            c = cpu.get("error") or {}
+            return f"fails on the CPU too under torch.compile(aot_eager): {c.get('type', '?')}: " \
+                   f"{normalize(c.get('message', ''))}"
         m = _NOT_ONE_PROGRAM.search(e.get("message", ""))
         if m:
             return f"{e.get('type', '?')}: {m.group(1)} cannot compile as one program: {m.group(2)}"
