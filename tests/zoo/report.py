@@ -113,7 +113,10 @@ def cause_of(r: Dict[str, Any]) -> str:
         m = _NOT_ONE_PROGRAM.search(e.get("message", ""))
         if m:
             return f"{e.get('type', '?')}: {m.group(1)} cannot compile as one program: {m.group(2)}"
-        return f"{e.get('type', '?')}: {normalize(e.get('message', ''))}"
+        msg = e.get("message", "")
+        # Dynamo's wrapper of an error the backend raised: group by that error.
+        msg = re.sub(r"^backend='\w+' raised: ", "", msg)
+        return f"{e.get('type', '?')}: {normalize(msg)}"
     if st == "crash":
         how = r.get("crash", {}).get("how", "")
         return "crash: timed out" if "timed out" in how else f"crash: {normalize(how)}"
