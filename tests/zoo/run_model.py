@@ -376,7 +376,9 @@ def cpu_compile_check(model, batch, seed: int) -> Dict[str, Any]:
     import torch
 
     configure_dynamo()
-    torch.manual_seed(seed)
+    # The CPU generator only: torch.manual_seed would seed neuron's too, which ends
+    # the failed run's pending graph (and may raise its error again).
+    torch.random.default_generator.manual_seed(seed)
     ref = copy.deepcopy(model)
     try:
         train(ref, batch, "cpu", Phase(), steps=1, forward=torch.compile(ref, backend="aot_eager"))
