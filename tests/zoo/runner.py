@@ -159,8 +159,12 @@ def main(argv=None) -> int:
     import torch
 
     level = args.opt_level if args.opt_level is not None else int(os.environ.get("TORCH_NEURON_OPT_LEVEL", "1"))
+    if args.resume and args.force and results:  # a rerun of some entries: the sweep's selection stays
+        meta.setdefault("reruns", []).append(args.pattern)
+    else:
+        meta.update({"subset": args.subset, "pattern": args.pattern})
     meta.update({"opt_level": level, "transformers": transformers.__version__, "torch": torch.__version__,
-                 "jobs": args.jobs, "timeout_s": args.timeout, "subset": args.subset, "pattern": args.pattern,
+                 "jobs": args.jobs, "timeout_s": args.timeout,
                  "catalog_size": len(all_entries), "covering_subset": subset,
                  "catalog_fingerprint": traits.catalog_fingerprint(), "compile": args.compile,
                  "compile_fallback": args.compile and args.compile_fallback})
@@ -239,7 +243,10 @@ def main(argv=None) -> int:
         print("zoo: interrupted", flush=True)
     meta["wall_s"] = wall_before + time.monotonic() - t0
     meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    meta["not_run"] = [e.name for e in queue]
+    # A resumed sweep keeps the entries it had not reached that are still missing
+    # (a --force rerun of a few entries must not mark the rest as reached).
+    earlier = [n for n in meta.get("not_run", []) if n not in results] if args.resume else []
+    meta["not_run"] = earlier + [e.name for e in queue if e.name not in earlier]
     write_results(args.out, meta, results)
     tally = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"zoo: {done} run in {time.monotonic() - t0:.0f} s; all recorded: {tally}; wrote {args.out}", flush=True)
