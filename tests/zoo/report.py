@@ -106,7 +106,7 @@ def cause_of(r: Dict[str, Any]) -> str:
     if st == "error":
         e = r.get("error", {})
         cpu = r.get("cpu_compile") or {}
-        if cpu.get("ok") is False:
+        if cpu.get("ok") is False and (cpu.get("error") or {}).get("type") == e.get("type"):
             c = cpu.get("error") or {}
             return f"fails on the CPU too under torch.compile(aot_eager): {c.get('type', '?')}: " \
                    f"{normalize(c.get('message', ''))}"
@@ -310,13 +310,16 @@ def render_compiled(compiled: Dict[str, Any], eager_by_level: Dict[Any, Dict[str
         out += ["", f"Against the eager sweep at opt level {level}: of {len(both)} entries in both, "
                 f"{len(worse)} pass eagerly but not under compile, {len(better)} pass only under compile"
                 + (": " + ", ".join(f"`{n}`" for n in better) if better else "") + "."]
-    dyn = [r["dynamo"] for r in run.values() if r.get("dynamo") and r["status"] in VALID]
+    dyn = {n: r["dynamo"] for n, r in run.items() if r.get("dynamo") and r["status"] in VALID}
     if dyn:
-        breaking = sum(1 for d in dyn if d.get("graph_breaks"))
-        op_by_op = sum(1 for d in dyn if sum(d.get("op_by_op") or []))
-        aot = sum(1 for d in dyn if d.get("aot_not_ok"))
-        out += ["", f"Dynamo: {breaking} of {len(dyn)} entries have graph breaks; {op_by_op} ran a graph op by op; "
-                f"{aot} had a graph AOTAutograd could not take (run uncompiled by Dynamo)."]
+        breaking = sum(1 for d in dyn.values() if d.get("graph_breaks"))
+        op_by_op = sorted(n for n, d in dyn.items() if sum(d.get("op_by_op") or []))
+        aot = sorted(n for n, d in dyn.items() if d.get("aot_not_ok"))
+        out += ["", f"Dynamo: {breaking} of {len(dyn)} entries have graph breaks; {len(op_by_op)} ran a graph op by op "
+                f"(inputs not all on one neuron device, or a result on another device)"
+                + (": " + ", ".join(f"`{n}`" for n in op_by_op) if op_by_op else "")
+                + f"; {len(aot)} had a graph AOTAutograd could not take (Dynamo ran it uncompiled)"
+                + (": " + ", ".join(f"`{n}`" for n in aot) if aot else "") + "."]
     groups: Dict[str, List[str]] = collections.defaultdict(list)
     for n, r in sorted(run.items()):
         if r["status"] in ("mismatch", "error", "crash"):
@@ -326,14 +329,19 @@ def render_compiled(compiled: Dict[str, Any], eager_by_level: Dict[Any, Dict[str
     for cause, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         why = known_reason(cause)
         out += [f"- **{cause}** ({len(names)}): " + (f"known: {why}" if why else "no known reason yet."), ""]
+        # An error's cause is its message; a mismatch's detail names its tensor.
+        brief = []
         for n in names:
             r = run[n]
-            detail = (r.get("mismatch") or (r.get("error") or {}).get("message") or
-                      (r.get("crash") or {}).get("how") or "")
             phase = (r.get("error") or {}).get("phase", "")
             eager_st = (eager.get(n) or {}).get("status")
             extra = "; ".join(x for x in (phase, f"eager: {eager_st}" if eager_st else "") if x)
-            out.append(f"  - `{n}`: {detail[:300]}" + (f" ({extra})" if extra else ""))
+            if r["status"] == "mismatch":
+                out.append(f"  - `{n}`: {r.get('mismatch', '')[:300]}" + (f" ({extra})" if extra else ""))
+            else:
+                brief.append(f"`{n}`" + (f" ({extra})" if extra else ""))
+        if brief:
+            out.append("  " + ", ".join(brief))
         out.append("")
     out += ["", "### Under compile: per entry", "",
             "Per step 1/2/3: Dynamo graphs handed to the backend (forward, backward), regions traced into "
