@@ -92,7 +92,11 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const size_t num_args = op.schema().arguments().size();
     const size_t base = stack->size() - num_args;
-    if (!WritesNeuron((*stack)[base])) {
+    const bool writes_neuron = WritesNeuron((*stack)[base]);
+    // A neuron-device self that is no functional wrapper (a tensor subclass's
+    // wrapper, written with a neuron tensor) gets the checks too: PyTorch's
+    // kernel would run the Python Meta kernel's instead of the CPU's.
+    if (!writes_neuron && !OnNeuron((*stack)[base])) {
       original_.callBoxed(op, ks, stack);
       return;
     }
@@ -105,7 +109,7 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
       c10::impl::ExcludeDispatchKeyGuard exclude(kExcludedForMeta);
       RunNeuronMeta(op, &meta_stack);
     }
-    if (!functional_) {
+    if (!writes_neuron || !functional_) {
       original_.callBoxed(op, ks, stack);  // its meta reference runs the op's own Meta kernel
       return;
     }
@@ -133,6 +137,10 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
  private:
   // Whether the written argument is a functional neuron tensor (all of a
   // list's must be, for a neuron call).
+  static bool OnNeuron(const c10::IValue& written) {
+    return written.isTensor() && written.toTensor().defined() && IsNeuron(written.toTensor());
+  }
+
   static bool WritesNeuron(const c10::IValue& written) {
     auto neuron = [](const at::Tensor& t) { return IsNeuron(t) && fimpl::isFunctionalTensor(t); };
     if (written.isTensor()) return neuron(written.toTensor());

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "lazy/neuron_inplace.h"
+#include "lazy/structured_meta.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -67,6 +68,10 @@ void RunNeuronMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DispatchKeySet meta_keys(c10::DispatchKey::Meta);
   if (const c10::KernelFunction* kernel = TheKernels().Find(op)) {
     kernel->callBoxed(op, meta_keys, stack);
+  } else if (const c10::KernelFunction* structured = StructuredMetaKernel(op)) {
+    // The CPU's own meta function (its checks and messages), where the
+    // dispatcher's Meta kernel is a Python one (structured_meta.h).
+    structured->callBoxed(op, meta_keys, stack);
   } else {
     op.redispatchBoxed(meta_keys, stack);
   }

@@ -30,7 +30,8 @@ void SetNeuronMetaKernel(const c10::OperatorHandle& op, c10::KernelFunction kern
 bool HasNeuronMetaKernel(const c10::OperatorHandle& op);
 
 // Runs `op` on the meta tensors of `stack`: neuron's Meta kernel where it has
-// one, else the op's Meta kernel (as op.redispatchBoxed(Meta) does).
+// one, else the C++ meta function of a structured op (structured_meta.h), else
+// the op's Meta kernel (as op.redispatchBoxed(Meta) does).
 void RunNeuronMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Sets the in-place _foreach_* ops' neuron Meta kernels (foreach_meta.cc), once.

@@ -170,6 +170,11 @@ using OptT = const std::optional<at::Tensor>&;
 using Unary = at::Tensor(T);
 using Binary = at::Tensor(T, T);
 using BinaryAlpha = at::Tensor(T, T, S);
+// In-place forms: `self` is the output, so the CPU's checks of writing the
+// result into it (its shape, the cast) run too. The tracer meets them below
+// functionalization (inside a tensor subclass's __torch_dispatch__).
+using BinaryInPlace = at::Tensor&(at::Tensor&, T);
+using BinaryAlphaInPlace = at::Tensor&(at::Tensor&, T, S);
 using TensorScalar = at::Tensor(T, S);
 using Ternary = at::Tensor(T, T, T);
 using TernaryScalar = at::Tensor(T, T, T, S);
@@ -319,6 +324,10 @@ std::vector<Entry> Entries() {
   }
   e.push_back(TN_META("aten::add.Tensor", add, BinaryAlpha));
   e.push_back(TN_META("aten::sub.Tensor", sub, BinaryAlpha));
+  e.push_back(TN_META("aten::add_.Tensor", add_, BinaryAlphaInPlace));
+  e.push_back(TN_META("aten::sub_.Tensor", sub_, BinaryAlphaInPlace));
+  e.push_back(TN_META("aten::mul_.Tensor", mul_, BinaryInPlace));
+  e.push_back(TN_META("aten::div_.Tensor", div_, BinaryInPlace));
   e.push_back(TN_META("aten::lerp.Scalar", lerp, BinaryAlpha));
   e.push_back(TN_META("aten::lerp.Tensor", lerp, Ternary));
   e.push_back(TN_META("aten::addcmul", addcmul, TernaryScalar));

@@ -23,7 +23,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "conformance"))
 
 import harness  # noqa: E402  (imports torch_neuron before torch.testing)
 
-TABLE = torch_neuron._C._structured_meta_ops()
+# In-place forms (add_.Tensor) are traced as their functional form, so no
+# OpInfo sample reaches them in the IR: test_in_place_forms_check_as_the_cpu.
+IN_PLACE = [name for name in torch_neuron._C._structured_meta_ops() if name.split(".")[0].endswith("_")]
+TABLE = [name for name in torch_neuron._C._structured_meta_ops() if name not in IN_PLACE]
 OPINFOS = harness.ops_by_name()
 SAMPLES = 4
 
@@ -188,3 +191,17 @@ def test_the_first_traced_op_imports_neither_sympy_nor_dynamo():
             "print(y.item())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "12.0"]
+
+
+@pytest.mark.parametrize("name", IN_PLACE)
+def test_in_place_forms_check_as_the_cpu(name):
+    # The checks of writing the result into self: its shape, and the cast.
+    op = getattr(torch.Tensor, name.split("::")[1].split(".")[0])
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError) as broadcast:
+            op(torch.ones(2, 3, device=device), torch.ones(4, 2, 3, device=device))
+        with pytest.raises(RuntimeError) as cast:
+            op(torch.ones(2, 3, dtype=torch.long, device=device), torch.full((2, 3), 0.5, device=device))
+        if device == "cpu":
+            want = (str(broadcast.value), str(cast.value))
+    assert (str(broadcast.value), str(cast.value)) == want
