@@ -233,7 +233,6 @@ def test_a_neuron_region_runs_its_pending_inputs_then_its_own_program(metrics):
         assert metrics.counter("graph.execute.count") == 2 * (call + 1)
         assert metrics.counter("dynamo.region.trace.count") == 1
         assert metrics.counter("dynamo.region.run.count") == call
-    assert metrics.counter("graph.compile.count") == 2  # x * 3, and the region
 
 
 def _mutate_views(a, b):
