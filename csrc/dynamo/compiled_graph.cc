@@ -58,13 +58,15 @@ int CompiledGraph::TraceableDevice(const std::vector<at::Tensor>& inputs) {
   return device;
 }
 
+lazy::LazyTensorPtr CompiledGraph::LazyOf(const at::Tensor& t) const {
+  lazy::LazyTensorPtr lazy = t.defined() ? lazy::TryGetLazy(t) : nullptr;
+  return lazy != nullptr && lazy->device() == device_ ? lazy : nullptr;
+}
+
 std::vector<lazy::LazyTensorPtr> CompiledGraph::LazyInputs(const std::vector<at::Tensor>& inputs) const {
   std::vector<lazy::LazyTensorPtr> out;
   out.reserve(inputs.size());
-  for (const at::Tensor& t : inputs) {
-    lazy::LazyTensorPtr lazy = t.defined() ? lazy::TryGetLazy(t) : nullptr;
-    out.push_back(lazy != nullptr && lazy->device() == device_ ? std::move(lazy) : nullptr);
-  }
+  for (const at::Tensor& t : inputs) out.push_back(LazyOf(t));
   return out;
 }
 
@@ -143,7 +145,7 @@ void CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
       }
       return source;
     };
-    for (const at::Tensor& out : outputs) results_.push_back(source_of(out, LazyInputs({out}).front()));
+    for (const at::Tensor& out : outputs) results_.push_back(source_of(out, LazyOf(out)));
     std::vector<lazy::LazyTensorPtr> after = LazyInputs(traced_inputs_);
     for (size_t i = 0; i < after.size(); ++i) {
       if (after[i] != before_[i]) mutations_.emplace_back(i, source_of(traced_inputs_[i], after[i]));

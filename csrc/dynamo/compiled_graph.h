@@ -86,6 +86,7 @@ class CompiledGraph {
 
   // Each input's LazyTensor, or nullptr where it is not a neuron tensor of
   // device_; and the first input sharing each one's buffer (after the sync).
+  lazy::LazyTensorPtr LazyOf(const at::Tensor& t) const;
   std::vector<lazy::LazyTensorPtr> LazyInputs(const std::vector<at::Tensor>& inputs) const;
   static std::vector<int> AliasPattern(const std::vector<lazy::LazyTensorPtr>& lazy);
   at::Tensor Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,

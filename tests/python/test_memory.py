@@ -326,11 +326,8 @@ OOM_2MIB = (
 
 
 def _size(nbytes: int) -> str:
-    """A byte count as the device's messages write it."""
-    value, unit = float(nbytes), 0
-    while value >= 1024 and unit < 4:
-        value, unit = value / 1024, unit + 1
-    return f"{nbytes} bytes" if unit == 0 else f"{value:.2f} {('KiB', 'MiB', 'GiB', 'TiB')[unit - 1]}"
+    """A byte count as the device's messages write it (the metrics report's format)."""
+    return torch_neuron.metrics._format_value("x.bytes", nbytes)
 
 
 def oom_2mib() -> str:
