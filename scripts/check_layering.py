@@ -31,6 +31,7 @@ LAYERS = (
     "cache",     # ExecutableProvider chain: memory, disk, local compile
     "service",   # the compile service and its client provider
     "lazy",      # tensors, tracer, scheduler seams, graph executor
+    "aten",      # ATen kernels registered with the dispatcher (one site), composites of neuron ops
     "eager",     # adaptive eager (a Scheduler)
     "registry",  # shape registry (a TraceObserver)
     "dynamo",    # the compiled road: torch.compile regions traced once, run as programs

@@ -41,11 +41,9 @@ WHY = {
     "csrc/lazy/bridge.cc": "torch.tensor(data, device=\"neuron\") and a plain tensor written from a neuron one "
                            "(any other call: the kernel that was there)",
     "csrc/runtime/collectives.cc": "neuron's own collective ops (namespace neuron)",
-    "torch_neuron/_view_copies.py": "direct *_copy calls on neuron tensors return new contiguous tensors "
-                                    "(any other call: the kernel that was there)",
-    "torch_neuron/_ctc_loss.py": "ctc_loss on neuron tensors",
-    "torch_neuron/_rnn_cells.py": "fused LSTM and GRU cells on neuron tensors",
-    "torch_neuron/_tensor_support.py": "foreach ops with scalars given as a tensor",
+    "csrc/aten/registration.cc": "fused LSTM/GRU cells, ctc_loss with CPU lengths, foreach ops with scalars "
+                                 "given as a tensor; direct *_copy calls on neuron tensors return new contiguous "
+                                 "tensors (any other call: the kernel that was there)",
     "torch_neuron/distributed.py": "functional collectives (_c10d_functional) traced as neuron collectives",
     "torch_neuron/_custom_ops.py": "libraries' own operators with Python PrivateUse1 kernels, run above "
                                    "functionalization",

@@ -42,7 +42,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _ctc_loss, _custom_ops, _dynamo_hooks, _fake_tensors, _lazy_dynamo, _library_detection, _optimizer_steps, _meta_checks, _rnn_cells, _module_support, _serialization, _tensor_support, _view_copies, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
+from . import _custom_ops, _dynamo_hooks, _fake_tensors, _lazy_dynamo, _library_detection, _optimizer_steps, _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -102,13 +102,10 @@ _C._register_functionalize_overrides()
 _C._register_out_checks()
 _tensor_support.install()
 _meta_checks.install()
-_view_copies.install()
 _custom_ops.install()
 _lazy_dynamo.install()
 _fake_tensors.install()  # torch.compile takes neuron tensors (fake tensors as XLA's)
 _dynamo_hooks.install()  # when Dynamo is imported: skip our files, neuron's device interface
-_rnn_cells.install()
-_ctc_loss.install()
 _serialization.install()
 service._install_launcher()
 _module_support.install()

@@ -19,10 +19,6 @@ treatment PyTorch gives storage-less backends:
 - ``data_ptr()`` and ``untyped_storage().data_ptr()`` give virtual device
   addresses: views share their storage's, copies get their own (the values
   are read with ``.cpu()``; the storage's own reads and copies raise);
-- ``torch._foreach_addcdiv(_)`` and ``_foreach_addcmul(_)`` take their
-  per-tensor scalars as a CPU tensor too (PyTorch's functionalization handed
-  it to the Meta kernel as a meta tensor, which refused it): they run as the
-  ScalarList overloads with its values, as the CPU kernels do;
 - ``neuron_tensor.numpy()`` is a sync point returning the values read back
   (like ``.cpu().numpy()``; a tensor requiring grad still needs ``.detach()``
   or ``force=True``, as on the CPU).
@@ -200,38 +196,7 @@ def _neuron_to_dlpack(tensor):
     return _original_to_dlpack(tensor)
 
 
-_FOREACH_WITH_SCALAR_TENSORS = ("_foreach_addcdiv", "_foreach_addcdiv_", "_foreach_addcmul",
-                                "_foreach_addcmul_")
-_library = None
-
-
-def _foreach_with_scalar_tensor(name):
-    scalar_list = getattr(torch.ops.aten, name).ScalarList
-
-    def kernel(self, tensor1, tensor2, scalars):
-        # The CPU's checks (ForeachUtils.h), then its conversion to a list.
-        if scalars.device.type != "cpu":
-            raise RuntimeError(f"Expected scalars to be on CPU, got {scalars.device} instead.")
-        if scalars.dim() != 1:
-            raise RuntimeError(f"Expected packed scalar Tensor to be of dimension 1. "
-                               f"Got {scalars.dim()} instead.")
-        if scalars.numel() != len(self):
-            raise RuntimeError(f"Expected length of scalars to match input of length {len(self)} "
-                               f"but got {scalars.numel()} instead.")
-        return scalar_list(self, tensor1, tensor2, scalars.tolist())
-
-    return kernel
-
-
-def _install_foreach_scalar_tensors() -> None:
-    global _library
-    _library = torch.library.Library("aten", "IMPL")
-    for name in _FOREACH_WITH_SCALAR_TENSORS:
-        _library.impl(f"{name}.Tensor", _foreach_with_scalar_tensor(name), "AutogradPrivateUse1")
-
-
 def install() -> None:
-    _install_foreach_scalar_tensors()
     torch.utils.dlpack.to_dlpack = _neuron_to_dlpack
     torch.Tensor.__dlpack__ = _neuron_dlpack
     torch.Tensor.__dlpack_device__ = _neuron_dlpack_device

@@ -104,7 +104,13 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
       // Neuron's checks where functionalization would run the op's Meta kernel.
       torch::jit::Stack meta_stack;
       meta_stack.reserve(num_args);
-      for (size_t i = base; i < stack->size(); ++i) meta_stack.push_back(MapTensors((*stack)[i], ToMeta));
+      const auto& arguments = op.schema().arguments();
+      for (size_t i = base; i < stack->size(); ++i) {
+        // Packed scalars (the foreach ops' `Tensor scalars`) are host values by
+        // the op's contract: the checks see them as the CPU's kernel does.
+        const bool host_values = arguments[i - base].name() == "scalars";
+        meta_stack.push_back(host_values ? (*stack)[i] : MapTensors((*stack)[i], ToMeta));
+      }
       at::AutoDispatchSkipFunctionalize skip;
       c10::impl::ExcludeDispatchKeyGuard exclude(kExcludedForMeta);
       RunNeuronMeta(op, &meta_stack);

@@ -39,7 +39,7 @@ NEURON_ONLY_KERNELS = (
     "csrc/lazy/neuron_inplace.cc",  # in-place ops: the CPU's checks, no second meta run
     "csrc/lazy/functionalize_fast.cc",  # unboxed functionalization of hot ops
     "csrc/lazy/bridge.cc",  # lift_fresh, copy_ from a neuron tensor into a plain one
-    "torch_neuron/_view_copies.py",  # direct *_copy calls give new contiguous tensors
+    "csrc/aten/registration.cc",  # direct *_copy calls give new contiguous tensors
 )
 # The two patched functions, for which PyTorch offers no hook: each calls the
 # original, and does more only for what concerns neuron (a PrivateUse1 kernel

@@ -326,6 +326,9 @@ def test_ctc_loss_takes_its_lengths_from_the_cpu_as_cuda_does(lengths, reduction
     loss.sum().backward()
     torch.testing.assert_close(loss.cpu(), expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(x.grad.cpu(), cpu_in.grad, rtol=1e-5, atol=1e-6)
+    with torch.inference_mode():  # no autograd key: the same kernel from neuron's backend key
+        loss = torch.nn.functional.ctc_loss(x.detach(), targets.to("neuron"), il, tl, reduction=reduction)
+    torch.testing.assert_close(loss.cpu(), expected.detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_tensors_on_neuron_zero_and_neuron_one_do_not_mix(two_devices):
@@ -459,3 +462,47 @@ def test_sparse_gradient_is_refused_at_the_backward_naming_the_op():
     embedding = torch.nn.Embedding(5, 2, sparse=True).neuron()
     with pytest.raises(NotImplementedError, match="sparse layouts are not supported"):
         embedding(torch.tensor([1, 2], device="neuron")).sum().backward()
+
+
+@pytest.mark.parametrize("which", ["input_lengths", "target_lengths"])
+def test_ctc_loss_refuses_lengths_that_are_not_integers_as_the_cpu_does(which):
+    log_probs = torch.randn(6, 2, 4).log_softmax(2)
+    targets = torch.randint(1, 4, (2, 3))
+    lengths = {"input_lengths": torch.full((2,), 6), "target_lengths": torch.tensor([3, 2])}
+    lengths[which] = lengths[which].float()
+
+    def message(device):
+        with pytest.raises(RuntimeError) as error:
+            torch.nn.functional.ctc_loss(log_probs.to(device), targets.to(device), **lengths)
+        return str(error.value).splitlines()[0]
+
+    assert message("neuron") == message("cpu") == f"{which} must be integral"
+
+
+@pytest.mark.parametrize("op", ["_foreach_addcdiv", "_foreach_addcmul", "_foreach_addcdiv_", "_foreach_addcmul_"])
+@pytest.mark.parametrize("scalars", ["ok", "neuron", "2d", "short", "strided"])
+@pytest.mark.parametrize("inference", [False, True], ids=["grad_mode", "inference_mode"])
+def test_foreach_ops_with_packed_scalars_match_the_cpu(op, scalars, inference):
+    torch.manual_seed(0)
+    cpu = [[torch.randn(3) + 2 for _ in range(2)] for _ in range(3)]
+    packed = {"ok": torch.tensor([0.5, -2.0]), "neuron": torch.tensor([0.5, -2.0]),
+              "2d": torch.ones(2, 1), "short": torch.ones(1), "strided": torch.ones(4)[::2]}[scalars]
+
+    def run(device):
+        lists = [[t.clone().to(device) for t in ts] for ts in cpu]
+        given = packed.to("neuron") if scalars == "neuron" and device == "neuron" else packed
+        try:
+            with torch.inference_mode(inference):
+                out = getattr(torch, op)(*lists, given)
+        except RuntimeError as error:
+            return str(error).splitlines()[0]
+        return [t.cpu() for t in (lists[0] if op.endswith("_") else out)]
+
+    expected, got = run("cpu"), run("neuron")
+    if scalars == "neuron":  # a neuron tensor where the CPU takes a CPU one: the device's name differs
+        assert got == "Expected scalars to be on CPU, got neuron:0 instead."
+        return
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        torch.testing.assert_close(got, expected)

@@ -43,6 +43,23 @@ def test_recurrent_layers_match_the_cpu_forward_and_backward(make):
         torch.testing.assert_close(n, c, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("make", MODULES)
+def test_recurrent_layers_match_the_cpu_under_inference_mode(make):
+    # inference_mode skips the autograd keys: the fused cells must run from
+    # neuron's backend key as well.
+    results = []
+    for device in ("cpu", DEV):
+        torch.manual_seed(0)
+        module = make().to(device)
+        x = torch.randn(2, 3, 4) if module.batch_first else torch.randn(3, 2, 4)
+        with torch.inference_mode():
+            out, state = module(x.to(device))
+        states = list(state) if isinstance(state, tuple) else [state]
+        results.append([t.cpu() for t in (out, *states)])
+    for n, c in zip(results[1], results[0]):
+        torch.testing.assert_close(n, c, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("cell", [nn.LSTMCell, nn.GRUCell])
 def test_recurrent_cells_match_the_cpu(cell):
     results = []
