@@ -23,31 +23,43 @@ OUT = ROOT / "docs" / "DISPATCH.md"
 OWN_KEYS = ("PrivateUse1", "AutogradPrivateUse1", "AutocastPrivateUse1", "QuantizedPrivateUse1",
             "SparsePrivateUse1", "SparseCsrPrivateUse1")
 
-# What each source file registers for, in a line; a file missing here fails
-# the check (say why a new registration exists).
+# What each source file registers for, in a line (per dispatch key for the
+# registration site, which registers for many); a file missing here fails the
+# check (say why a new registration exists).
 WHY = {
-    "csrc/lazy/tracer_registration.cc": "the generic tracer: the PrivateUse1 fallback, composite ops traced whole, "
-                                        "quantized and sparse neuron tensors refused",
-    "csrc/lazy/aten_copy.cc": "copies between devices and within neuron",
-    "csrc/lazy/aten_random.cc": "dropout drawn from the neuron generator",
-    "csrc/lazy/dtype_widening.cc": "ops computed in a wider dtype than the device holds",
+    "csrc/aten/registration.cc": {
+        "PrivateUse1": "the generic tracer (fallback); copies across the device boundary and reads; dropout drawn "
+                       "from the neuron generator; integer histc as CUDA bins it; the composites below, for "
+                       "inference_mode",
+        "AutogradPrivateUse1": "fused LSTM/GRU cells, ctc_loss with CPU lengths and foreach ops with packed "
+                               "scalars, composed of neuron ops; the fused optimizer steps traced as one op",
+        "AutocastPrivateUse1": "autocast for device_type=\"neuron\" (ATen's shared lists)",
+        "QuantizedPrivateUse1": "quantized neuron tensors refused, naming the dtype",
+        "SparsePrivateUse1": "sparse neuron tensors refused, naming the layout",
+        "SparseCsrPrivateUse1": "sparse neuron tensors refused, naming the layout",
+        "Functionalize": "direct *_copy calls on neuron tensors return new contiguous tensors (any other call: the "
+                         "kernel that was there)",
+        "CPU": "neuron's own collective ops (namespace neuron): their host kernels",
+        "Meta": "neuron's own collective ops (namespace neuron): their shapes",
+    },
+    "csrc/lazy/tracer_registration.cc": "the generic tracer for ops whose device-generic composite kernels would "
+                                        "otherwise run on neuron",
     "csrc/lazy/out_checks.cc": "out= ops: the CPU's checks of out tensors before functionalization",
-    "csrc/lazy/fused_optimizers.cc": "the fused optimizer steps traced as one op",
-    "csrc/lazy/autocast.cc": "autocast for device_type=\"neuron\"",
     "csrc/lazy/neuron_inplace.cc": "in-place ops on neuron tensors: the CPU's checks, then the functional form "
                                    "(any other call: the kernel that was there)",
     "csrc/lazy/functionalize_fast.cc": "unboxed functionalization of hot ops for neuron tensors "
                                        "(any other call: PyTorch's fallback)",
     "csrc/lazy/bridge.cc": "torch.tensor(data, device=\"neuron\") and a plain tensor written from a neuron one "
                            "(any other call: the kernel that was there)",
-    "csrc/runtime/collectives.cc": "neuron's own collective ops (namespace neuron)",
-    "csrc/aten/registration.cc": "fused LSTM/GRU cells, ctc_loss with CPU lengths, foreach ops with scalars "
-                                 "given as a tensor; direct *_copy calls on neuron tensors return new contiguous "
-                                 "tensors (any other call: the kernel that was there)",
     "torch_neuron/distributed.py": "functional collectives (_c10d_functional) traced as neuron collectives",
     "torch_neuron/_custom_ops.py": "libraries' own operators with Python PrivateUse1 kernels, run above "
                                    "functionalization",
 }
+
+
+def why(source: str, key: str) -> str:
+    text = WHY.get(source)
+    return text.get(key) if isinstance(text, dict) else text
 
 # Code run in the child that reports: load torch_neuron (autoload), use it as
 # tests/python/test_dispatch_isolation.py's child does, print overrides() as JSON.
@@ -95,7 +107,7 @@ def render(overrides: dict) -> str:
         "|---|---|---|---|",
     ]
     for (_, key, source), ops in sorted(groups.items()):
-        lines.append(f"| {key} | `{source}` | {len(ops)} | {WHY.get(source, '?')} |")
+        lines.append(f"| {key} | `{source}` | {len(ops)} | {why(source, key) or '?'} |")
     lines += ["", "## Backend fallbacks", "", "| key | source |", "|---|---|"]
     for key, source in overrides["fallbacks"]:
         lines.append(f"| {key} | `{source}` |")
@@ -115,8 +127,9 @@ def render(overrides: dict) -> str:
 
 
 def undescribed(overrides: dict) -> list:
-    sources = {source for _, _, source in overrides["kernels"]} | {source for _, source in overrides["fallbacks"]}
-    return sorted(s for s in sources if s not in WHY)
+    pairs = {(source, key) for key, _, source in overrides["kernels"]} | {
+        (source, key) for key, source in overrides["fallbacks"]}
+    return sorted({f"{source} ({key})" for source, key in pairs if not why(source, key)})
 
 
 def main() -> int:

@@ -1,18 +1,36 @@
-// The ATen kernels of this stage, registered with PyTorch's dispatcher: one
-// block per dispatch key, one line per kernel. Kernels on neuron's own keys act
-// on neuron tensors only by construction; the Functionalize kernels check for
-// a neuron tensor and otherwise run the kernel that was there (docs/DISPATCH.md
-// lists every registration, generated from the dispatcher's own tables).
+// Every ATen kernel torch_neuron registers with PyTorch's dispatcher, in one
+// place: one block per dispatch key, one line per kernel (or per list, where a
+// list of ops shares one kernel). Kernels on neuron's own keys (PrivateUse1 and
+// its autograd, autocast, quantized and sparse keys) act on neuron tensors only
+// by construction; the Functionalize kernels check for a neuron tensor and
+// otherwise run the kernel that was there. docs/DISPATCH.md lists every
+// registration, generated from the dispatcher's own tables.
+//
+// Registered here at load: the blocks below. Registered when torch_neuron is
+// imported (each names its ops at run time, from the dispatcher): the tracer
+// for ops with device-generic composite kernels (lazy/tracer.h), the unboxed
+// functionalization fast paths and lift_fresh/copy_ (lazy/bridge.h), the out=
+// checks (lazy/out_checks.h) and the in-place kernels of ops with neuron Meta
+// checks (lazy/neuron_inplace.h).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "aten/autocast.h"
 #include "aten/composite_kernels.h"
 #include "aten/view_copies.h"
+#include "lazy/aten_copy.h"
+#include "lazy/aten_random.h"
+#include "lazy/dtype_widening.h"
+#include "lazy/fused_optimizers.h"
 #include "lazy/neuron_inplace.h"
+#include "lazy/tracer.h"
+#include "runtime/collectives.h"
 
 namespace torch_neuron::aten {
 namespace {
+
+using torch::CppFunction;
 
 // Swallows the dispatcher's "overriding a previously registered kernel"
 // warning while the view-copy kernels replace functionalization's own.
@@ -23,10 +41,34 @@ class SilentWarnings : public c10::WarningHandler {
 
 }  // namespace
 
-// The composites, on both of neuron's keys: autograd differentiates the ops
-// they call; under inference_mode (which skips the autograd keys) the same
-// kernel runs at PrivateUse1.
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+// Every op on neuron tensors without a kernel of its own is traced.
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(CppFunction::makeFromBoxedFunction<&lazy::TraceOp>()); }
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(CppFunction::makeFromBoxedFunction<&lazy::RejectQuantized>());
+}
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(CppFunction::makeFromBoxedFunction<&lazy::RejectSparse>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(CppFunction::makeFromBoxedFunction<&lazy::RejectSparse>());
+}
+// Ops not in autocast's lists run as they are.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(CppFunction::makeFallthrough()); }
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Data across the device boundary, and reads (lazy/aten_copy.h).
+  m.impl("copy", CppFunction::makeFromBoxedFunction<&lazy::CopyKernel>());
+  m.impl("copy_", CppFunction::makeFromBoxedFunction<&lazy::InPlaceCopyKernel>());
+  m.impl("_to_copy", CppFunction::makeFromBoxedFunction<&lazy::ToCopyKernel>());
+  m.impl("_copy_from", TORCH_FN(lazy::CopyFrom));
+  m.impl("_copy_from_and_resize", TORCH_FN(lazy::CopyFromAndResize));
+  m.impl("_local_scalar_dense", TORCH_FN(lazy::LocalScalarDense));
+  m.impl("resize_", TORCH_FN(lazy::Resize));
+  // Dropout drawn from the neuron generator (lazy/aten_random.h).
+  m.impl("native_dropout", TORCH_FN(lazy::NativeDropout));
+  // Integers binned as CUDA bins them (lazy/dtype_widening.h).
+  m.impl("histc", CppFunction::makeFromBoxedFunction<&lazy::HistcOfIntegers>());
+  // The composites, also here: inference_mode skips the autograd keys.
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(FusedLstmCell));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(FusedGruCell));
   m.impl("ctc_loss.Tensor", TORCH_FN(CtcLoss));
@@ -36,7 +78,9 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_foreach_addcmul_.Tensor", TORCH_FN(ForeachAddcmulScalarTensor_));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  // Compositions of neuron ops, differentiated through the ops they call
+  // (composite_kernels.h).
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(FusedLstmCell));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(FusedGruCell));
   m.impl("ctc_loss.Tensor", TORCH_FN(CtcLoss));
@@ -44,6 +88,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_foreach_addcmul.Tensor", TORCH_FN(ForeachAddcmulScalarTensor));
   m.impl("_foreach_addcdiv_.Tensor", TORCH_FN(ForeachAddcdivScalarTensor_));
   m.impl("_foreach_addcmul_.Tensor", TORCH_FN(ForeachAddcmulScalarTensor_));
+  // Fused optimizer steps as one traced node each (lazy/fused_optimizers.h).
+  m.impl("_fused_adam_", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_adam_.tensor_lr", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_adamw_", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_adamw_.tensor_lr", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_sgd_", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_sgd_.tensor_lr", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_adagrad_", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+  m.impl("_fused_adagrad_.tensor_lr", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  RegisterAutocastLists(m);  // ATen's shared lists: one kernel per listed op (autocast.h)
+  m.impl("binary_cross_entropy", TORCH_FN(BinaryCrossEntropyRefused));
 }
 
 TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
@@ -57,6 +115,40 @@ TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
   for (const char* name : {"aten::_foreach_addcdiv_", "aten::_foreach_addcmul_"}) {
     lazy::RegisterNeuronInPlace(c10::Dispatcher::singleton().findSchemaOrThrow(name, "Tensor"));
   }
+}
+
+// neuron's own collective ops (runtime/collectives.h): traced like any op on
+// neuron tensors; their host kernels run the collective when the graph runs.
+TORCH_LIBRARY_FRAGMENT(neuron, m) {
+  m.def("all_reduce(Tensor self, str reduce_op, str group) -> Tensor");
+  m.def("broadcast(Tensor self, int src, str group) -> Tensor");
+  m.def("all_gather_into_tensor(Tensor self, int world_size, str group) -> Tensor");
+  m.def("reduce_scatter_tensor(Tensor self, str reduce_op, int world_size, str group) -> Tensor");
+  m.def(
+      "all_to_all_single(Tensor self, int[] output_split_sizes, int[] input_split_sizes, str group) -> "
+      "Tensor");
+  m.def("send(Tensor self, int dst, int tag, str group) -> Tensor");
+  m.def("recv(Tensor self, int src, int tag, str group) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(neuron, CPU, m) {
+  m.impl("all_reduce", TORCH_FN(runtime::AllReduce));
+  m.impl("broadcast", TORCH_FN(runtime::Broadcast));
+  m.impl("all_gather_into_tensor", TORCH_FN(runtime::AllGatherIntoTensor));
+  m.impl("reduce_scatter_tensor", TORCH_FN(runtime::ReduceScatterTensor));
+  m.impl("all_to_all_single", TORCH_FN(runtime::AllToAllSingle));
+  m.impl("send", TORCH_FN(runtime::Send));
+  m.impl("recv", TORCH_FN(runtime::Recv));
+}
+
+TORCH_LIBRARY_IMPL(neuron, Meta, m) {
+  m.impl("all_reduce", TORCH_FN(runtime::AllReduceMeta));
+  m.impl("broadcast", TORCH_FN(runtime::BroadcastMeta));
+  m.impl("all_gather_into_tensor", TORCH_FN(runtime::AllGatherIntoTensorMeta));
+  m.impl("reduce_scatter_tensor", TORCH_FN(runtime::ReduceScatterTensorMeta));
+  m.impl("all_to_all_single", TORCH_FN(runtime::AllToAllSingleMeta));
+  m.impl("send", TORCH_FN(runtime::SendMeta));
+  m.impl("recv", TORCH_FN(runtime::RecvMeta));
 }
 
 }  // namespace torch_neuron::aten

@@ -7,11 +7,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/MemoryFormat.h>
-#include <torch/library.h>
-
 #include <optional>
 #include <utility>
 
+#include "lazy/aten_copy.h"
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/graph_executor.h"
@@ -50,6 +49,8 @@ LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArra
   at::Tensor ready = host.to(dtype).expand(sizes);
   return LazyTensor::FromData(runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, ready)));
 }
+
+}  // namespace
 
 // aten::copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
 void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -196,6 +197,8 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   return CopyFrom(self, dst, false);
 }
 
+namespace {
+
 // The element a 0-dim tensor is of a 1-d device buffer, when it is one (an
 // element of a materialized vector, as iterating over it or v[i].item()
 // reads it): the buffer and the element's index. Reading it directly skips a
@@ -252,6 +255,8 @@ void MaterializeVectorOf(const LazyTensor& t) {
   RanValues::Global().Record(vector.node, {base->GetValue().node});
 }
 
+}  // namespace
+
 at::Scalar LocalScalarDense(const at::Tensor& self) {
   const LazyTensorPtr& t = GetLazy(self);
   MaterializeVectorOf(*t);
@@ -298,18 +303,6 @@ const at::Tensor& Resize(const at::Tensor& self, c10::IntArrayRef size,
   lazy->SetPending(GetLazy(fresh)->pending());
   impl->RefreshSizes(layout);
   return self;
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("copy", torch::CppFunction::makeFromBoxedFunction<&CopyKernel>());
-  m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&InPlaceCopyKernel>());
-  m.impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&ToCopyKernel>());
-  m.impl("_copy_from", CopyFrom);
-  m.impl("_copy_from_and_resize", CopyFromAndResize);
-  m.impl("_local_scalar_dense", LocalScalarDense);
-  m.impl("resize_", Resize);
 }
 
 }  // namespace torch_neuron::lazy

@@ -10,12 +10,12 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/ones_like.h>
-#include <torch/library.h>
 
 #include <tuple>
 
+#include "lazy/aten_random.h"
+
 namespace torch_neuron::lazy {
-namespace {
 
 std::tuple<at::Tensor, at::Tensor> NativeDropout(const at::Tensor& input, double p,
                                                  std::optional<bool> train) {
@@ -28,9 +28,5 @@ std::tuple<at::Tensor, at::Tensor> NativeDropout(const at::Tensor& input, double
   at::Tensor output = at::mul(at::mul(input, mask), scale);
   return {output, mask};
 }
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("native_dropout", NativeDropout); }
 
 }  // namespace torch_neuron::lazy

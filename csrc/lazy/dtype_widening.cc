@@ -10,8 +10,8 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_to_copy.h>
-#include <torch/library.h>
 
+#include "lazy/dtype_widening.h"
 #include "lazy/tracer.h"
 
 namespace torch_neuron::lazy {
@@ -26,6 +26,8 @@ at::Tensor ConvertBelowFunctionalization(const at::Tensor& self, c10::ScalarType
              ? at::functionalization::impl::from_functional_tensor(converted)
              : converted;
 }
+
+}  // namespace
 
 // histc(self, bins, min, max) of an integral (or bool) tensor: binned in float64,
 // exact for integers below 2**53, counted in self's dtype as CUDA returns them.
@@ -42,9 +44,4 @@ void HistcOfIntegers(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   torch::jit::push(*stack, ConvertBelowFunctionalization(counts, self.scalar_type()));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("histc", torch::CppFunction::makeFromBoxedFunction<&HistcOfIntegers>());
-}
-
-}  // namespace
 }  // namespace torch_neuron::lazy

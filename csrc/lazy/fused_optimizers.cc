@@ -3,7 +3,6 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <string>
 #include <string_view>
@@ -54,6 +53,8 @@ c10::OperatorHandle WithTensorLr(const c10::OperatorHandle& op, std::vector<c10:
   return op;
 }
 
+}  // namespace
+
 // AutogradPrivateUse1 kernel of the in-place fused steps (see the header).
 void FusedStepOnNeuron(const c10::OperatorHandle& called, c10::DispatchKeySet /*keys*/,
                        torch::jit::Stack* stack) {
@@ -80,8 +81,6 @@ void FusedStepOnNeuron(const c10::OperatorHandle& called, c10::DispatchKeySet /*
   }
 }
 
-}  // namespace
-
 std::optional<MetaResult> FusedStepMeta(const c10::OperatorHandle& op, const torch::jit::Stack& args) {
   const c10::OperatorName& name = op.operator_name();
   if (name.name.compare(0, kFusedPrefix.size(), kFusedPrefix) != 0 || name.name.back() == '_')
@@ -101,14 +100,6 @@ std::optional<MetaResult> FusedStepMeta(const c10::OperatorHandle& op, const tor
   }
   if (result.counts.size() != op.schema().returns().size()) return std::nullopt;
   return result;
-}
-
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  for (const char* name : {"_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&FusedStepOnNeuron>());
-    m.impl((std::string(name) + ".tensor_lr").c_str(),
-           torch::CppFunction::makeFromBoxedFunction<&FusedStepOnNeuron>());
-  }
 }
 
 }  // namespace torch_neuron::lazy

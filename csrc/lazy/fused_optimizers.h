@@ -27,4 +27,8 @@ namespace torch_neuron::lazy {
 // tracer asks here first.
 std::optional<MetaResult> FusedStepMeta(const c10::OperatorHandle& op, const torch::jit::Stack& args);
 
+// The AutogradPrivateUse1 kernel of every fused step (boxed): the in-place
+// call as its functional form, traced as one node, written back.
+void FusedStepOnNeuron(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+
 }  // namespace torch_neuron::lazy

@@ -30,4 +30,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // as themselves. Idempotent; returns the number of ops registered.
 int RegisterTracerForCompositeOps();
 
+// Backend fallbacks of the quantized and sparse neuron keys: a TypeError naming
+// the unsupported dtype, and a NotImplementedError naming the sparse layout.
+void RejectQuantized(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void RejectSparse(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 }  // namespace torch_neuron::lazy

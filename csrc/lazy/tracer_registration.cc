@@ -47,8 +47,6 @@ int RegisterTracerForCompositeOps() {
   return registered;
 }
 
-namespace {
-
 // Quantized dtypes on neuron dispatch to QuantizedPrivateUse1: refuse them with
 // the same TypeError as every other unsupported dtype, naming it.
 void RejectQuantized(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -65,27 +63,10 @@ void RejectQuantized(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_TYPE(false, "neuron devices do not support quantized tensors (in ", OpName(op), ")");
 }
 
-TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectQuantized>());
-}
-
 // Sparse layouts on neuron (sparse_cpu.to("neuron"), zeros(layout=sparse_coo,
 // device="neuron")) dispatch to the sparse keys: say so, and what to do.
 void RejectSparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, kSparseUnsupported, " (in ", OpName(op), ")");
 }
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectSparse>());
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RejectSparse>());
-}
-
-// Every other op on neuron tensors without a kernel of its own is traced.
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&TraceOp>()); }
-
-}  // namespace
 
 }  // namespace torch_neuron::lazy

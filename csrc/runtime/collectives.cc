@@ -4,7 +4,6 @@
 #include <ATen/ops/empty.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/library.h>
 
 #include <array>
 #include <string>
@@ -82,6 +81,8 @@ void Reduce(const at::Tensor& buffer, const Reduction& r, const c10::intrusive_p
   }
 }
 
+}  // namespace
+
 at::Tensor AllReduce(const at::Tensor& self, c10::string_view reduce_op, c10::string_view group) {
   at::Tensor buffer = Buffer(self);
   Reduce(buffer, ParseReduction(reduce_op), HostBackend(group));
@@ -96,12 +97,16 @@ at::Tensor Broadcast(const at::Tensor& self, int64_t src, c10::string_view group
   return tensors[0];
 }
 
+namespace {
+
 std::vector<int64_t> GatheredSizes(const at::Tensor& self, int64_t world_size) {
   TORCH_CHECK(self.dim() >= 1, "all_gather_into_tensor takes a tensor of at least one dimension");
   std::vector<int64_t> sizes = self.sizes().vec();
   sizes[0] *= world_size;
   return sizes;
 }
+
+}  // namespace
 
 at::Tensor AllGatherIntoTensor(const at::Tensor& self, int64_t world_size, c10::string_view group) {
   c10::intrusive_ptr<c10d::Backend> backend = HostBackend(group);
@@ -114,6 +119,8 @@ at::Tensor AllGatherIntoTensor(const at::Tensor& self, int64_t world_size, c10::
   return out;
 }
 
+namespace {
+
 std::vector<int64_t> ScatteredSizes(const at::Tensor& self, int64_t world_size) {
   TORCH_CHECK(self.dim() >= 1 && self.size(0) % world_size == 0,
               "reduce_scatter_tensor takes a "
@@ -123,6 +130,8 @@ std::vector<int64_t> ScatteredSizes(const at::Tensor& self, int64_t world_size) 
   sizes[0] /= world_size;
   return sizes;
 }
+
+}  // namespace
 
 // An all-reduce of which each rank keeps its own slice: gloo's reduce-scatter
 // is not in every build, and the result is the same.
@@ -135,6 +144,8 @@ at::Tensor ReduceScatterTensor(const at::Tensor& self, c10::string_view reduce_o
   return buffer.narrow(0, backend->getRank() * chunk, chunk).clone();
 }
 
+namespace {
+
 std::vector<int64_t> AllToAllSizes(const at::Tensor& self, c10::IntArrayRef output_split_sizes) {
   TORCH_CHECK(self.dim() >= 1, "all_to_all_single takes a tensor of at least one dimension");
   std::vector<int64_t> sizes = self.sizes().vec();
@@ -144,6 +155,8 @@ std::vector<int64_t> AllToAllSizes(const at::Tensor& self, c10::IntArrayRef outp
   }
   return sizes;
 }
+
+}  // namespace
 
 at::Tensor AllToAllSingle(const at::Tensor& self, c10::IntArrayRef output_split_sizes,
                           c10::IntArrayRef input_split_sizes, c10::string_view group) {
@@ -167,8 +180,12 @@ at::Tensor Recv(const at::Tensor& self, int64_t src, int64_t tag, c10::string_vi
   return tensors[0];
 }
 
-// Meta kernels: the shapes the tracer records.
+namespace {
+
 at::Tensor LikeMeta(const at::Tensor& self) { return at::empty(self.sizes(), self.options()); }
+
+}  // namespace
+
 at::Tensor AllReduceMeta(const at::Tensor& self, c10::string_view, c10::string_view) {
   return LikeMeta(self);
 }
@@ -189,45 +206,11 @@ at::Tensor SendMeta(const at::Tensor& self, int64_t, int64_t, c10::string_view) 
 }
 at::Tensor RecvMeta(const at::Tensor& self, int64_t, int64_t, c10::string_view) { return LikeMeta(self); }
 
-}  // namespace
-
 bool IsCollectiveOp(std::string_view op) {
   for (std::string_view c : kCollectiveOps) {
     if (op == c) return true;
   }
   return false;
-}
-
-TORCH_LIBRARY_FRAGMENT(neuron, m) {
-  m.def("all_reduce(Tensor self, str reduce_op, str group) -> Tensor");
-  m.def("broadcast(Tensor self, int src, str group) -> Tensor");
-  m.def("all_gather_into_tensor(Tensor self, int world_size, str group) -> Tensor");
-  m.def("reduce_scatter_tensor(Tensor self, str reduce_op, int world_size, str group) -> Tensor");
-  m.def(
-      "all_to_all_single(Tensor self, int[] output_split_sizes, int[] input_split_sizes, "
-      "str group) -> Tensor");
-  m.def("send(Tensor self, int dst, int tag, str group) -> Tensor");
-  m.def("recv(Tensor self, int src, int tag, str group) -> Tensor");
-}
-
-TORCH_LIBRARY_IMPL(neuron, CPU, m) {
-  m.impl("all_reduce", &AllReduce);
-  m.impl("broadcast", &Broadcast);
-  m.impl("all_gather_into_tensor", &AllGatherIntoTensor);
-  m.impl("reduce_scatter_tensor", &ReduceScatterTensor);
-  m.impl("all_to_all_single", &AllToAllSingle);
-  m.impl("send", &Send);
-  m.impl("recv", &Recv);
-}
-
-TORCH_LIBRARY_IMPL(neuron, Meta, m) {
-  m.impl("all_reduce", &AllReduceMeta);
-  m.impl("broadcast", &BroadcastMeta);
-  m.impl("all_gather_into_tensor", &AllGatherIntoTensorMeta);
-  m.impl("reduce_scatter_tensor", &ReduceScatterTensorMeta);
-  m.impl("all_to_all_single", &AllToAllSingleMeta);
-  m.impl("send", &SendMeta);
-  m.impl("recv", &RecvMeta);
 }
 
 }  // namespace torch_neuron::runtime

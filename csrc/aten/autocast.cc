@@ -7,18 +7,17 @@
 // any other, so an autocast step is still one graph.
 //
 // This file alone sees ATen's whole operator set (the lists name ~100 ops);
-// every other file compiles against method operators only.
+// every other file compiles against method operators only. The kernels are
+// registered in registration.cc, through RegisterAutocastLists.
 #undef TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Functions.h>
 #include <ATen/Operators.h>
 #include <ATen/autocast_mode.h>
-#include <torch/library.h>
 
-namespace torch_neuron::lazy {
-namespace {
+#include "aten/autocast.h"
 
-// As under CUDA's autocast: binary_cross_entropy is unsafe in float16 (its
-// log saturates); the message points to the safe form.
+namespace torch_neuron::aten {
+
 at::Tensor BinaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                      int64_t) {
   TORCH_CHECK(false,
@@ -28,18 +27,13 @@ at::Tensor BinaryCrossEntropyRefused(const at::Tensor&, const at::Tensor&, const
               "autocast for that op (torch.autocast(\"neuron\", enabled=False)).");
 }
 
-}  // namespace
-
 // AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE names these types unqualified.
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
 using at::Tensor;
 
-// Ops not in a list run as they are.
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
-
-TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+void RegisterAutocastLists(torch::Library& m) {
 #define TN_AUTOCAST_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define TN_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define TN_AUTOCAST_FP32_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
@@ -53,7 +47,6 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #undef TN_AUTOCAST_FP32
 #undef TN_AUTOCAST_FP32_DTYPE
 #undef TN_AUTOCAST_PROMOTE
-  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(BinaryCrossEntropyRefused));
 }
 
-}  // namespace torch_neuron::lazy
+}  // namespace torch_neuron::aten
