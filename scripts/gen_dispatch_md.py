@@ -44,7 +44,11 @@ WHY = {
     },
     "csrc/lazy/tracer_registration.cc": "the generic tracer for ops whose device-generic composite kernels would "
                                         "otherwise run on neuron",
-    "csrc/lazy/out_checks.cc": "out= ops: the CPU's checks of out tensors before functionalization",
+    "csrc/lazy/out_checks.cc": {
+        "AutogradPrivateUse1": "out= ops: the CPU's checks of out tensors before functionalization",
+        "Functionalize": "out= ops under inference_mode (which skips the autograd keys): the same checks, for "
+                         "neuron calls (any other call: the kernel that was there)",
+    },
     "csrc/lazy/neuron_inplace.cc": "in-place ops on neuron tensors: the CPU's checks, then the functional form "
                                    "(any other call: the kernel that was there)",
     "csrc/lazy/functionalize_fast.cc": "unboxed functionalization of hot ops for neuron tensors "

@@ -21,6 +21,7 @@
 #include "aten/view_copies.h"
 #include "lazy/aten_copy.h"
 #include "lazy/aten_random.h"
+#include "lazy/bridge.h"
 #include "lazy/dtype_widening.h"
 #include "lazy/fused_optimizers.h"
 #include "lazy/neuron_inplace.h"
@@ -28,18 +29,7 @@
 #include "runtime/collectives.h"
 
 namespace torch_neuron::aten {
-namespace {
-
 using torch::CppFunction;
-
-// Swallows the dispatcher's "overriding a previously registered kernel"
-// warning while the view-copy kernels replace functionalization's own.
-class SilentWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
-
-}  // namespace
 
 // Every op on neuron tensors without a kernel of its own is traced.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(CppFunction::makeFromBoxedFunction<&lazy::TraceOp>()); }
@@ -105,8 +95,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
-  SilentWarnings silent;
-  c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  lazy::SilenceOverrideWarnings silence;
   RegisterViewCopies(m);  // every *_copy overload of a strided view, one kernel each
   // The foreach ops' in-place forms with packed scalars: PyTorch's own kernel
   // here hands the CPU scalars to the Meta kernel as a meta tensor, which

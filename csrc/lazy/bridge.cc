@@ -153,20 +153,12 @@ at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at
   return self;
 }
 
-// Swallows the dispatcher's "overriding a previously registered kernel"
-// warning for the one registration that means to.
-class SilentWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
-
 }  // namespace
 
 void RegisterFunctionalizeOverrides() {
   SetFunctionalizeFastPaths(true);
   static bool done = [] {
-    SilentWarnings silent;
-    c10::WarningUtils::WarningHandlerGuard guard(&silent);
+    SilenceOverrideWarnings silence;
     auto& dispatcher = c10::Dispatcher::singleton();
     OriginalLiftFresh() = dispatcher.findSchemaOrThrow("aten::lift_fresh", "")
                               .getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize);

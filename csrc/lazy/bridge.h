@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 
 #include "lazy/lazy_tensor.h"
 
@@ -52,5 +53,20 @@ at::Tensor MakeWrappedTensor(LazyTensorPtr tensor);
 // PyTorch's kernel. Also registers the unboxed functionalization kernels of
 // functionalize_fast.h.
 void RegisterFunctionalizeOverrides();
+
+// While alive, swallows this thread's warnings: for registrations that mean to
+// replace a kernel ("overriding a previously registered kernel").
+class SilenceOverrideWarnings {
+ public:
+  SilenceOverrideWarnings() : guard_(&silent_) {}
+
+ private:
+  class Silent : public c10::WarningHandler {
+   public:
+    void process(const c10::Warning&) override {}
+  };
+  Silent silent_;
+  c10::WarningUtils::WarningHandlerGuard guard_;
+};
 
 }  // namespace torch_neuron::lazy

@@ -185,13 +185,6 @@ std::string FullName(const c10::OperatorHandle& op) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
-// Swallows the dispatcher's "overriding a previously registered kernel"
-// warning for registrations that mean to.
-class SilentWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
-
 std::vector<std::string> Sorted(const absl::flat_hash_set<std::string>& set) {
   std::vector<std::string> names(set.begin(), set.end());
   std::sort(names.begin(), names.end());
@@ -225,8 +218,7 @@ void RegisterNeuronInPlace(const c10::OperatorHandle& op) {
   // Registrations live as long as the process.
   static auto* library =
       new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
-  SilentWarnings silent;
-  c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  SilenceOverrideWarnings silence;
   auto kernel = std::make_unique<NeuronInPlaceKernel>(
       op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), functional);
   library->impl(name.substr(6).c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));

@@ -8,9 +8,11 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/library.h>
 
 #include <exception>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <string>
@@ -174,7 +176,9 @@ bool RunOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t ba
   return true;
 }
 
-void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+// The checks; `proceed()` then runs the op's next kernel on `stack`.
+template <typename Proceed>
+void CheckOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, Proceed proceed) {
   const size_t num_args = op.schema().arguments().size();
   const size_t base = stack->size() - num_args;
   // Autograd's kernel of an out= op refuses these first, on the CPU too.
@@ -237,7 +241,7 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       // writing through a view of another shape): the sequence goes to a
       // fresh tensor, copied in.
       stack->back() = at::empty({0}, out.options());
-      op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+      proceed();
       const at::Tensor fresh = stack->back().toTensor();
       out.copy_(fresh.view(out.sizes()));
       stack->back() = out;
@@ -285,8 +289,46 @@ void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
       }
     }
   }
-  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+  proceed();
 }
+
+// At AutogradPrivateUse1 (the keys after autograd's come next).
+void CheckedOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  CheckOut(op, stack, [&] { op.redispatchBoxed(ks & c10::after_autograd_keyset, stack); });
+}
+
+bool HasNeuronTensor(const torch::jit::Stack& stack, size_t base) {
+  for (size_t i = base; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && v.toTensor().defined() && IsNeuron(v.toTensor())) return true;
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (t.defined() && IsNeuron(t)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// inference_mode skips the autograd keys, so there a neuron call meets
+// functionalization first: the same checks run in its kernel, for neuron calls
+// in inference mode only; every other call goes on to the kernel that was there.
+class InferenceModeOutChecks final : public c10::OperatorKernel {
+ public:
+  explicit InferenceModeOutChecks(c10::SafeKernelFunction original) : original_(std::move(original)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const size_t base = stack->size() - op.schema().arguments().size();
+    if (c10::InferenceMode::is_enabled() && HasNeuronTensor(*stack, base)) {
+      CheckOut(op, stack, [&] { original_.callBoxed(op, ks, stack); });
+      return;
+    }
+    original_.callBoxed(op, ks, stack);
+  }
+
+ private:
+  c10::SafeKernelFunction original_;
+};
 
 }  // namespace
 
@@ -294,6 +336,8 @@ int RegisterOutChecks() {
   static int registered = [] {
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1,
                                    __FILE__, __LINE__);
+    auto* functionalize =
+        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
     int count = 0;
     ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
       bool out_fn = false;
@@ -302,6 +346,12 @@ int RegisterOutChecks() {
       // without a Meta kernel runs as the CPU's kernel: RunOnCpu.)
       if (!out_fn || op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return;
       lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&CheckedOut>());
+      if (op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) {
+        SilenceOverrideWarnings silence;
+        functionalize->impl(overload.c_str(),
+                            torch::CppFunction::makeFromBoxedFunctor(std::make_unique<InferenceModeOutChecks>(
+                                op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
+      }
       ++count;
     });
     return count;

@@ -17,7 +17,9 @@ namespace torch_neuron::lazy {
 
 // Registers the check for every aten out= op with a kernel of its own (not a
 // composite that decomposes into checked ops), for neuron tensors only (at
-// AutogradPrivateUse1). Idempotent; returns how many ops it covers.
+// AutogradPrivateUse1; under inference_mode, which skips that key, in the op's
+// Functionalize kernel, for neuron calls only). Idempotent; returns how many
+// ops it covers.
 int RegisterOutChecks();
 
 }  // namespace torch_neuron::lazy

@@ -40,6 +40,7 @@ NEURON_ONLY_KERNELS = (
     "csrc/lazy/functionalize_fast.cc",  # unboxed functionalization of hot ops
     "csrc/lazy/bridge.cc",  # lift_fresh, copy_ from a neuron tensor into a plain one
     "csrc/aten/registration.cc",  # direct *_copy calls give new contiguous tensors
+    "csrc/lazy/out_checks.cc",  # out= checks under inference_mode
 )
 # The two patched functions, for which PyTorch offers no hook: each calls the
 # original, and does more only for what concerns neuron (a PrivateUse1 kernel

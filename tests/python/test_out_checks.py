@@ -15,6 +15,8 @@ histogram, no Meta kernel) run as the CPU's kernel, outs written back.
 
 import warnings
 
+import re
+
 import pytest
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
@@ -118,7 +120,7 @@ def test_every_out_op_accepts_an_out_of_its_dtype_and_refuses_an_unsafe_one():
     assert differ == KNOWN_DIFFERENCES
 
 
-@pytest.mark.parametrize("make,message", [
+BAD_OUTS = [
     (lambda d: torch.add(torch.ones(2, device=d), 1.5, out=torch.empty(2, dtype=torch.long, device=d)),
      "result type Float can't be cast to the desired output type Long"),
     (lambda d: torch.neg(torch.ones(2, dtype=torch.complex64, device=d),
@@ -144,13 +146,34 @@ def test_every_out_op_accepts_an_out_of_its_dtype_and_refuses_an_unsafe_one():
      "expected scalar type 'Long' but got 'Int' for indices output"),
     (lambda d: torch.amax(torch.ones(0, 4, device=d), 0, out=torch.empty(4, device=d)),
      "Expected reduction dim 0 to have non-zero size"),
-])
+]
+
+
+@pytest.mark.parametrize("make,message", BAD_OUTS)
 def test_bad_out_raises_at_the_call_as_on_the_cpu(make, message):
     with pytest.raises((RuntimeError, IndexError), match=message) as cpu:
         make("cpu")
     with pytest.raises((RuntimeError, IndexError), match=message or "") as dev:
         make("neuron")  # no sync: the error is the call's
     assert cpu.type is dev.type
+
+
+@pytest.mark.parametrize("make,message", BAD_OUTS)
+def test_bad_out_raises_under_inference_mode_as_on_the_cpu(make, message):
+    # inference_mode skips the autograd keys, where the checks run otherwise:
+    # a float result written into a long out was cast without a word.
+    def outcome(device):
+        try:
+            with torch.inference_mode():
+                make(device)  # no sync: the error is the call's
+        except (RuntimeError, IndexError) as error:
+            return type(error), str(error).splitlines()[0]
+        return None
+
+    cpu, dev = outcome("cpu"), outcome("neuron")
+    assert (cpu is None) == (dev is None), (cpu, dev)
+    if cpu is not None:
+        assert cpu[0] is dev[0] and re.search(message or "", dev[1]), (cpu, dev)
 
 
 def test_a_good_out_is_resized_and_written():
