@@ -117,7 +117,10 @@ def render(overrides: dict) -> str:
         lines.append(f"| {key} | `{source}` |")
     lines += ["", "## Patched torch functions", "",
               "PyTorch offers no hook for these; each acts on neuron tensors (or on what concerns neuron) and",
-              "otherwise does what the original does. The replacing module's docstring says why.", "",
+              "otherwise does what the original does. `torch_neuron/_patches.py` is their table: the limitation",
+              "each works around and the original's signature, checked at import. The entries patched in place",
+              "(meta_utils' code constants, the decompositions' Dynamo stand-ins) or by import hooks keep checks",
+              "of their own.", "",
               "| torch function | replaced by |", "|---|---|"]
     for target, by in overrides["patches"]:
         lines.append(f"| `{target}` | `{by}` |")

@@ -26,7 +26,6 @@ def _autoload() -> None:
 
 import atexit  # noqa: E402
 import contextlib  # noqa: E402
-import functools  # noqa: E402
 
 import torch
 
@@ -42,7 +41,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _custom_ops, _dynamo_hooks, _fake_tensors, _lazy_dynamo, _library_detection, _optimizer_steps, _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
+from . import _custom_ops, _patches, _dynamo_hooks, _fake_tensors, _lazy_dynamo, _library_detection, _optimizer_steps, _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -73,34 +72,13 @@ def _run_backward_on_the_caller() -> None:
         torch.autograd.set_multithreading_enabled(False)
 
 
-def _finish_work_before_default_dtype_changes() -> None:
-    # Ops traced with torch's default dtype in effect (torch.empty(3), an
-    # int tensor times 0.5) take it again when their graph runs, on the
-    # device's queue thread. A change of the default (set_default_dtype, the
-    # decorators of PyTorch's tests, transformers' from_config(torch_dtype=))
-    # while such a graph is traced but not run would make its kernels compute
-    # in the new dtype and its outputs be cast back: float64 results with
-    # float32 precision. So a change first queues what is traced and waits.
-    def wrap(set_default, current):
-        @functools.wraps(set_default)
-        def set_default_after_pending_work(value):
-            if value is not current() and not device._is_in_bad_fork():
-                _C._finish_pending_work()
-            set_default(value)
-
-        return set_default_after_pending_work
-
-    torch._C._set_default_dtype = wrap(torch._C._set_default_dtype, torch.get_default_dtype)
-    torch._C._set_default_tensor_type = wrap(torch._C._set_default_tensor_type, lambda: None)
-
-
 _register_backend()
 config._warn_unknown_variables()
 _run_backward_on_the_caller()
 _C._register_tracer()
 _C._register_functionalize_overrides()
 _C._register_out_checks()
-_tensor_support.install()
+_patches.install()  # every torch function replaced, each checked first (_patches.py)
 _meta_checks.install()
 _custom_ops.install()
 _lazy_dynamo.install()
@@ -108,9 +86,7 @@ _fake_tensors.install()  # torch.compile takes neuron tensors (fake tensors as X
 _dynamo_hooks.install()  # when Dynamo is imported: skip our files, neuron's device interface
 _serialization.install()
 service._install_launcher()
-_module_support.install()
 debug._install_source_locations()
-_finish_work_before_default_dtype_changes()
 distributed.install()
 _optimizer_steps.install()  # an optimizer's step ends a step (TORCH_NEURON_STEP_ON_OPTIMIZER)
 _library_detection.install()  # `torch_neuronx` for transformers/accelerate, never shadowing AWS's

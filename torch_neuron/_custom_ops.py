@@ -93,14 +93,20 @@ def _library_impl(self, op_name, fn, dispatch_key="", *args, **kwargs):
     return result
 
 
-def install() -> None:
+def _wrap_library_impl(original):
+    """The replacement of torch.library.Library.impl (_patches.py)."""
     global _original_library_impl
-    if _original_library_impl is not None:
-        return
-    _original_library_impl = torch.library.Library.impl
-    functools.update_wrapper(_library_impl, _original_library_impl)
+    _original_library_impl = original
+    functools.update_wrapper(_library_impl, original)
     _library_impl.__module__, _library_impl.__qualname__ = __name__, "_library_impl"
-    torch.library.Library.impl = _library_impl
+    return _library_impl
+
+
+def install() -> None:
+    """After _patches.install(): the operators libraries registered before
+    torch_neuron was imported."""
+    if _original_library_impl is None:  # left out on this torch (_patches.py warned)
+        return
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith(_SKIPPED_NAMESPACES):
             _maybe_install(name)

@@ -142,13 +142,10 @@ def _swap(before: torch.nn.Parameter, now: torch.Tensor, name: str) -> bool:
         return False
 
 
-def install() -> None:
-    # PyTorch offers no hook here: _apply keeps a Parameter only where
-    # torch._has_compatible_shallow_copy_type says the tensor types match, or
-    # where the process-wide set_swap_module_params_on_conversion is on (which
-    # would change every other device's conversions too). The wrapper calls the
-    # original, and only a conversion that moves a tensor to or from neuron
-    # gets more (``__wrapped__`` is the original).
-    functools.update_wrapper(_apply, _original_apply)
+def _wrap_apply(original):
+    """The replacement of torch.nn.Module._apply (_patches.py): it calls the
+    original, and only a conversion that moves a tensor to or from neuron gets
+    more (``__wrapped__`` is the original)."""
+    functools.update_wrapper(_apply, original)
     _apply.__module__, _apply.__qualname__ = __name__, "_apply"
-    torch.nn.Module._apply = _apply
+    return _apply

@@ -158,21 +158,23 @@ def _rebuild_functions_changed() -> None:
         allowed.cache_clear()
 
 
-def _replace_in_torch_utils(function) -> None:
+def _named_as_torch_utils(function):
     # Pickles name functions by module and name: the replacement keeps torch's,
     # so files saved here name torch._utils (and load without torch_neuron).
     function.__module__ = _utils.__name__
     function.__qualname__ = function.__name__
-    setattr(_utils, function.__name__, function)
+    return function
+
+
+_named_as_torch_utils(_rebuild_tensor_v2)
+_named_as_torch_utils(_rebuild_device_tensor_from_cpu_tensor)
 
 
 def install() -> None:
-    torch.Tensor._reduce_ex_internal = _neuron_reduce_ex_internal
-    _replace_in_torch_utils(_rebuild_tensor_v2)
-    _replace_in_torch_utils(_rebuild_device_tensor_from_cpu_tensor)
+    """After _patches.install() (which replaces the pickling and rebuild
+    functions): neuron's own package in torch.serialization."""
     # Before PyTorch's own PrivateUse1 entry (23), which would make a neuron
     # storage that no tensor can be built over.
     torch.serialization.register_package(19, _neuron_tag, _neuron_deserialize)
     torch.serialization.add_safe_globals([_rebuild_neuron_tensor])
     _rebuild_functions_changed()
-    torch.UntypedStorage.neuron = _storage_neuron

@@ -4,8 +4,9 @@ Neuron tensors are lazy: their data is an IR value or a device buffer, and what
 the user holds is PyTorch's FunctionalTensorWrapper around it. PyTorch handles
 such tensors by device name for XLA and Lazy ("print via the CPU", "pickle via
 the CPU") but decides for PrivateUse1 devices by ``torch._C._has_storage``,
-which is true for a functional wrapper. These hooks give neuron tensors the
-treatment PyTorch gives storage-less backends:
+which is true for a functional wrapper. These replacements (installed by
+``_patches.py``, which says why for each) give neuron tensors the treatment
+PyTorch gives storage-less backends:
 
 - ``repr``/``str`` prints the values (read back from the device) with the
   device suffix, exactly as a CPU tensor would print them (a fake neuron
@@ -25,6 +26,8 @@ treatment PyTorch gives storage-less backends:
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.utils.dlpack
@@ -196,14 +199,28 @@ def _neuron_to_dlpack(tensor):
     return _original_to_dlpack(tensor)
 
 
-def install() -> None:
-    torch.utils.dlpack.to_dlpack = _neuron_to_dlpack
-    torch.Tensor.__dlpack__ = _neuron_dlpack
-    torch.Tensor.__dlpack_device__ = _neuron_dlpack_device
-    torch.Tensor.data_ptr = _neuron_data_ptr
-    torch.UntypedStorage.data_ptr = _neuron_storage_data_ptr
-    torch.UntypedStorage.resize_ = _neuron_storage_resize
-    torch.Tensor.numpy = _neuron_numpy
-    torch.Tensor.copy_ = _neuron_copy_
-    _tensor_str._str_intern = _neuron_str_intern
-    torch.Tensor.__deepcopy__ = _neuron_deepcopy
+def _finish_work_before(set_default, current):
+    """`set_default` (torch._C's setter of the default dtype or tensor type)
+    that first queues what is traced and waits, when the value changes: ops
+    traced with torch's default dtype in effect (torch.empty(3), an int tensor
+    times 0.5) take it again when their graph runs on the device's queue
+    thread, and a change meanwhile (set_default_dtype, the decorators of
+    PyTorch's tests, transformers' from_config(torch_dtype=)) would make its
+    kernels compute in the new dtype: float64 results of float32 precision."""
+    from . import device
+
+    @functools.wraps(set_default)
+    def set_default_after_pending_work(value):
+        if value is not current() and not device._is_in_bad_fork():
+            _C._finish_pending_work()
+        set_default(value)
+
+    return set_default_after_pending_work
+
+
+def _finish_work_before_default_dtype(original):
+    return _finish_work_before(original, torch.get_default_dtype)
+
+
+def _finish_work_before_default_tensor_type(original):
+    return _finish_work_before(original, lambda: None)

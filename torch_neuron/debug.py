@@ -133,7 +133,7 @@ _PATCHED_IN_PLACE = (
     ("torch._subclasses.meta_utils.MetaConverter.meta_tensor", "torch_neuron._fake_tensors"),
 )
 # Where torch_neuron's replacements of torch functions are looked for.
-_PATCH_OWNERS = ("torch", "torch.Tensor", "torch.UntypedStorage", "torch.nn.Module", "torch.library.Library",
+_PATCH_OWNERS = ("torch", "torch.Tensor", "torch.UntypedStorage", "torch.nn.Module", "torch.library.Library", "torch._utils",
                  "torch.utils.dlpack", "torch._tensor_str", "torch._C")
 
 
