@@ -31,6 +31,22 @@
 namespace torch_neuron::aten {
 using torch::CppFunction;
 
+namespace {
+
+// The compositions of neuron ops (composite_kernels.h), on both of neuron's
+// keys.
+void RegisterComposites(torch::Library& m) {
+  m.impl("_thnn_fused_lstm_cell", TORCH_FN(FusedLstmCell));
+  m.impl("_thnn_fused_gru_cell", TORCH_FN(FusedGruCell));
+  m.impl("ctc_loss.Tensor", TORCH_FN(CtcLoss));
+  m.impl("_foreach_addcdiv.Tensor", TORCH_FN(ForeachAddcdivScalarTensor));
+  m.impl("_foreach_addcmul.Tensor", TORCH_FN(ForeachAddcmulScalarTensor));
+  m.impl("_foreach_addcdiv_.Tensor", TORCH_FN(ForeachAddcdivScalarTensor_));
+  m.impl("_foreach_addcmul_.Tensor", TORCH_FN(ForeachAddcmulScalarTensor_));
+}
+
+}  // namespace
+
 // Every op on neuron tensors without a kernel of its own is traced.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(CppFunction::makeFromBoxedFunction<&lazy::TraceOp>()); }
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
@@ -58,26 +74,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(lazy::NativeDropout));
   // Integers binned as CUDA bins them (lazy/dtype_widening.h).
   m.impl("histc", CppFunction::makeFromBoxedFunction<&lazy::HistcOfIntegers>());
-  // The composites, also here: inference_mode skips the autograd keys.
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(FusedLstmCell));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(FusedGruCell));
-  m.impl("ctc_loss.Tensor", TORCH_FN(CtcLoss));
-  m.impl("_foreach_addcdiv.Tensor", TORCH_FN(ForeachAddcdivScalarTensor));
-  m.impl("_foreach_addcmul.Tensor", TORCH_FN(ForeachAddcmulScalarTensor));
-  m.impl("_foreach_addcdiv_.Tensor", TORCH_FN(ForeachAddcdivScalarTensor_));
-  m.impl("_foreach_addcmul_.Tensor", TORCH_FN(ForeachAddcmulScalarTensor_));
+  RegisterComposites(m);  // also here: inference_mode skips the autograd keys
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  // Compositions of neuron ops, differentiated through the ops they call
-  // (composite_kernels.h).
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(FusedLstmCell));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(FusedGruCell));
-  m.impl("ctc_loss.Tensor", TORCH_FN(CtcLoss));
-  m.impl("_foreach_addcdiv.Tensor", TORCH_FN(ForeachAddcdivScalarTensor));
-  m.impl("_foreach_addcmul.Tensor", TORCH_FN(ForeachAddcmulScalarTensor));
-  m.impl("_foreach_addcdiv_.Tensor", TORCH_FN(ForeachAddcdivScalarTensor_));
-  m.impl("_foreach_addcmul_.Tensor", TORCH_FN(ForeachAddcmulScalarTensor_));
+  RegisterComposites(m);  // differentiated through the neuron ops they call
   // Fused optimizer steps as one traced node each (lazy/fused_optimizers.h).
   m.impl("_fused_adam_", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
   m.impl("_fused_adam_.tensor_lr", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
