@@ -16,6 +16,8 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <optional>
+
 #include "aten/autocast.h"
 #include "aten/composite_kernels.h"
 #include "aten/view_copies.h"
@@ -25,6 +27,7 @@
 #include "lazy/dtype_widening.h"
 #include "lazy/fused_optimizers.h"
 #include "lazy/neuron_inplace.h"
+#include "lazy/overlap_checks.h"
 #include "lazy/tracer.h"
 #include "runtime/collectives.h"
 
@@ -104,6 +107,14 @@ TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
   // tensor reaches it first under inference_mode, which skips autograd).
   for (const char* name : {"aten::_foreach_addcdiv_", "aten::_foreach_addcmul_"}) {
     lazy::RegisterNeuronInPlace(c10::Dispatcher::singleton().findSchemaOrThrow(name, "Tensor"));
+  }
+  // In-place ops the CPU refuses to let write over their arguments
+  // (lazy/overlap_checks.h) take neuron's in-place kernel, which checks.
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    if (name.name.rfind("aten::", 0) == 0 && op && lazy::IsInPlaceOp(*op) && lazy::HasOverlapRule(*op)) {
+      lazy::RegisterNeuronInPlace(*op);
+    }
   }
 }
 

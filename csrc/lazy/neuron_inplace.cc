@@ -18,6 +18,7 @@
 #include "lazy/bridge.h"
 #include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
+#include "lazy/overlap_checks.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -100,6 +101,8 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
       original_.callBoxed(op, ks, stack);
       return;
     }
+    // The CPU's overlap checks of self against the other arguments.
+    if ((*stack)[base].isTensor()) CheckWrittenOverlap(op, *stack, base, (*stack)[base].toTensor());
     {
       // Neuron's checks where functionalization would run the op's Meta kernel.
       torch::jit::Stack meta_stack;

@@ -21,6 +21,7 @@
 #include "lazy/bridge.h"
 #include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
+#include "lazy/overlap_checks.h"
 #include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
@@ -199,28 +200,15 @@ void CheckOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, Proceed p
                 "memory location. Please clone() the tensor before performing the operation.");
   }
   const std::string& name = op.schema().name();
-  // An out that partly overlaps an input (pow(x[1:], 2, out=x[:-1]), cat into
-  // one of its inputs): the CPU's elementwise kernels and cat refuse it (the
-  // result would depend on the order of the writes); functionalization would
-  // quietly compute from the values before the write. (Reductions and some
-  // other kernels allow it on the CPU: they are left alone.)
-  if (op.hasTag(at::Tag::pointwise) || name == "aten::cat" || name == "aten::concat" ||
-      name == "aten::concatenate") {
-    for (size_t i = 0; i < num_args; ++i) {
-      const c10::IValue& out = (*stack)[base + i];
-      if (!op.schema().arguments()[i].is_out() || !out.isTensor() || !out.toTensor().defined()) continue;
-      for (size_t j = 0; j < num_args; ++j) {
-        const c10::IValue& in = (*stack)[base + j];
-        if (op.schema().arguments()[j].is_out()) continue;
-        if (in.isTensor() && in.toTensor().defined()) {
-          at::assert_no_partial_overlap(out.toTensor(), in.toTensor());
-        } else if (in.isTensorList()) {
-          for (const at::Tensor& t : in.toTensorList().vec()) {
-            if (t.defined()) at::assert_no_partial_overlap(out.toTensor(), t);
-          }
-        }
-      }
-    }
+  // An out that overlaps an input (pow(x[1:], 2, out=x[:-1]), cat into one of
+  // its inputs): the CPU's kernels refuse it (the result would depend on the
+  // order of the writes); functionalization would quietly compute from the
+  // values before the write. (Reductions and some other kernels allow it on
+  // the CPU: overlap_checks.h says which.)
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& out = (*stack)[base + i];
+    if (op.schema().arguments()[i].is_out() && out.isTensor())
+      CheckWrittenOverlap(op, *stack, base, out.toTensor());
   }
   // linspace, logspace, arange and range resize out only where its element count
   // differs from the sequence's: an out of the right count keeps its shape and
