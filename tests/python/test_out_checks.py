@@ -301,6 +301,7 @@ def test_an_out_that_partly_overlaps_an_input_is_refused_as_on_the_cpu(call):
     pytest.param(lambda x: x[:3].masked_fill_(torch.ones(3, dtype=torch.bool, device=x.device), x[3]),
                  id="masked_fill_is_fine"),
     pytest.param(lambda x: x[:3].index_fill_(0, torch.tensor([0], device=x.device), x[1]), id="index_fill_is_fine"),
+    pytest.param(lambda x: x[:1].expand(3).copy_(x[3:]), id="copy_into_an_expanded_tensor"),
 ])
 def test_an_in_place_op_writing_over_its_argument_is_refused_as_on_the_cpu(call):
     # Functionalization computes an in-place op from the values before the
