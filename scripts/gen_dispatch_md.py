@@ -39,8 +39,10 @@ WHY = {
         "SparseCsrPrivateUse1": "sparse neuron tensors refused, naming the layout",
         "Functionalize": "direct *_copy calls on neuron tensors return new contiguous tensors (any other call: the "
                          "kernel that was there)",
-        "CPU": "neuron's own collective ops (namespace neuron): their host kernels",
-        "Meta": "neuron's own collective ops (namespace neuron): their shapes",
+        "CPU": "neuron's own ops (namespace neuron), collectives and the tensor assert a program runs: their "
+               "host kernels",
+        "Meta": "neuron's own ops (namespace neuron), collectives and the tensor assert a program runs: their "
+                "shapes",
     },
     "csrc/lazy/tracer_registration.cc": "the generic tracer for ops whose device-generic composite kernels would "
                                         "otherwise run on neuron",

@@ -44,7 +44,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _C, debug
+from . import _C, _static_forms, debug
 
 # torch.compile's modes tune Inductor (CUDA graphs, autotuning); this backend
 # has no such choices, so each is taken and means the same.
@@ -61,7 +61,10 @@ class _GraphRunner:
     (``_C._CompiledGraph``), then run as that program."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str):
-        self.gm = gm
+        self.gm = gm  # run op by op as it is
+        # What is traced into a program: library ops that read values replaced
+        # by their static-shape forms (_static_forms.py).
+        self.program_gm = _static_forms.rewrite(gm)
         self.kind = kind
         self.article = "an" if kind[0] in "aeiou" else "a"
         # Inputs that are not tensors (sizes Dynamo made symbolic): their
@@ -99,12 +102,12 @@ class _GraphRunner:
         graph = _C._CompiledGraph()
         graph.begin_trace(device, tensors)
         try:
-            outputs = self.gm(*args)
+            outputs = self.program_gm(*args)
         except BaseException as error:
             graph.abort_trace()
             if _NOT_ONE_GRAPH not in str(error):
                 raise
-            what = f"{self.article} {self.kind} graph cannot compile as one program: {_failing_op(self.gm, error)}"
+            what = f"{self.article} {self.kind} graph cannot compile as one program: {_failing_op(self.program_gm, error)}"
             if not _C._config()["compile_fallback"]:
                 raise NotImplementedError(
                     f"torch.compile(backend='neuron'): {what}. Move it out of the compiled code, or set "

@@ -30,6 +30,7 @@
 #include "lazy/overlap_checks.h"
 #include "lazy/tracer.h"
 #include "runtime/collectives.h"
+#include "runtime/device_assert.h"
 
 namespace torch_neuron::aten {
 using torch::CppFunction;
@@ -118,8 +119,9 @@ TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
   }
 }
 
-// neuron's own collective ops (runtime/collectives.h): traced like any op on
-// neuron tensors; their host kernels run the collective when the graph runs.
+// neuron's own ops: the collectives (runtime/collectives.h), traced like any op
+// on neuron tensors, whose host kernels run the collective when the graph runs;
+// the tensor assert of a graph that must stay one program (runtime/device_assert.h).
 TORCH_LIBRARY_FRAGMENT(neuron, m) {
   m.def("all_reduce(Tensor self, str reduce_op, str group) -> Tensor");
   m.def("broadcast(Tensor self, int src, str group) -> Tensor");
@@ -130,6 +132,8 @@ TORCH_LIBRARY_FRAGMENT(neuron, m) {
       "Tensor");
   m.def("send(Tensor self, int dst, int tag, str group) -> Tensor");
   m.def("recv(Tensor self, int src, int tag, str group) -> Tensor");
+  // A tensor assert a program runs (runtime/device_assert.h).
+  m.def(runtime::kDeviceAssertSchema);
 }
 
 TORCH_LIBRARY_IMPL(neuron, CPU, m) {
@@ -140,6 +144,7 @@ TORCH_LIBRARY_IMPL(neuron, CPU, m) {
   m.impl("all_to_all_single", TORCH_FN(runtime::AllToAllSingle));
   m.impl("send", TORCH_FN(runtime::Send));
   m.impl("recv", TORCH_FN(runtime::Recv));
+  m.impl("assert_async", TORCH_FN(runtime::AssertAsync));
 }
 
 TORCH_LIBRARY_IMPL(neuron, Meta, m) {
@@ -150,6 +155,7 @@ TORCH_LIBRARY_IMPL(neuron, Meta, m) {
   m.impl("all_to_all_single", TORCH_FN(runtime::AllToAllSingleMeta));
   m.impl("send", TORCH_FN(runtime::SendMeta));
   m.impl("recv", TORCH_FN(runtime::RecvMeta));
+  m.impl("assert_async", TORCH_FN(runtime::AssertAsyncMeta));
 }
 
 }  // namespace torch_neuron::aten

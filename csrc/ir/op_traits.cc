@@ -124,6 +124,7 @@ OpTraits Compute(std::string_view op) {
   OpTraits t;
   t.data_dependent = AnyPrefix(op, kDataDependentPrefixes) && !AnyPrefix(op, kShapedByArgumentPrefixes);
   t.checks_metadata_only = op == "aten::_assert_tensor_metadata";
+  t.tensor_assert = op == "aten::_assert_async" || op == "aten::_assert_async.msg";
   t.identity = OneOf(op, kIdentities);
   t.cpu_index_tensors = AnyPrefix(op, kCpuIndexTensorPrefixes);
   if (op == "aten::zeros" || op == "aten::zeros_like" || op == "aten::new_zeros") t.fill = FillKind::kZeros;

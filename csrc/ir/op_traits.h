@@ -35,6 +35,9 @@ struct OpTraits {
   // Every other op that returns and writes nothing runs to check its inputs'
   // values (_assert_async, _linalg_check_errors) and takes the CPU fallback.
   bool checks_metadata_only = false;
+  // A check of a tensor's value (_assert_async): where the graph must stay one
+  // program it is traced as a check the program makes (runtime/device_assert.h).
+  bool tensor_assert = false;
   // Its result is its first argument's value (detach, alias, clone).
   bool identity = false;
   // May take CPU tensors beside neuron ones: index tensors (index,

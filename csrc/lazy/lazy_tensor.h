@@ -111,6 +111,8 @@ int64_t LiveTensorCount();
 // sync of the device runs them all, first and in this order, whether or not
 // their results are used: the device generator advances as on the CPU, and a
 // draw never runs twice (its node is then read through materialized leaves).
+// Collectives and device asserts (runtime/device_assert.h), which nothing may
+// read either, run the same way.
 void AddPendingDraw(int device, ir::NodePtr node);
 std::vector<ir::NodePtr> TakePendingDraws(int device);
 bool HasPendingDraws(int device);

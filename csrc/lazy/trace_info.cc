@@ -7,6 +7,7 @@
 #include "lazy/cpu_fallback.h"
 #include "lazy/hidden_mutations.h"
 #include "runtime/collectives.h"
+#include "runtime/device_assert.h"
 #include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
@@ -88,6 +89,8 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     // A collective's world size and split sizes shape its result.
     slot->collective = runtime::IsCollectiveOp(slot->name);
     slot->shape_from_scalar_values |= slot->collective;
+    slot->tensor_assert = traits.tensor_assert;
+    slot->device_assert = slot->name == runtime::kDeviceAssertOp;
     slot->meta_fixup = MetaFixupFor(slot->name);
     slot->fill = FillFactoryFor(schema, traits);
     for (const c10::Argument& ret : schema.returns()) {

@@ -58,6 +58,11 @@ struct TraceInfo {
   bool hidden_mutation = false;
   // A collective (runtime/collectives.h): it runs exactly once, in trace order.
   bool collective = false;
+  // aten::_assert_async: traced as neuron::assert_async where the graph must
+  // stay one program (tracer.cc), else it takes the CPU fallback.
+  bool tensor_assert = false;
+  // neuron::assert_async (runtime/device_assert.h): it runs exactly once.
+  bool device_assert = false;
   // Per argument: it may be a stale tensor (see LazyTensor) without error,
   // being a view's base (the view inherits it) or an out= argument (overwritten).
   std::vector<bool> stale_allowed;

@@ -18,6 +18,7 @@
 #include "lazy/bridge.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/execution_mode.h"
+#include "lazy/graph_executor.h"
 #include "lazy/hidden_mutations.h"
 #include "lazy/layouts.h"
 #include "lazy/meta_inference.h"
@@ -27,6 +28,7 @@
 #include "lazy/trace_info.h"
 #include "lazy/trace_observer.h"
 #include "runtime/device_registry.h"
+#include "runtime/device_assert.h"
 #include "runtime/device_data.h"
 #include "runtime/dtypes.h"
 #include "runtime/execution_queue.h"
@@ -149,9 +151,31 @@ struct Call {
   const c10::IValue& arg(size_t i) const { return (*stack)[base + i]; }
 };
 
+void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// A tensor assert (aten::_assert_async) on a device whose graph must stay one
+// program (a torch.compile region or a captured step being traced): it cannot
+// read its operand now, so it becomes the program's own check,
+// neuron::assert_async (runtime/device_assert.h), which runs when the graph
+// does and fails the run with the assert's message. Elsewhere the CPU fallback
+// reads the value and raises at once. True when traced.
+bool TraceDeviceAssert(const Call& c) {
+  const at::Tensor& condition = c.arg(0).toTensor();
+  if (!IsNeuron(condition) || !GraphExecutor::Get().IsCapturing(condition.device().index())) return false;
+  // What the CPU checks of the metadata, it checks at once.
+  TORCH_CHECK(condition.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  static const c10::OperatorHandle device_assert =
+      c10::Dispatcher::singleton().findSchemaOrThrow(std::string(runtime::kDeviceAssertOp).c_str(), "");
+  torch::jit::Stack stack{condition, c.num_args > 1 ? c.arg(1) : c10::IValue()};
+  TraceUnobserved(device_assert, &stack);  // a node the device's next sync runs (a pending draw)
+  torch::jit::drop(*c.stack, c.num_args);
+  return true;
+}
+
 // Stage 1, shortcuts: ops handled without a node of their own. True when the
 // op is done.
 bool TakeShortcut(const Call& c) {
+  if (ABSL_PREDICT_FALSE(c.info.tensor_assert) && TraceDeviceAssert(c)) return true;
   if (c.info.never_traced != nullptr) {
     CpuFallback(c.op, c.stack, c.info.never_traced);
     return true;
@@ -651,8 +675,9 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::vector<LazyTensorPtr> created = BindResults(c, *device, node, *meta, writes);
   // Every draw runs exactly once, in trace order, even if its result is never
   // read: the next sync of the device takes it along (graph_executor.cc).
-  // Collectives too: every rank must run each one, in the order it traced them.
-  if (bound.draws() || c.info.collective) AddPendingDraw(*device, node);
+  // Collectives too: every rank must run each one, in the order it traced them;
+  // and device asserts, whose results nobody reads.
+  if (bound.draws() || c.info.collective || c.info.device_assert) AddPendingDraw(*device, node);
   TraceCounters().ops->Add(1);
   TraceCounters().nanos->Add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());

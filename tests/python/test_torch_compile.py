@@ -731,6 +731,134 @@ def test_compile_fallback_runs_such_a_graph_op_by_op_with_a_warning(metrics):
     assert _region_counters(metrics) == {"dynamo.region.op_by_op.count": 3}
 
 
+def _one_hot_scores(x, labels):
+    return F.one_hot(labels, 5).float() * x  # decomposed with two _assert_async.msg range checks
+
+
+def _cpu_error(fn, *args):
+    with pytest.raises(RuntimeError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+def test_a_tensor_assert_compiles_into_the_program_and_gives_the_cpus_result(metrics):
+    compiled = torch.compile(_one_hot_scores, backend="neuron")
+    for seed in range(3):
+        gen = torch.Generator().manual_seed(seed)
+        x, labels = torch.randn(4, 5, generator=gen), torch.randint(0, 5, (4,), generator=gen)
+        assert torch.equal(compiled(x.to("neuron"), labels.to("neuron")).cpu(), _one_hot_scores(x, labels))
+    # One program, traced once: the asserts are part of it, nothing ran op by op.
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 1, "dynamo.region.run.count": 2}
+
+
+def test_a_failed_tensor_assert_raises_its_message_at_the_next_read_or_sync(metrics):
+    compiled = torch.compile(_one_hot_scores, backend="neuron")
+    x, good, bad = torch.randn(4, 5), torch.tensor([0, 3, 4, 1]), torch.tensor([0, 3, 7, 1])
+    # The CPU under torch.compile raises the decomposition's message at the call.
+    expected = _cpu_error(torch.compile(_one_hot_scores, backend="aot_eager"), x, bad)
+    assert expected == "one_hot: Class values must be smaller than num_classes."
+    compiled(x.to("neuron"), good.to("neuron"))
+
+    # Asynchronous, as CUDA's device asserts: the call returns; reading its
+    # result raises, and so does what was computed from it.
+    result = compiled(x.to("neuron"), bad.to("neuron"))
+    derived = result * 2
+    for tensor in (result, derived):
+        with pytest.raises(RuntimeError, match=re.escape(expected)):
+            tensor.cpu()
+    # Unread, the next synchronization raises it, once.
+    compiled(x.to("neuron"), bad.to("neuron"))
+    with pytest.raises(RuntimeError, match=re.escape(expected)):
+        torch.neuron.synchronize()
+    torch.neuron.synchronize()
+    # Later calls are unaffected.
+    assert torch.equal(compiled(x.to("neuron"), good.to("neuron")).cpu(), _one_hot_scores(x, good))
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 1, "dynamo.region.run.count": 3}
+
+
+def _positive_sum_doubled(t):
+    torch._assert_async(t.sum() > 0, "the sum must be positive")
+    return t * 2
+
+
+def test_a_tensor_assert_on_the_lazy_path_still_reads_its_value_at_the_call():
+    expected = _cpu_error(_positive_sum_doubled, -torch.ones(3))
+    with pytest.raises(RuntimeError, match=re.escape(expected)):
+        _positive_sum_doubled(-torch.ones(3, device="neuron"))
+    assert torch.equal(_positive_sum_doubled(torch.ones(3, device="neuron")).cpu(), torch.full((3,), 2.0))
+
+
+def test_a_tensor_assert_in_a_captured_step_checks_every_replay():
+    x, out = torch.ones(3, device="neuron"), torch.empty(3, device="neuron")
+    g = torch_neuron.NeuronGraph()
+    with torch_neuron.graph(g):
+        out.copy_(_positive_sum_doubled(x))
+    for value in (1.0, -1.0, 2.0):
+        x.copy_(torch.full((3,), value))
+        g.replay()
+        if value > 0:
+            assert torch.equal(out.cpu(), _positive_sum_doubled(torch.full((3,), value)))
+        else:
+            expected = _cpu_error(_positive_sum_doubled, torch.full((3,), value))
+            with pytest.raises(RuntimeError, match=re.escape(expected)):
+                torch.neuron.synchronize()
+            with pytest.raises(RuntimeError, match=re.escape(expected)):
+                out.cpu()
+
+
+def test_a_tensor_assert_of_more_than_one_value_raises_the_cpus_error_at_the_call():
+    compiled = torch.compile(lambda t: (torch._assert_async(t > 0, "m"), t + 1)[1], backend="neuron")
+    expected = _cpu_error(torch.compile(lambda t: (torch._assert_async(t > 0, "m"), t + 1)[1], backend="aot_eager"),
+                          torch.ones(2))
+    with pytest.raises(RuntimeError, match=re.escape(expected)):
+        compiled(torch.ones(2, device="neuron"))
+
+
+def _moe_inputs(seed, rows=9, k=5, n=3, groups=4):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, k, generator=gen)
+    w = torch.randn(groups, k, n, generator=gen)
+    # Group 1 empty; the last two rows in no group (past offs[-1]), as an
+    # expert-parallel layer's sentinel rows are.
+    offs = torch.tensor([3, 3, 5, 7], dtype=torch.int32)
+    return x, w, offs
+
+
+def test_static_forms_compute_what_transformers_grouped_mm_fallback_computes():
+    from transformers.integrations import moe  # noqa: F401  (registers the operators)
+    from torch_neuron import _static_forms
+
+    for seed in range(3):
+        x, w, offs = _moe_inputs(seed)
+        g = torch.randn(x.shape[0], w.shape[2], generator=torch.Generator().manual_seed(10 + seed))
+        torch.testing.assert_close(_static_forms.grouped_mm(x, w, offs),
+                                   torch.ops.transformers.grouped_mm_fallback(x, w, offs))
+        for got, want in zip(_static_forms.grouped_mm_backward(x, w, offs, g),
+                              torch.ops.transformers.grouped_mm_fallback_backward(x, w, offs, g)):
+            torch.testing.assert_close(got, want)
+
+
+def _experts(x, w, offs):
+    return torch.ops.transformers.grouped_mm_fallback(x, w, offs).tanh().sum()
+
+
+def test_transformers_grouped_mm_fallback_compiles_into_programs_forward_and_backward(metrics):
+    from transformers.integrations import moe  # noqa: F401
+
+    compiled = torch.compile(_experts, backend="neuron")
+    for seed in range(3):
+        x, w, offs = _moe_inputs(seed)
+        xn, wn = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_()
+        x.requires_grad_(), w.requires_grad_()
+        got, want = compiled(xn, wn, offs.to("neuron")), _experts(x, w, offs)
+        got.backward(), want.backward()
+        torch.testing.assert_close(got.cpu(), want.detach())
+        torch.testing.assert_close(xn.grad.cpu(), x.grad)
+        torch.testing.assert_close(wn.grad.cpu(), w.grad)
+    # A forward and a backward program, each traced once; nothing op by op.
+    assert _region_counters(metrics) == {"dynamo.region.trace.count": 2, "dynamo.region.run.count": 4}
+
+
 def test_eager_mode_runs_a_compiled_graph_op_by_op(metrics):
     compiled = torch.compile(lambda a: a.exp() * 2, backend="neuron")
     x = torch.randn(5)

@@ -25,6 +25,15 @@ TEST(OpTraitsTest, OnlyTheMetadataAssertChecksMetadataOnly) {
   }
 }
 
+TEST(OpTraitsTest, OnlyAssertAsyncIsATensorAssert) {
+  EXPECT_TRUE(TraitsOf("aten::_assert_async").tensor_assert);
+  EXPECT_TRUE(TraitsOf("aten::_assert_async.msg").tensor_assert);
+  for (const char* op : {"aten::_assert_tensor_metadata", "aten::_linalg_check_errors", "aten::_assert_scalar",
+                         "aten::_functional_assert_async.msg"}) {
+    EXPECT_FALSE(TraitsOf(op).tensor_assert) << op;
+  }
+}
+
 TEST(OpTraitsTest, IdentitiesAreExactNames) {
   for (const char* op : {"aten::detach_copy", "aten::alias_copy", "aten::clone", "aten::detach",
                          "aten::alias", "aten::lift_fresh_copy"}) {
