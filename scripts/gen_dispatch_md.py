@@ -55,8 +55,15 @@ WHY = {
                                    "(any other call: the kernel that was there)",
     "csrc/lazy/functionalize_fast.cc": "unboxed functionalization of hot ops for neuron tensors "
                                        "(any other call: PyTorch's fallback)",
-    "csrc/lazy/bridge.cc": "torch.tensor(data, device=\"neuron\") and a plain tensor written from a neuron one "
+    "csrc/lazy/bridge.cc": {
+        "Functionalize": "torch.tensor(data, device=\"neuron\") and a plain tensor written from a neuron one "
+                         "(any other call: the kernel that was there)",
+        "ADInplaceOrView": "torch.tensor(data, device=\"neuron\") and a plain tensor written from a neuron one "
                            "(any other call: the kernel that was there)",
+        "PythonTLSSnapshot": "a neuron factory called under a Python dispatch mode from above functionalization "
+                             "returns a functional wrapper, as without the mode (any other call: what PyTorch's "
+                             "fallback for the key does)",
+    },
     "torch_neuron/distributed.py": "functional collectives (_c10d_functional) traced as neuron collectives",
     "torch_neuron/_custom_ops.py": "libraries' own operators with Python PrivateUse1 kernels, run above "
                                    "functionalization",

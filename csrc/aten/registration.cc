@@ -9,7 +9,8 @@
 // Registered here at load: the blocks below. Registered when torch_neuron is
 // imported (each names its ops at run time, from the dispatcher): the tracer
 // for ops with device-generic composite kernels (lazy/tracer.h), the unboxed
-// functionalization fast paths and lift_fresh/copy_ (lazy/bridge.h), the out=
+// functionalization fast paths, lift_fresh/copy_ and the factories at
+// PythonTLSSnapshot (lazy/bridge.h), the out=
 // checks (lazy/out_checks.h) and the in-place kernels of ops with neuron Meta
 // checks (lazy/neuron_inplace.h).
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -2,6 +2,7 @@
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/PythonFallbackKernel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/copy.h>
 #include <ATen/ops/lift_fresh.h>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "lazy/aten_ops.h"
 #include "lazy/functionalize_fast.h"
 #include "lazy/tensor_impl.h"
 
@@ -155,6 +157,64 @@ at::Tensor& CopyInPlaceOrView(c10::DispatchKeySet ks, at::Tensor& self, const at
 
 }  // namespace
 
+namespace {
+
+// A factory (an op with no tensor argument: empty, arange, randperm...) has no
+// tensor to carry the Functionalize key, so functionalization never sees it:
+// the tracer wraps its result unless Functionalize is excluded, that is, unless
+// functionalization's own kernel called it (MakeTensor). Under a Python
+// dispatch mode that test fails: the mode's handler runs with every key above
+// Python excluded, Functionalize among them, and what it calls (the factory
+// itself) comes back unwrapped to a caller above functionalization (AOTAutograd
+// runs a graph's first call under such a mode; Dynamo then cannot read the
+// tensor). Nor can the tracer tell such a call from a factory made by a kernel
+// the handler runs below functionalization (a custom op's Python kernel).
+//
+// PythonTLSSnapshot is the first key a factory meets while a mode is set, and
+// it still sees the caller's dispatch state. Here, for factories, it does what
+// PyTorch's fallback for the key does (keep that state for the handler, go
+// on below), then wraps the neuron tensors the call returns unwrapped when its
+// caller is above functionalization. Every other result is left as it is: a
+// CPU factory, a neuron one called from below functionalization, a fake.
+void FactoryUnderMode(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const bool above_functionalization =
+      !c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
+  {
+    at::impl::MaybeSetTLSOnEntryGuard entry;
+    op.redispatchBoxed(
+        ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::PythonTLSSnapshot),
+        stack);
+  }
+  if (!above_functionalization) return;
+  const size_t num_returns = op.schema().returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    // A tensor of our own, unwrapped; a mode's own tensors (Dynamo's fakes of
+    // a neuron device) are the mode's to make.
+    if (v.isTensor() && dynamic_cast<NeuronTensorImpl*>(v.toTensor().unsafeGetTensorImpl()) != nullptr) {
+      v = at::functionalization::impl::to_functional_tensor(v.toTensor());
+    }
+  }
+}
+
+// An aten op with no tensor argument, a tensor result and a device argument.
+bool IsFactory(const c10::FunctionSchema& schema) {
+  bool device = false;
+  for (const c10::Argument& arg : schema.arguments()) {
+    const c10::TypePtr& type = arg.type();
+    if (type->isSubtypeOf(*c10::TensorType::get()) || type->isSubtypeOf(*c10::OptionalType::ofTensor()) ||
+        type->isSubtypeOf(*c10::ListType::ofTensors()) ||
+        type->isSubtypeOf(*c10::ListType::ofOptionalTensors())) {
+      return false;
+    }
+    device |= arg.name() == "device";
+  }
+  return device && schema.returns().size() == 1 &&
+         schema.returns()[0].type()->isSubtypeOf(*c10::TensorType::get());
+}
+
+}  // namespace
+
 void RegisterFunctionalizeOverrides() {
   SetFunctionalizeFastPaths(true);
   static bool done = [] {
@@ -170,6 +230,13 @@ void RegisterFunctionalizeOverrides() {
     auto* in_place_or_view = new torch::Library(torch::Library::IMPL, "aten",
                                                 c10::DispatchKey::ADInplaceOrView, __FILE__, __LINE__);
     in_place_or_view->impl("copy_", TORCH_FN(CopyInPlaceOrView));
+    auto* snapshot = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PythonTLSSnapshot,
+                                        __FILE__, __LINE__);
+    ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
+      if (IsFactory(op.schema()) && !op.hasKernelForDispatchKey(c10::DispatchKey::PythonTLSSnapshot)) {
+        snapshot->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&FactoryUnderMode>());
+      }
+    });
     return true;
   }();
   (void)done;

@@ -51,7 +51,10 @@ at::Tensor MakeWrappedTensor(LazyTensorPtr tensor);
 // argument itself, as the CPU does, so that such a tensor is a base that
 // resize_ and set_ can replace. Registered once, at import; other devices keep
 // PyTorch's kernel. Also registers the unboxed functionalization kernels of
-// functionalize_fast.h.
+// functionalize_fast.h, and, at PythonTLSSnapshot, the kernel that wraps a
+// neuron factory's result made under a Python dispatch mode for a caller above
+// functionalization (bridge.cc, FactoryUnderMode; any other call: what
+// PyTorch's fallback for the key does).
 void RegisterFunctionalizeOverrides();
 
 // While alive, swallows this thread's warnings: for registrations that mean to

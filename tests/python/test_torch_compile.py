@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch._dynamo.utils import counters
 from torch._subclasses import meta_utils
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_neuron
 from torch_neuron import _compile_backend, _fake_tensors
@@ -211,6 +212,73 @@ def test_a_dispatch_mode_sees_the_lift_of_torch_tensor_on_neuron():
             t = torch.tensor([1.0, 2.0], device=device)
         assert ops.seen == ["aten.lift_fresh.default"], device
         assert t.device.type == device and t.tolist() == [1.0, 2.0]
+
+
+class _PassThrough(TorchDispatchMode):
+    """Runs every op as it is (AOTAutograd runs a graph's first call under such a mode)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _factories(device):
+    torch.manual_seed(0)
+    made = [torch.arange(5, device=device), torch.zeros(2, 3, device=device), torch.full((2,), 7.0, device=device),
+            torch.empty(0, device=device), torch.randperm(6, device=device), torch.rand(4, device=device),
+            torch.randint(0, 9, (3,), device=device)]
+    made[1].add_(1)  # in place on a factory made under the mode
+    return made + [made[0] * 2 + torch.ones(5, device=device)]
+
+
+def test_factories_under_a_dispatch_mode_give_the_cpus_tensors():
+    with _PassThrough():
+        got = _factories("neuron")
+    with _PassThrough():
+        want = _factories("cpu")
+    for g, w in zip(got, want):
+        assert g.device.type == "neuron" and torch.equal(g.cpu(), w)
+        # A user-level neuron tensor: Dynamo makes a fake of it.
+        torch.testing.assert_close(torch.compile(lambda t: t * 2, backend="eager")(g).cpu(), w * 2)
+    # A mode's own tensors stay its own: a fake mode's factories are fakes, as on the CPU.
+    for device in ("cpu", "neuron"):
+        with FakeTensorMode():
+            fake = torch.arange(5, device=device)
+        assert type(fake) is FakeTensor and fake.device.type == device
+
+
+@torch.library.custom_op("torch_neuron_test::shifted", mutates_args=())
+def _shifted(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.arange(x.shape[0], device=x.device, dtype=x.dtype)  # a factory in the kernel
+
+
+@_shifted.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_custom_ops_kernel_below_functionalization_makes_factories_under_a_dispatch_mode():
+    # The kernel runs below functionalization (its input unwrapped): its
+    # factory stays unwrapped there, as the tensor it meets.
+    x = torch.randn(4)
+    with _PassThrough():
+        got = _shifted(x.to("neuron"))
+    assert torch.equal(got.cpu(), _shifted(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_factory_made_result_crosses_a_graph_break(backend):
+    # The first graph's result is made by a factory alone (paligemma's position
+    # ids); AOTAutograd runs its first call under a dispatch mode, and the next
+    # graph takes the result as an input.
+    def f(x):
+        positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
+        torch._dynamo.graph_break()
+        return x + positions
+
+    x = torch.randn(2, 4)
+    compiled = torch.compile(f, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), f(x))
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

@@ -61,27 +61,10 @@ KNOWN_CAUSES: List[Tuple[str, str]] = [
      "and step 3 builds new graphs (dbrx, jetmoe, longcat-flash, switch-transformers, openai-privacy-filter). "
      "Values match the CPU; only compile counts fail to settle."),
     # Under torch.compile(backend="neuron") (runner.py --compile).
-    (r"cannot compile as one program: transformers\.grouped_mm_fallback",
-     "Mixture-of-experts under torch.compile: with float32 weights transformers' MoE layer calls its custom op "
-     "`transformers::grouped_mm_fallback` (integrations/moe.py), whose body loops over `offs.tolist()` (each "
-     "expert's token count, a value of the graph), so the graph cannot be one program; "
-     "TORCH_NEURON_COMPILE_FALLBACK=1 runs it op by op."),
     (r"^fails on the CPU too under torch\.compile\(aot_eager\)",
      "torch.compile itself fails on this model: one CPU step under `torch.compile(backend=\"aot_eager\")` (Dynamo "
      "and AOTAutograd, no neuron) raises as well; a limitation of torch.compile or of the model's code under it, "
      "not of neuron."),
-    (r"cannot compile as one program: aten\._assert_async",
-     "A tensor assert inside the compiled graph: `F.one_hot`'s decomposition (wav2vec2's AM-softmax loss, the "
-     "expert masks of MoE routers) checks its labels' range with "
-     "`aten._assert_async`, which reads a value of the graph, so the graph cannot be one program (eagerly, "
-     "that read just ends the pending graph); TORCH_NEURON_COMPILE_FALLBACK=1 runs it op by op."),
-    (r"InternalTorchDynamoError: NotImplementedError: Cannot access storage of TensorImpl",
-     "A torch_neuron bug: a factory op (`arange`, `ones`) run under a TorchDispatchMode returns a neuron "
-     "tensor without its functional wrapper (csrc/lazy/bridge.cc WrapUnlessBelowFunctionalization takes the "
-     "mode's redispatch, which excludes Functionalize, for \"below functionalization\"). AOTAutograd runs each "
-     "graph's first call under such a mode (_AnalyzeCustomOpInputOutputMode), so a graph output made by a "
-     "factory op alone is unwrapped; when a graph break hands it to the next graph, Dynamo's fake-tensor "
-     "conversion reads its storage and fails (paligemma's position_ids)."),
 ]
 
 
