@@ -134,13 +134,19 @@ thread_local bool ScopedPositionTable::in_use_ = false;
 
 CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::vector<Value>& ordered,
                             const ValueResolver* resolver) {
-  CanonicalGraph g;
   // A value substituted by the resolver is pinned: the graph then points only
-  // at nodes it holds, directly or through the roots.
+  // at nodes it holds, directly or through the roots. (A second walk, below,
+  // meets the same leaves and pins nothing more.)
+  std::vector<NodePtr> pinned;
+  bool pin = true;
+  bool substituted = false;
   auto substitute = [&](const Node& node, int index) -> const NodePtr* {
     if (resolver == nullptr) return nullptr;
     const NodePtr* leaf = resolver->Substitute(node, index);
-    if (leaf != nullptr) g.pinned.push_back(*leaf);
+    if (leaf != nullptr) {
+      substituted = true;
+      if (pin) pinned.push_back(*leaf);
+    }
     return leaf;
   };
   auto resolve = [&](const Value& v) -> Value {
@@ -151,19 +157,23 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   roots.reserve(given_roots.size() + ordered.size());
   for (const Value& v : given_roots) roots.push_back(resolve(v));
   for (const Value& v : ordered) roots.push_back(resolve(v));
-  for (const Value& v : roots) g.pinned.push_back(v.node);
+  for (const Value& v : roots) pinned.push_back(v.node);
 
   // Canonical root order: the ordered roots as given, then the others by
   // structural hash, stable for ties.
-  std::vector<size_t> order(given_roots.size());
-  std::iota(order.begin(), order.end(), 0);
+  auto walk_order = [&](const std::vector<hash_t>& root_hashes) {
+    std::vector<size_t> order(given_roots.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return root_hashes[a] < root_hashes[b]; });
+    std::vector<size_t> walk;
+    for (size_t j = 0; j < ordered.size(); ++j) walk.push_back(given_roots.size() + j);
+    walk.insert(walk.end(), order.begin(), order.end());
+    return walk;
+  };
   std::vector<hash_t> root_hashes(given_roots.size());
   for (size_t i = 0; i < given_roots.size(); ++i) root_hashes[i] = roots[i].hash();
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return root_hashes[a] < root_hashes[b]; });
-  std::vector<size_t> walk;
-  for (size_t j = 0; j < ordered.size(); ++j) walk.push_back(given_roots.size() + j);
-  walk.insert(walk.end(), order.begin(), order.end());
+  std::vector<size_t> walk = walk_order(root_hashes);
 
   // Iterative post-order DFS (graphs of 10,000+ nodes must not recurse). A
   // node's entry is -1 from when it is first reached until it is done. Each
@@ -173,7 +183,6 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   // first time gets its position when its own frame is done (`slot`).
   ScopedPositionTable scoped_table;
   PositionTable& position = *scoped_table;
-  position.Begin(ReservedNodes());
   constexpr size_t kNoSlot = ~size_t{0};
   struct Frame {
     const Node* node;
@@ -183,45 +192,76 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   };
   std::vector<Frame> stack;
   std::vector<std::pair<int32_t, int32_t>> operands;
-  auto visit = [&](const Node* root) {
-    if (!position.FindOrInsert(root).second) return;
-    stack.push_back({root, 0, operands.size(), kNoSlot});
-    while (!stack.empty()) {
-      Frame& top = stack.back();
-      const auto& ops = top.node->operands();
-      if (top.next_operand < ops.size()) {
-        const Value& operand = ops[top.next_operand++];
-        const NodePtr* leaf = substitute(*operand.node, operand.index);
-        const Node* child = leaf == nullptr ? operand.node.get() : leaf->get();
-        auto [child_position, reached] = position.FindOrInsert(child);
-        operands.emplace_back(*child_position, leaf == nullptr ? operand.index : 0);
-        if (reached) stack.push_back({child, 0, operands.size(), operands.size() - 1});
-        continue;
+  auto build = [&](const std::vector<size_t>& sequence) {
+    CanonicalGraph g;
+    position.Begin(ReservedNodes());
+    auto visit = [&](const Node* root) {
+      if (!position.FindOrInsert(root).second) return;
+      stack.push_back({root, 0, operands.size(), kNoSlot});
+      while (!stack.empty()) {
+        Frame& top = stack.back();
+        const auto& ops = top.node->operands();
+        if (top.next_operand < ops.size()) {
+          const Value& operand = ops[top.next_operand++];
+          const NodePtr* leaf = substitute(*operand.node, operand.index);
+          const Node* child = leaf == nullptr ? operand.node.get() : leaf->get();
+          auto [child_position, reached] = position.FindOrInsert(child);
+          operands.emplace_back(*child_position, leaf == nullptr ? operand.index : 0);
+          if (reached) stack.push_back({child, 0, operands.size(), operands.size() - 1});
+          continue;
+        }
+        const Frame done = top;
+        stack.pop_back();
+        const auto index = static_cast<int32_t>(g.nodes.size());
+        position.At(done.node) = index;
+        g.nodes.push_back(done.node);
+        if (done.node->is_parameter()) g.parameters.push_back(index);
+        g.AddOperands(absl::MakeConstSpan(operands).subspan(done.begin));
+        operands.resize(done.begin);
+        if (done.slot != kNoSlot) operands[done.slot].first = index;
       }
-      const Frame done = top;
-      stack.pop_back();
-      const auto index = static_cast<int32_t>(g.nodes.size());
-      position.At(done.node) = index;
-      g.nodes.push_back(done.node);
-      if (done.node->is_parameter()) g.parameters.push_back(index);
-      g.AddOperands(absl::MakeConstSpan(operands).subspan(done.begin));
-      operands.resize(done.begin);
-      if (done.slot != kNoSlot) operands[done.slot].first = index;
-    }
-  };
-  g.operand_list.reserve(ReservedNodes() * 2);
-  g.operand_begin.reserve(ReservedNodes() + 1);
-  for (size_t i : walk) visit(roots[i].node.get());
-  NoteGraphSize(g.nodes.size());
+    };
+    g.operand_list.reserve(ReservedNodes() * 2);
+    g.operand_begin.reserve(ReservedNodes() + 1);
+    for (size_t i : sequence) visit(roots[i].node.get());
+    NoteGraphSize(g.nodes.size());
 
-  absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> output_index;
-  g.root_to_output.assign(roots.size(), -1);
-  for (size_t i : walk) {
-    std::pair<int32_t, int32_t> out(position.At(roots[i].node.get()), roots[i].index);
-    auto [it, inserted] = output_index.try_emplace(out, static_cast<int32_t>(g.outputs.size()));
-    if (inserted) g.outputs.push_back(out);
-    g.root_to_output[i] = it->second;
+    absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> output_index;
+    g.root_to_output.assign(roots.size(), -1);
+    for (size_t i : sequence) {
+      std::pair<int32_t, int32_t> out(position.At(roots[i].node.get()), roots[i].index);
+      auto [it, inserted] = output_index.try_emplace(out, static_cast<int32_t>(g.outputs.size()));
+      if (inserted) g.outputs.push_back(out);
+      g.root_to_output[i] = it->second;
+    }
+    return g;
+  };
+  CanonicalGraph g = build(walk);
+
+  // A root's node hash covers its operands as traced, and an operand that has
+  // run since stands for a leaf: a value traced while the one before it was
+  // pending (generate()'s position ids, each the last plus one) carries every
+  // earlier step in its hash, so the roots would be ordered differently at
+  // every step. Where the resolver substituted, order the roots by the hash of
+  // the graph as resolved (one pass over it), and walk again if that order differs.
+  if (substituted && given_roots.size() > 1) {
+    std::vector<hash_t> resolved(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      hash_t h = g.nodes[i]->local_hash();
+      for (const auto& [p, index] : g.operands(i)) h = HashCombine(h, HashCombine(resolved[p], Hash(index)));
+      resolved[i] = h;
+    }
+    for (size_t i = 0; i < given_roots.size(); ++i) {
+      const auto& [p, index] = g.outputs[g.root_to_output[i]];
+      root_hashes[i] = HashCombine(resolved[p], Hash(index));
+    }
+    std::vector<size_t> resolved_walk = walk_order(root_hashes);
+    if (resolved_walk != walk) {
+      pin = false;
+      g = build(resolved_walk);
+    }
   }
+  g.pinned = std::move(pinned);
   g.hash = GraphHash(g);
   return g;
 }

@@ -266,6 +266,35 @@ TEST(GraphResolverTest, AValueThatRanIsReadFromItsLeafAndTheGraphPinsIt) {
   EXPECT_EQ(g.pinned.size(), 2u);
 }
 
+// Stands a leaf for the value of the newest step of a chain, as the lazy layer
+// does for a value computed by the graph before.
+class NewestRan : public ValueResolver {
+ public:
+  explicit NewestRan(const Node* ran) : ran_(ran), leaf_(Node::MakeDeviceData(kF32_2x3, nullptr)) {}
+  const NodePtr* Substitute(const Node& node, int) const override { return &node == ran_ ? &leaf_ : nullptr; }
+
+ private:
+  const Node* ran_;
+  NodePtr leaf_;
+};
+
+TEST(GraphResolverTest, RootsAreOrderedByTheGraphAsResolvedNotByTheirHistory) {
+  // A value traced while the one before it was pending (generate()'s position
+  // ids: each the last plus one) hashes its whole history; once the last one
+  // ran, every step's graph is the same and must hash the same.
+  std::set<std::string> hashes;
+  for (int steps = 1; steps <= 8; ++steps) {
+    Value position = Leaf();
+    for (int i = 0; i < steps; ++i) position = Binary("aten::add.Tensor", position, Leaf());
+    NewestRan ran(position.node.get());
+    Value next = Binary("aten::add.Tensor", position, Leaf());
+    Value other = Binary("aten::mul.Tensor", Leaf(), Leaf()),
+          third = Binary("aten::sub.Tensor", Leaf(), Leaf());
+    hashes.insert(HashToHex(Canonicalize({next, other, third}, {}, &ran).hash));
+  }
+  EXPECT_EQ(hashes.size(), 1u);
+}
+
 TEST(GraphResolverTest, ANullResolverPinsTheRootsOnly) {
   Value a = Leaf();
   CanonicalGraph g = Canonicalize({Binary("aten::add.Tensor", a, a), Binary("aten::mul.Tensor", a, a)});
