@@ -275,6 +275,23 @@ int ConstantSlot(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_n
 
 }  // namespace
 
+NodePtr Node::MakeScalarLeaf(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number,
+                             NodeKind kind) {
+  auto node = std::make_shared<Node>(Token{});
+  static const OpName wrapped("wrapped"), tensor("tensor");
+  node->op_ = wrapped_number ? wrapped : tensor;
+  node->kind_ = kind;
+  node->shapes_ = {Shape(dtype, {})};
+  node->scalar_ = value;
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakePosition(int64_t value) {
+  return MakeScalarLeaf(c10::Scalar(value), c10::ScalarType::Long, /*wrapped_number=*/false,
+                        NodeKind::kScalar);
+}
+
 NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
   // A node is never changed once made, so one node per thread serves every use
   // of a constant: the default alpha of add and sub is traced on every call (a
@@ -288,13 +305,8 @@ NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool w
     cached = &(*constants)[slot];
     if (*cached != nullptr) return *cached;
   }
-  auto node = std::make_shared<Node>(Token{});
-  static const OpName wrapped("wrapped"), tensor("tensor");
-  node->op_ = wrapped_number ? wrapped : tensor;
-  node->kind_ = zero_or_one ? NodeKind::kConstant : NodeKind::kScalar;
-  node->shapes_ = {Shape(dtype, {})};
-  node->scalar_ = value;
-  node->ComputeHashes();
+  NodePtr node =
+      MakeScalarLeaf(value, dtype, wrapped_number, zero_or_one ? NodeKind::kConstant : NodeKind::kScalar);
   if (cached != nullptr) *cached = node;
   return node;
 }

@@ -102,6 +102,11 @@ class Node {
   // takes no part in type promotion) unless `wrapped_number` is false (a 0-dim
   // CPU tensor). The op() of the leaf is "wrapped" or "tensor" accordingly.
   static NodePtr MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number = true);
+  // A position given as a Python int (a slice's start, a select's index): an
+  // int64 scalar parameter even when it is 0 or 1, so that a loop over
+  // positions reuses one graph. The same node as MakeScalar(value, Long,
+  // false) makes for other values (a CompileRequest reads it back as one).
+  static NodePtr MakePosition(int64_t value);
   static NodePtr MakeGenerator(std::shared_ptr<const LeafData> generator);
 
   NodeKind kind() const { return kind_; }
@@ -149,6 +154,8 @@ class Node {
 
  private:
   void ComputeHashes();
+  static NodePtr MakeScalarLeaf(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number,
+                                NodeKind kind);
 
   NodeKind kind_ = NodeKind::kOp;
   OpName op_;

@@ -207,10 +207,24 @@ namespace {
 const ir::Node* ElementNode(const LazyTensor& t) {
   if (!t.is_pending() || t.shape().dim() != 0) return nullptr;
   const ir::Node& node = *t.pending().node;
-  if (node.kind() != ir::NodeKind::kOp || node.operands().size() != 1 || node.args().size() < 2)
-    return nullptr;
+  if (node.kind() != ir::NodeKind::kOp || node.operands().empty() || node.args().size() < 2) return nullptr;
+  // A select's index is an operand (a position: tracer.cc), unbind has one operand.
+  const size_t operands = node.op() == "aten::select_copy.int" ? 2 : 1;
+  if (node.operands().size() != operands) return nullptr;
   if (node.op() != "aten::unbind_copy.int" && node.op() != "aten::select_copy.int") return nullptr;
   return &node;
+}
+
+// The select's index: a position parameter's value, or an int attribute.
+std::optional<int64_t> SelectIndex(const ir::Node& select) {
+  if (select.args().size() != 3) return std::nullopt;
+  const ir::Arg& arg = select.args()[2];
+  if (arg.kind == ir::Arg::Kind::kAttr) {
+    return arg.attr.isInt() ? std::optional<int64_t>(arg.attr.toInt()) : std::nullopt;
+  }
+  const ir::Node& leaf = *select.operands()[arg.operands[0]].node;
+  if (leaf.kind() != ir::NodeKind::kScalar && leaf.kind() != ir::NodeKind::kConstant) return std::nullopt;
+  return leaf.scalar().toLong();
 }
 
 std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const LazyTensor& t) {
@@ -228,9 +242,8 @@ std::optional<std::pair<runtime::DeviceDataPtr, int64_t>> ElementOfBuffer(const 
   int64_t index = 0;
   if (node.op() == "aten::unbind_copy.int") {
     index = value.index;
-  } else if (node.args().size() == 3 && node.args()[2].attr.isInt()) {  // select_copy
-    index = node.args()[2].attr.toInt();
-    if (index < 0) index += length;
+  } else if (std::optional<int64_t> selected = SelectIndex(node)) {
+    index = *selected < 0 ? *selected + length : *selected;
   } else {
     return std::nullopt;
   }

@@ -64,6 +64,25 @@ bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op, const ir::OpT
   return true;
 }
 
+namespace {
+
+// The position arguments of an op (TraceInfo::position_args): functionalization's
+// copies of the views that read positions, and the scatters that write
+// through them (an update of a static cache at the token's position).
+uint32_t PositionArgs(const std::string& name) {
+  static const auto* table = new absl::flat_hash_map<std::string, uint32_t>{
+      {"aten::slice_copy.Tensor", 1u << 2 | 1u << 3},  // (self, dim, start, end, step)
+      {"aten::select_copy.int", 1u << 2},              // (self, dim, index)
+      {"aten::narrow_copy", 1u << 2},                  // (self, dim, start, length)
+      {"aten::slice_scatter", 1u << 3 | 1u << 4},      // (self, src, dim, start, end, step)
+      {"aten::select_scatter", 1u << 3},               // (self, src, dim, index)
+  };
+  auto it = table->find(name);
+  return it == table->end() ? 0 : it->second;
+}
+
+}  // namespace
+
 const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
   thread_local absl::flat_hash_map<const c10::FunctionSchema*, std::unique_ptr<TraceInfo>> infos;
   const c10::FunctionSchema& schema = op.schema();
@@ -99,6 +118,10 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     slot->view_of = ViewOpOf(schema);
     slot->addresses_storage = traits.addresses_storage;
     slot->hidden_mutation = HasHiddenMutation(slot->name);
+    slot->position_args = PositionArgs(slot->name);
+    if (slot->name == "aten::slice_copy.Tensor") slot->range_read = TraceInfo::RangeRead::kSlice;
+    if (slot->name == "aten::select_copy.int") slot->range_read = TraceInfo::RangeRead::kSelect;
+    if (slot->name == "aten::narrow_copy") slot->range_read = TraceInfo::RangeRead::kNarrow;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const c10::Argument& arg = schema.arguments()[i];
       slot->stale_allowed.push_back((slot->view && i == 0) || arg.is_out());

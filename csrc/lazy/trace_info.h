@@ -63,6 +63,18 @@ struct TraceInfo {
   bool tensor_assert = false;
   // neuron::assert_async (runtime/device_assert.h): it runs exactly once.
   bool device_assert = false;
+  // A read of a range of positions along one dim (slice_copy.Tensor,
+  // select_copy.int, narrow_copy), which the tracer sends to the operand of a
+  // pending cat that holds the range (concat_pieces.h).
+  enum class RangeRead : uint8_t { kNone, kSlice, kSelect, kNarrow };
+  RangeRead range_read = RangeRead::kNone;
+  // Bit i: argument i is a position given as an int that never changes the
+  // shape of the result by itself (a slice's start and end, a select's
+  // index): bound as a scalar parameter, like a Python number, so a loop over
+  // positions (a static KV cache written and read at the token's position)
+  // reuses one graph. Its value is still part of the Meta key (it bounds the
+  // result, and the Meta kernel makes the CPU's range checks).
+  uint32_t position_args = 0;
   // Per argument: it may be a stale tensor (see LazyTensor) without error,
   // being a view's base (the view inherits it) or an out= argument (overwritten).
   std::vector<bool> stale_allowed;

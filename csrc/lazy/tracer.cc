@@ -16,6 +16,7 @@
 #include "ir/interner.h"
 #include "ir/node.h"
 #include "lazy/bridge.h"
+#include "lazy/concat_pieces.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/execution_mode.h"
 #include "lazy/graph_executor.h"
@@ -23,6 +24,7 @@
 #include "lazy/layouts.h"
 #include "lazy/meta_inference.h"
 #include "lazy/neuron_meta.h"
+#include "lazy/ran_values.h"
 #include "lazy/scheduler.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_info.h"
@@ -443,6 +445,11 @@ std::optional<std::string> ArgumentBinder::Bind() {
       for (const c10::IValue& e : v.toListRef()) indices.push_back(ScalarOperand(e.toScalar()));
       args_.push_back(ir::Arg::OperandList(std::move(indices)));
       meta_stack_.push_back(v);
+    } else if (ABSL_PREDICT_FALSE(info.position_args >> i & 1) && v.isInt()) {
+      operands_.push_back(ir::Value{ir::Node::MakePosition(v.toInt()), 0});
+      args_.push_back(ir::Arg::Operand(static_cast<int32_t>(operands_.size() - 1)));
+      meta_stack_.push_back(v);
+      signature_.Tagged(SignatureKey::kAttr).Word(static_cast<uint64_t>(v.toInt()));
     } else if (IsGeneratorType(type)) {
       at::Generator gen = v.isNone() ? runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(device_))
                                      : v.toGenerator();
@@ -495,6 +502,64 @@ torch::jit::Stack ArgumentBinder::TakeMetaStack() {
     }
   }
   return std::move(meta_stack_);
+}
+
+// Stage 3b, reads of a concatenation's piece: a slice, select or narrow that
+// lies inside one operand of a pending cat reads that operand instead
+// (concat_pieces.h), the positions shifted by the operand's offset. The result
+// is the same tensor, shape and layout (Meta ran on the call as made).
+void RedirectConcatPieceRead(const Call& c, ArgumentBinder& bound) {
+  using RangeRead = TraceInfo::RangeRead;
+  std::vector<ir::Value>& operands = bound.operands();
+  if (ABSL_PREDICT_TRUE(c.info.range_read == RangeRead::kNone) || operands.empty() ||
+      operands[0].node->kind() != ir::NodeKind::kOp) {
+    return;
+  }
+  // The positions, as ints (a SymInt that is not a plain int is left alone).
+  auto position = [&](size_t i) -> std::optional<std::optional<int64_t>> {
+    const c10::IValue& v = c.arg(i);
+    if (v.isNone()) return std::optional<int64_t>();
+    if (!v.isInt()) return std::nullopt;
+    return std::optional<int64_t>(v.toInt());
+  };
+  const ir::Shape& input = operands[0].shape();
+  std::optional<PositionRange> range;
+  if (c.info.range_read == RangeRead::kSlice) {
+    const auto start = position(2), end = position(3), step = position(4);
+    if (!start || !end || !step || !c.arg(1).isInt() || !*step) return;
+    range = SliceRange(input, c.arg(1).toInt(), *start, *end, **step);
+  } else {
+    const auto at = position(2), length = position(3);
+    if (!at || !*at || !c.arg(1).isInt()) return;
+    if (c.info.range_read == RangeRead::kSelect) {
+      range = SelectRange(input, c.arg(1).toInt(), **at);
+    } else {
+      if (!length || !*length) return;
+      range = NarrowRange(input, c.arg(1).toInt(), **at, **length);
+    }
+  }
+  if (!range) return;
+  const std::optional<ConcatPiece> piece = FindConcatPiece(operands[0], range->dim, range->begin, range->end);
+  if (!piece) return;
+  // A piece that already ran (a token's column, kept when its graph ran) is
+  // read from its buffer: the node would carry every earlier token's history
+  // in its hash, and the graph's root order follows those hashes.
+  operands[0] = RanValues::Global().Resolve(piece->piece);
+  std::vector<ir::Arg>& args = bound.args();
+  args[1] = ir::Arg::Attr(range->dim);
+  // A position bound as a parameter gets a parameter of the new value.
+  auto set_position = [&](size_t i, int64_t value) {
+    if (args[i].kind == ir::Arg::Kind::kOperand) {
+      operands[args[i].operands[0]] = ir::Value{ir::Node::MakePosition(value), 0};
+    } else {
+      args[i] = ir::Arg::Attr(value);
+    }
+  };
+  set_position(2, range->begin - piece->offset);
+  if (c.info.range_read == RangeRead::kSlice) {
+    // A None position was bound as an attribute: it becomes the value.
+    set_position(3, range->end - piece->offset);
+  }
 }
 
 // Stage 5, results that need no node: a constant factory becomes a buffer
@@ -671,6 +736,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Writes writes;
   if (std::optional<std::string> reason = CheckWrites(c, &writes)) return CpuFallback(op, stack, *reason);
 
+  RedirectConcatPieceRead(c, bound);
   const ir::NodePtr node = EmitNode(c, bound, *meta);
   const std::vector<LazyTensorPtr> created = BindResults(c, *device, node, *meta, writes);
   // Every draw runs exactly once, in trace order, even if its result is never
