@@ -41,17 +41,24 @@ struct GraphSignature {
   ir::hash_t hash = 0;
   std::vector<std::string> parameters;  // shape text per parameter
   std::vector<std::string> ops;         // op and shape per node
+  // The same without sizes: two graphs equal in these differ only in sizes.
+  std::vector<std::string> parameter_kinds;  // kind and dtype per parameter
+  std::vector<std::string> op_names;         // op and dtype per node
 };
 
 GraphSignature SignatureOf(const ir::CanonicalGraph& g) {
   GraphSignature s;
   s.hash = g.hash;
   for (int32_t p : g.parameters) {
-    s.parameters.push_back(
-        absl::StrCat(ir::NodeKindName(g.nodes[p]->kind()), " ", g.nodes[p]->shape().ToString()));
+    const ir::Node& n = *g.nodes[p];
+    s.parameters.push_back(absl::StrCat(ir::NodeKindName(n.kind()), " ", n.shape().ToString()));
+    s.parameter_kinds.push_back(
+        absl::StrCat(ir::NodeKindName(n.kind()), " ", ir::DtypeShortName(n.shape().dtype())));
   }
   for (const ir::Node* n : g.nodes) {
-    if (!n->is_parameter()) s.ops.push_back(absl::StrCat(n->op(), " ", n->shape().ToString()));
+    if (n->is_parameter()) continue;
+    s.ops.push_back(absl::StrCat(n->op(), " ", n->shape().ToString()));
+    s.op_names.push_back(absl::StrCat(n->op(), " ", ir::DtypeShortName(n->shape().dtype())));
   }
   return s;
 }
@@ -100,6 +107,20 @@ std::string DescribeChange(const GraphSignature& before, const GraphSignature& a
     if (!ops_came.empty()) changes.push_back(absl::StrCat("new ops: ", Listed(ops_came)));
   }
   if (changes.empty()) changes.push_back("only attribute values or the wiring differ");
+  // The same ops on inputs of the same kinds, only sizes differ: a loop whose
+  // tensors grow or change length compiles once per size. Name the fixes.
+  // (As multisets: the canonical order follows hashes, which cover sizes.)
+  auto same = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    return a.size() == b.size() && Missing(a, b).empty();
+  };
+  const bool sizes_differ = !same(before.parameters, after.parameters) || !same(before.ops, after.ops);
+  if (sizes_differ && same(before.parameter_kinds, after.parameter_kinds) &&
+      same(before.op_names, after.op_names)) {
+    changes.push_back(
+        "only sizes differ, so every new size compiles a new graph: keep the sizes fixed (for generate(), "
+        "cache_implementation=\"static\"; elsewhere, pad to a few lengths) or compile the code with "
+        "torch.compile(backend=\"neuron\", dynamic=True)");
+  }
   return absl::StrJoin(changes, "; ");
 }
 
