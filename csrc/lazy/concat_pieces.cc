@@ -58,6 +58,28 @@ std::optional<ConcatPiece> FindConcatPiece(const ir::Value& input, int64_t dim, 
   return std::nullopt;
 }
 
+std::optional<std::vector<ir::Value>> ConcatOperands(const ir::Value& input, int64_t dim, int64_t rank,
+                                                     c10::ScalarType dtype) {
+  const ir::Node& cat = *input.node;
+  if (cat.kind() != ir::NodeKind::kOp || &cat.op_name().str() != &CatOp().str() || cat.args().size() != 2 ||
+      !cat.args()[1].attr.isInt() || cat.args()[0].kind != ir::Arg::Kind::kOperandList) {
+    return std::nullopt;
+  }
+  const ir::Shape& result = cat.shape(input.index);
+  if (result.dim() != rank || result.dtype() != dtype ||
+      WrapDim(cat.args()[1].attr.toInt(), rank) != WrapDim(dim, rank)) {
+    return std::nullopt;
+  }
+  std::vector<ir::Value> operands;
+  for (int32_t k : cat.args()[0].operands) {
+    if (k < 0) return std::nullopt;
+    const ir::Value& operand = cat.operands()[k];
+    if (operand.shape().dim() != rank || operand.shape().dtype() != dtype) return std::nullopt;
+    operands.push_back(operand);
+  }
+  return operands;
+}
+
 std::optional<PositionRange> SliceRange(const ir::Shape& input, int64_t dim, std::optional<int64_t> start,
                                         std::optional<int64_t> end, int64_t step) {
   const std::optional<int64_t> d = WrapDim(dim, input.dim());

@@ -9,12 +9,17 @@
 // operand. The token's graph then reads the new column only and is the same
 // graph at every length; the cat stays pending (its operands' values are kept
 // when a graph computes them, ran_values.h) until something reads it whole.
+// A cat of such a cat along the same dim takes its operands instead, so the
+// ids stay one cat of the prompt and the tokens (those that ran, as their
+// buffers), not a chain of cats that holds every token's graph and the
+// buffers that graph read.
 //
 // Pure functions over IR values; thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ir/node.h"
 
@@ -31,6 +36,13 @@ struct ConcatPiece {
 // inside one of its operands of the same dtype, that operand, searched
 // through nested cats along the same dim. Nullopt otherwise.
 std::optional<ConcatPiece> FindConcatPiece(const ir::Value& input, int64_t dim, int64_t begin, int64_t end);
+
+// If `input` is the result of a cat along `dim` (wrapped against `rank`, the
+// rank of both) whose operands all have `dtype` and `rank` (no promotion, no
+// legacy empty operands), its operands: a cat of it along the same dim may
+// take them in its place. Nullopt otherwise.
+std::optional<std::vector<ir::Value>> ConcatOperands(const ir::Value& input, int64_t dim, int64_t rank,
+                                                     c10::ScalarType dtype);
 
 // The positions [begin, end) along `dim` (already wrapped) that a read of
 // `input` touches, for the reads the tracer redirects: slice_copy.Tensor

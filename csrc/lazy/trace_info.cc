@@ -67,8 +67,8 @@ bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op, const ir::OpT
 namespace {
 
 // The position arguments of an op (TraceInfo::position_args): functionalization's
-// copies of the views that read positions, and the scatters that write
-// through them (an update of a static cache at the token's position).
+// copies of the views that read positions, the scatters that write through
+// them (an update of a static cache at the token's position), arange's bounds.
 uint32_t PositionArgs(const std::string& name) {
   static const auto* table = new absl::flat_hash_map<std::string, uint32_t>{
       {"aten::slice_copy.Tensor", 1u << 2 | 1u << 3},  // (self, dim, start, end, step)
@@ -76,6 +76,10 @@ uint32_t PositionArgs(const std::string& name) {
       {"aten::narrow_copy", 1u << 2},                  // (self, dim, start, length)
       {"aten::slice_scatter", 1u << 3 | 1u << 4},      // (self, src, dim, start, end, step)
       {"aten::select_scatter", 1u << 3},               // (self, src, dim, index)
+      // Integer bounds of arange (torch.arange(past, past + 1), transformers'
+      // cache_position): Scalars, parameters already but for 0 and 1.
+      {"aten::arange.start", 1u << 0 | 1u << 1},       // (start, end, ...)
+      {"aten::arange.start_step", 1u << 0 | 1u << 1},  // (start, end, step, ...)
   };
   auto it = table->find(name);
   return it == table->end() ? 0 : it->second;
@@ -122,6 +126,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     if (slot->name == "aten::slice_copy.Tensor") slot->range_read = TraceInfo::RangeRead::kSlice;
     if (slot->name == "aten::select_copy.int") slot->range_read = TraceInfo::RangeRead::kSelect;
     if (slot->name == "aten::narrow_copy") slot->range_read = TraceInfo::RangeRead::kNarrow;
+    if (slot->name == "aten::cat") slot->range_read = TraceInfo::RangeRead::kConcat;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const c10::Argument& arg = schema.arguments()[i];
       slot->stale_allowed.push_back((slot->view && i == 0) || arg.is_out());

@@ -65,12 +65,14 @@ struct TraceInfo {
   bool device_assert = false;
   // A read of a range of positions along one dim (slice_copy.Tensor,
   // select_copy.int, narrow_copy), which the tracer sends to the operand of a
-  // pending cat that holds the range (concat_pieces.h).
-  enum class RangeRead : uint8_t { kNone, kSlice, kSelect, kNarrow };
+  // pending cat that holds the range, or a cat, which takes the operands of
+  // the pending cats it concatenates along its dim (concat_pieces.h).
+  enum class RangeRead : uint8_t { kNone, kSlice, kSelect, kNarrow, kConcat };
   RangeRead range_read = RangeRead::kNone;
   // Bit i: argument i is a position given as an int that never changes the
   // shape of the result by itself (a slice's start and end, a select's
-  // index): bound as a scalar parameter, like a Python number, so a loop over
+  // index, arange's bounds): bound as a scalar parameter even when it is 0 or
+  // 1 (Python numbers other than those are parameters anyway), so a loop over
   // positions (a static KV cache written and read at the token's position)
   // reuses one graph. Its value is still part of the Meta key (it bounds the
   // result, and the Meta kernel makes the CPU's range checks).

@@ -293,6 +293,7 @@ class ArgumentBinder {
  private:
   std::optional<int32_t> TensorOperand(const at::Tensor& t);
   int32_t ScalarOperand(const c10::Scalar& s);
+  int32_t PositionOperand(int64_t position);
   void BindTensorList(const c10::TypePtr& type, const c10::IValue& v);
 
   const Call& c_;
@@ -383,6 +384,14 @@ int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s) {
   return static_cast<int32_t>(operands_.size() - 1);
 }
 
+// A position (TraceInfo::position_args): a parameter whatever its value,
+// which keys the Meta cache (it bounds the result).
+int32_t ArgumentBinder::PositionOperand(int64_t position) {
+  operands_.push_back(ir::Value{ir::Node::MakePosition(position), 0});
+  signature_.Tagged(SignatureKey::kAttr).Word(static_cast<uint64_t>(position));
+  return static_cast<int32_t>(operands_.size() - 1);
+}
+
 void ArgumentBinder::BindTensorList(const c10::TypePtr& type, const c10::IValue& v) {
   std::vector<int32_t> indices;
   torch::jit::Stack saved_meta;
@@ -438,7 +447,8 @@ std::optional<std::string> ArgumentBinder::Bind() {
     } else if (IsNumberType(type) && !v.isNone()) {
       const c10::Scalar s = v.toScalar();
       if (s.isComplex()) return "it takes a complex scalar";
-      args_.push_back(ir::Arg::Operand(ScalarOperand(s)));
+      const bool position = ABSL_PREDICT_FALSE(info.position_args >> i & 1) && s.isIntegral(false);
+      args_.push_back(ir::Arg::Operand(position ? PositionOperand(s.toLong()) : ScalarOperand(s)));
       meta_stack_.push_back(v);
     } else if (IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
       std::vector<int32_t> indices;
@@ -446,10 +456,8 @@ std::optional<std::string> ArgumentBinder::Bind() {
       args_.push_back(ir::Arg::OperandList(std::move(indices)));
       meta_stack_.push_back(v);
     } else if (ABSL_PREDICT_FALSE(info.position_args >> i & 1) && v.isInt()) {
-      operands_.push_back(ir::Value{ir::Node::MakePosition(v.toInt()), 0});
-      args_.push_back(ir::Arg::Operand(static_cast<int32_t>(operands_.size() - 1)));
+      args_.push_back(ir::Arg::Operand(PositionOperand(v.toInt())));
       meta_stack_.push_back(v);
-      signature_.Tagged(SignatureKey::kAttr).Word(static_cast<uint64_t>(v.toInt()));
     } else if (IsGeneratorType(type)) {
       at::Generator gen = v.isNone() ? runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(device_))
                                      : v.toGenerator();
@@ -508,11 +516,15 @@ torch::jit::Stack ArgumentBinder::TakeMetaStack() {
 // lies inside one operand of a pending cat reads that operand instead
 // (concat_pieces.h), the positions shifted by the operand's offset. The result
 // is the same tensor, shape and layout (Meta ran on the call as made).
-void RedirectConcatPieceRead(const Call& c, ArgumentBinder& bound) {
+void FlattenConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta);
+
+void ReadThroughConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta) {
   using RangeRead = TraceInfo::RangeRead;
+  if (c.info.range_read == RangeRead::kConcat) return FlattenConcat(c, bound, meta);
   std::vector<ir::Value>& operands = bound.operands();
+  // A cat that already ran is read from its buffer, as any value that ran.
   if (ABSL_PREDICT_TRUE(c.info.range_read == RangeRead::kNone) || operands.empty() ||
-      operands[0].node->kind() != ir::NodeKind::kOp) {
+      operands[0].node->kind() != ir::NodeKind::kOp || RanValues::Global().HasRun(*operands[0].node)) {
     return;
   }
   // The positions, as ints (a SymInt that is not a plain int is left alone).
@@ -560,6 +572,40 @@ void RedirectConcatPieceRead(const Call& c, ArgumentBinder& bound) {
     // A None position was bound as an attribute: it becomes the value.
     set_position(3, range->end - piece->offset);
   }
+}
+
+// ...and a cat whose operands are pending cats along its dim takes their
+// operands, those that ran as their buffers (concat_pieces.h).
+void FlattenConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta) {
+  std::vector<ir::Value>& operands = bound.operands();
+  std::vector<ir::Arg>& args = bound.args();
+  if (args.size() != 2 || args[0].kind != ir::Arg::Kind::kOperandList || !c.arg(1).isInt() ||
+      meta.shapes.size() != 1 || operands.size() != args[0].operands.size()) {
+    return;
+  }
+  const ir::Shape& result = meta.shapes[0];
+  const RanValues& ran = RanValues::Global();
+  std::vector<ir::Value> flat;
+  bool changed = false;
+  for (int32_t k : args[0].operands) {
+    if (k < 0) return;
+    const ir::Value& operand = operands[k];
+    std::optional<std::vector<ir::Value>> inner;
+    if (operand.node->kind() == ir::NodeKind::kOp && !ran.HasRun(*operand.node)) {
+      inner = ConcatOperands(operand, c.arg(1).toInt(), result.dim(), result.dtype());
+    }
+    if (!inner) {
+      flat.push_back(operand);
+      continue;
+    }
+    changed = true;
+    for (const ir::Value& v : *inner) flat.push_back(ran.Resolve(v));
+  }
+  if (!changed) return;
+  std::vector<int32_t> indices(flat.size());
+  for (size_t i = 0; i < flat.size(); ++i) indices[i] = static_cast<int32_t>(i);
+  operands = std::move(flat);
+  args[0] = ir::Arg::OperandList(indices);
 }
 
 // Stage 5, results that need no node: a constant factory becomes a buffer
@@ -736,7 +782,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Writes writes;
   if (std::optional<std::string> reason = CheckWrites(c, &writes)) return CpuFallback(op, stack, *reason);
 
-  RedirectConcatPieceRead(c, bound);
+  ReadThroughConcat(c, bound, *meta);
   const ir::NodePtr node = EmitNode(c, bound, *meta);
   const std::vector<LazyTensorPtr> created = BindResults(c, *device, node, *meta, writes);
   // Every draw runs exactly once, in trace order, even if its result is never

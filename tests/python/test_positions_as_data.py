@@ -5,9 +5,10 @@ updated at the token's position, the last column of ids that grow by one per
 token) must reuse one graph:
 
 - integer positions that do not shape a result by themselves (a slice's start
-  and end, a select's index, a narrow's start, and the same positions of
-  slice_scatter and select_scatter, which write through those views) are bound
-  as scalar parameters, as Python numbers are: one graph for every position,
+  and end, a select's index, a narrow's start, the same positions of
+  slice_scatter and select_scatter, which write through those views, and
+  arange's integer bounds) are bound as scalar parameters, as Python numbers
+  other than 0 and 1 are, and at 0 and 1 too: one graph for every position,
   values equal to the CPU's, out-of-range positions refused with the CPU's
   error at the op;
 - a read that lies inside one operand of a pending cat reads that operand, so
@@ -51,6 +52,8 @@ def static_cache_loop(device, positions, opt_level):
             last = cache[:, p] * 3           # select at p
             narrow = cache.narrow(1, p, 2).sum()
             cache[:, p + 2] = last           # select_scatter at p + 2
+            where = torch.arange(p, p + 1, device=device)  # transformers' cache_position
+            cache.index_copy_(1, where + 3, rows[i][:, :1] - 1)  # a static cache's update
             out.append((window, last, narrow))
             if device == "neuron":
                 torch_neuron.mark_step()

@@ -72,6 +72,22 @@ TEST(ConcatPiecesTest, APromotedOperandAndLegacyEmptyOperands) {
   EXPECT_EQ(piece->piece, next);
 }
 
+TEST(ConcatPiecesTest, ACatAlongTheSameDimOfTheSameDtypeGivesItsOperands) {
+  Value ids = Leaf(I64({1, 5})), next = Leaf(I64({1, 1}));
+  Value cat = Cat({ids, next}, 1, I64({1, 6}));
+  std::optional<std::vector<Value>> operands = ConcatOperands(cat, -1, 2, c10::ScalarType::Long);
+  ASSERT_TRUE(operands.has_value());
+  EXPECT_EQ(*operands, (std::vector<Value>{ids, next}));
+  EXPECT_FALSE(ConcatOperands(cat, 0, 2, c10::ScalarType::Long).has_value());   // another dim
+  EXPECT_FALSE(ConcatOperands(cat, 1, 2, c10::ScalarType::Float).has_value());  // the outer cat promotes
+  EXPECT_FALSE(ConcatOperands(ids, 1, 2, c10::ScalarType::Long).has_value());   // not a cat
+  // An operand of another dtype (promoted by the inner cat) or a legacy empty one.
+  Value promoted = Cat({ids, Leaf(ir::Shape(c10::ScalarType::Int, {1, 1}))}, 1, I64({1, 6}));
+  EXPECT_FALSE(ConcatOperands(promoted, 1, 2, c10::ScalarType::Long).has_value());
+  Value with_empty = Cat({ids, Leaf(I64({0})), next}, 1, I64({1, 6}));
+  EXPECT_FALSE(ConcatOperands(with_empty, 1, 2, c10::ScalarType::Long).has_value());
+}
+
 TEST(ConcatPiecesTest, RangesFollowPythonSlicingAndTheOpsOwnBounds) {
   const ir::Shape ids = I64({1, 8});
   auto expect = [](std::optional<PositionRange> r, int64_t dim, int64_t begin, int64_t end) {
