@@ -2,7 +2,6 @@
 
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/boxing/impl/boxing.h>
-#include <ATen/core/PythonFallbackKernel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/copy.h>
 #include <ATen/ops/lift_fresh.h>
@@ -14,6 +13,7 @@
 
 #include <optional>
 #include <utility>
+#include <memory>
 
 #include "lazy/aten_ops.h"
 #include "lazy/functionalize_fast.h"
@@ -171,31 +171,34 @@ namespace {
 // the handler runs below functionalization (a custom op's Python kernel).
 //
 // PythonTLSSnapshot is the first key a factory meets while a mode is set, and
-// it still sees the caller's dispatch state. Here, for factories, it does what
-// PyTorch's fallback for the key does (keep that state for the handler, go
-// on below), then wraps the neuron tensors the call returns unwrapped when its
-// caller is above functionalization. Every other result is left as it is: a
-// CPU factory, a neuron one called from below functionalization, a fake.
-void FactoryUnderMode(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  const bool above_functionalization =
-      !c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
-  {
-    at::impl::MaybeSetTLSOnEntryGuard entry;
-    op.redispatchBoxed(
-        ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::PythonTLSSnapshot),
-        stack);
-  }
-  if (!above_functionalization) return;
-  const size_t num_returns = op.schema().returns().size();
-  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
-    c10::IValue& v = (*stack)[i];
-    // A tensor of our own, unwrapped; a mode's own tensors (Dynamo's fakes of
-    // a neuron device) are the mode's to make.
-    if (v.isTensor() && dynamic_cast<NeuronTensorImpl*>(v.toTensor().unsafeGetTensorImpl()) != nullptr) {
-      v = at::functionalization::impl::to_functional_tensor(v.toTensor());
+// it still sees the caller's dispatch state. Here, for factories, it runs the
+// kernel that was there (PyTorch's fallback: keep that state for the handler,
+// go on below), then wraps the neuron tensors the call returns unwrapped when
+// its caller is above functionalization. Every other result is left as it is:
+// a CPU factory, a neuron one called from below functionalization, a fake.
+class FactoryUnderMode final : public c10::OperatorKernel {
+ public:
+  explicit FactoryUnderMode(c10::SafeKernelFunction original) : original_(std::move(original)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const bool above_functionalization =
+        !c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
+    original_.callBoxed(op, ks, stack);
+    if (!above_functionalization) return;
+    const size_t num_returns = op.schema().returns().size();
+    for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+      c10::IValue& v = (*stack)[i];
+      // A tensor of our own, unwrapped; a mode's own tensors (Dynamo's fakes
+      // of a neuron device) are the mode's to make.
+      if (v.isTensor() && dynamic_cast<NeuronTensorImpl*>(v.toTensor().unsafeGetTensorImpl()) != nullptr) {
+        v = at::functionalization::impl::to_functional_tensor(v.toTensor());
+      }
     }
   }
-}
+
+ private:
+  c10::SafeKernelFunction original_;
+};
 
 // An aten op with no tensor argument, a tensor result and a device argument.
 bool IsFactory(const c10::FunctionSchema& schema) {
@@ -234,7 +237,9 @@ void RegisterFunctionalizeOverrides() {
                                         __FILE__, __LINE__);
     ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
       if (IsFactory(op.schema()) && !op.hasKernelForDispatchKey(c10::DispatchKey::PythonTLSSnapshot)) {
-        snapshot->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&FactoryUnderMode>());
+        snapshot->impl(overload.c_str(),
+                       torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FactoryUnderMode>(
+                           op.getComputedKernelForDispatchKey(c10::DispatchKey::PythonTLSSnapshot))));
       }
     });
     return true;

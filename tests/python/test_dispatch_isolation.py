@@ -34,11 +34,11 @@ import gen_dispatch_md  # noqa: E402
 
 # Files whose kernels on these keys act only on neuron tensors, calling the
 # kernel that was there for any other call.
-NEURON_ONLY_KEYS = {"Functionalize", "ADInplaceOrView"}
+NEURON_ONLY_KEYS = {"Functionalize", "ADInplaceOrView", "PythonTLSSnapshot"}
 NEURON_ONLY_KERNELS = (
     "csrc/lazy/neuron_inplace.cc",  # in-place ops: the CPU's checks, no second meta run
     "csrc/lazy/functionalize_fast.cc",  # unboxed functionalization of hot ops
-    "csrc/lazy/bridge.cc",  # lift_fresh, copy_ from a neuron tensor into a plain one
+    "csrc/lazy/bridge.cc",  # lift_fresh, copy_ from a neuron tensor into a plain one, factories under a mode
     "csrc/aten/registration.cc",  # direct *_copy calls give new contiguous tensors
     "csrc/lazy/out_checks.cc",  # out= checks under inference_mode
 )
