@@ -336,7 +336,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 def get_amp_supported_dtype() -> List[torch.dtype]:
     """The dtypes ``torch.autocast("neuron", dtype=...)`` takes: float16 and
-    bfloat16 (the autocast op lists are CUDA's, csrc/lazy/autocast.cc)."""
+    bfloat16 (the autocast op lists are CUDA's, csrc/aten/autocast.cc)."""
     return [torch.float16, torch.bfloat16]
 
 

@@ -1,4 +1,4 @@
-"""torch.autocast("neuron"): CUDA's autocast rules (csrc/lazy/autocast.cc),
+"""torch.autocast("neuron"): CUDA's autocast rules (csrc/aten/autocast.cc),
 checked op by op against the rules and against the CPU's autocast (which keeps
 more ops in the low dtype: the differences are listed), and training runs that
 track float32 within the low dtype's tolerance."""

@@ -28,8 +28,8 @@ TEST(OpTraitsTest, OnlyTheMetadataAssertChecksMetadataOnly) {
 TEST(OpTraitsTest, OnlyAssertAsyncIsATensorAssert) {
   EXPECT_TRUE(TraitsOf("aten::_assert_async").tensor_assert);
   EXPECT_TRUE(TraitsOf("aten::_assert_async.msg").tensor_assert);
-  for (const char* op : {"aten::_assert_tensor_metadata", "aten::_linalg_check_errors", "aten::_assert_scalar",
-                         "aten::_functional_assert_async.msg"}) {
+  for (const char* op : {"aten::_assert_tensor_metadata", "aten::_linalg_check_errors",
+                         "aten::_assert_scalar", "aten::_functional_assert_async.msg"}) {
     EXPECT_FALSE(TraitsOf(op).tensor_assert) << op;
   }
 }
