@@ -72,6 +72,10 @@ class _GraphRunner:
         self.scalar_positions = [
             i for i, x in enumerate(example_inputs) if not isinstance(x, torch.Tensor)
         ]
+        # Sizes Dynamo made symbolic (dynamic=True, mark_dynamic, automatic
+        # dynamic shapes): traced size-generic, so a trace at new sizes finds
+        # the program compiled for the first and compiles nothing.
+        self.size_generic = _has_symbolic_sizes(example_inputs)
         self.graphs: dict = {}  # scalar values -> [(traced graph, result template)], newest first
         self.op_by_op = False  # the graph cannot be one program (fallback)
 
@@ -100,7 +104,7 @@ class _GraphRunner:
         if device < 0:
             return self._run_op_by_op(args)
         graph = _C._CompiledGraph()
-        graph.begin_trace(device, tensors)
+        graph.begin_trace(device, tensors, self.size_generic)
         try:
             outputs = self.program_gm(*args)
         except BaseException as error:
@@ -128,16 +132,28 @@ class _GraphRunner:
             graph.abort_trace()
             self.op_by_op = True
             return outputs
-        graph.end_trace(results)
+        # The results as later calls make them, over the program's buffers: a
+        # traced result that is a view would keep its base's traced value.
+        results = graph.end_trace(results)
         # Where the results are not all tensors: the others, kept as traced.
         template = None
         if len(results) != len(outputs):
             template = [_TENSOR if isinstance(o, torch.Tensor) else o for o in outputs]
         self.graphs.setdefault(key, []).insert(0, (graph, template))
-        return outputs
+        return results if template is None else _fill(template, results)
 
 
 _TENSOR = object()  # a template's slot for a tensor result
+
+
+def _has_symbolic_sizes(example_inputs: Sequence[Any]) -> bool:
+    """Whether AOTAutograd's example inputs have sizes Dynamo made symbolic."""
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt):
+            return True
+        if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
+            return True
+    return False
 
 
 def _fill(template: list, results: list) -> list:

@@ -226,6 +226,7 @@ absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGrap
     v->set_output(index);
   }
   for (int32_t r : graph.root_to_output) request.add_root_to_output(r);
+  request.set_size_generic(graph.size_generic);
   proto::GraphCompileOptions* o = request.mutable_options();
   o->set_opt_level(options.opt_level);
   o->set_cse(options.cse);
@@ -287,6 +288,7 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
     }
     g.root_to_output.push_back(r);
   }
+  g.size_generic = request.size_generic();
   g.hash = ir::GraphHash(g);
   if (stored == StoredHash::kVerify && HashWords(g.hash) != request.graph_hash()) {
     return absl::DataLossError("CompileRequest: its nodes do not hash to its graph hash");

@@ -73,7 +73,15 @@ std::vector<std::string> PassNames(const CompileOptions& options) {
   return MakePipeline(options).PassNames();
 }
 
-absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const CompileOptions& options) {
+absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const CompileOptions& given) {
+  CompileOptions options = given;
+  // A size-generic graph's program serves every size with its hash: only the
+  // passes that decide nothing from sizes run (CSE merges equal computations,
+  // constant folding reads only constants, whose sizes are fixed, dead code
+  // elimination reads the wiring), and every op is an ATen call that takes
+  // its sizes from its operands and its SymInt parameters when it runs.
+  // Fusion, decomposition and tier-1 kernels build sizes into code.
+  if (graph.size_generic) options.opt_level = 0;
   CompileGraph g = CompileGraph::FromCanonical(graph);
   absl::StatusOr<bool> changed = MakePipeline(options).Run(g);
   if (!changed.ok()) return changed.status();
@@ -98,6 +106,7 @@ absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const Com
       LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1, library.first);
   if (!program.ok()) return program.status();
   if (!library.first.empty()) program->native_objects.push_back(std::move(library));
+  program->size_generic = graph.size_generic;
   result.program = std::make_shared<const runtime::Program>(*std::move(program));
   result.optimized_text = g.ToText();
   return result;

@@ -185,6 +185,8 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
           }
         }
         if (IsScalarListType(type)) pa.dtype = c10::ScalarType::Double;
+        // SymInt[] of positions (a size-generic graph's sizes): a list of ints.
+        if (runtime::IsListOf(type, c10::TypeKind::IntType)) pa.dtype = c10::ScalarType::Long;
       }
       const c10::AliasInfo* alias = schema.arguments()[a].alias_info();
       pa.copy_before_use = alias != nullptr && alias->isWrite();

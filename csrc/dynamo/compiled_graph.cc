@@ -13,6 +13,7 @@
 #include "base/metrics.h"
 #include "lazy/bridge.h"
 #include "lazy/execution_mode.h"
+#include "lazy/tracer.h"
 
 namespace torch_neuron::dynamo {
 namespace {
@@ -30,13 +31,17 @@ metrics::Counter* Runs() {
 }  // namespace
 
 CompiledGraph::~CompiledGraph() {
-  if (tracing_) lazy::GraphExecutor::Get().EndRegionTrace(device_);
+  if (tracing_) {
+    lazy::GraphExecutor::Get().EndRegionTrace(device_);
+    lazy::SetSizeGenericTrace(previous_size_generic_);
+  }
 }
 
 void CompiledGraph::Clear() {
   device_ = -1;
   tracing_ = false;
   traced_ = false;
+  size_generic_ = false;
   before_.clear();
   traced_inputs_.clear();
   record_ = lazy::StepRecord();
@@ -81,7 +86,7 @@ std::vector<int> CompiledGraph::AliasPattern(const std::vector<lazy::LazyTensorP
   return pattern;
 }
 
-void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs) {
+void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs, bool size_generic) {
   TORCH_CHECK(!tracing_ && !traced_, "this compiled graph was traced already");
   Clear();
   device_ = device;
@@ -98,6 +103,8 @@ void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs
   }
   executor.BeginRegionTrace(device);
   tracing_ = true;
+  size_generic_ = size_generic;
+  previous_size_generic_ = lazy::SetSizeGenericTrace(size_generic);
   before_ = std::move(lazy);
   traced_inputs_ = inputs;
 }
@@ -105,15 +112,17 @@ void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs
 void CompiledGraph::AbortTrace() {
   if (!tracing_) return;
   lazy::GraphExecutor::Get().EndRegionTrace(device_);
+  lazy::SetSizeGenericTrace(previous_size_generic_);
   // The trace's draws: the inputs' sync ran every earlier one.
   lazy::TakePendingDraws(device_);
   Clear();
 }
 
-void CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
+std::vector<at::Tensor> CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
   TORCH_CHECK(tracing_, "this compiled graph is not being traced");
   lazy::GraphExecutor& executor = lazy::GraphExecutor::Get();
   executor.EndRegionTrace(device_);
+  lazy::SetSizeGenericTrace(previous_size_generic_);
   tracing_ = false;
   try {
     absl::flat_hash_map<const runtime::DeviceData*, size_t> input_of;
@@ -152,7 +161,7 @@ void CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
     }
 
     if (!roots.empty() || lazy::HasPendingDraws(device_)) {
-      executor.CompileRegion(device_, roots, &record_);
+      executor.CompileRegion(device_, roots, &record_, size_generic_);
     }
     auto resolve = [&](Source& source) {
       if (source.kind == Source::Kind::kOutput) source.index = record_.root_to_output[source.index];
@@ -173,6 +182,14 @@ void CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
     Clear();
     throw;
   }
+  // The results as Run gives them: over the buffers the sync gave the roots.
+  std::vector<runtime::DeviceDataPtr> buffers(record_.output_shapes.size());
+  for (size_t r = 0; r < record_.roots.size(); ++r) {
+    buffers[record_.root_to_output[r]] = record_.roots[r]->data();
+  }
+  std::vector<at::Tensor> results;
+  results.reserve(results_.size());
+  for (const Source& source : results_) results.push_back(Make(source, buffers, before_));
   record_.inputs.clear();
   record_.input_shapes.clear();
   record_.roots.clear();
@@ -181,6 +198,7 @@ void CompiledGraph::EndTrace(const std::vector<at::Tensor>& outputs) {
   traced_inputs_.clear();
   traced_ = true;
   Traces()->Add(1);
+  return results;
 }
 
 at::Tensor CompiledGraph::Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,

@@ -48,11 +48,19 @@ class CompiledGraph {
   static int TraceableDevice(const std::vector<at::Tensor>& inputs);
 
   // Runs what `inputs` need and starts the trace: until EndTrace or AbortTrace
-  // any sync of the device raises.
-  void BeginTrace(int device, const std::vector<at::Tensor>& inputs);
+  // any sync of the device raises. `size_generic` (a graph whose sizes Dynamo
+  // made symbolic): the ops' SymInt arguments are traced as parameters and
+  // the graph is compiled size-generic (ir/graph.h), so a trace of the same
+  // graph at other sizes finds its program in the caches instead of compiling
+  // one; this object still runs the sizes it traced.
+  void BeginTrace(int device, const std::vector<at::Tensor>& inputs, bool size_generic = false);
   // Ends the trace: `outputs` are the graph's tensor results. Runs the graph
-  // once, as one program, and keeps it.
-  void EndTrace(const std::vector<at::Tensor>& outputs);
+  // once, as one program, and keeps it. Returns the results as Run makes them
+  // (tensors over the program's output buffers, the inputs' or the kept
+  // ones), for the caller to return instead of `outputs`: a traced result
+  // that is a view keeps its base's traced value, which a later write or
+  // read through the view would trace again on the lazy path.
+  std::vector<at::Tensor> EndTrace(const std::vector<at::Tensor>& outputs);
   // Ends a trace that raised: nothing is kept; random ops it traced are
   // dropped (the generator had not drawn for them).
   void AbortTrace();
@@ -63,6 +71,7 @@ class CompiledGraph {
   std::optional<std::vector<at::Tensor>> Run(const std::vector<at::Tensor>& inputs);
 
   bool traced() const { return traced_; }
+  bool size_generic() const { return size_generic_; }
   // Program inputs bound from graph inputs, and kept from the trace (constants).
   int64_t linked_inputs() const { return static_cast<int64_t>(input_links_.size()); }
   int64_t frozen_inputs() const { return static_cast<int64_t>(frozen_inputs_.size()); }
@@ -98,6 +107,8 @@ class CompiledGraph {
   int device_ = -1;
   bool tracing_ = false;
   bool traced_ = false;
+  bool size_generic_ = false;
+  bool previous_size_generic_ = false;  // the thread's setting before the trace
   // During the trace: the inputs, and each one's LazyTensor at the start.
   std::vector<lazy::LazyTensorPtr> before_;
   std::vector<at::Tensor> traced_inputs_;

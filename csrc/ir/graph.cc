@@ -133,7 +133,7 @@ thread_local bool ScopedPositionTable::in_use_ = false;
 }  // namespace
 
 CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::vector<Value>& ordered,
-                            const ValueResolver* resolver) {
+                            const ValueResolver* resolver, bool size_generic) {
   // A value substituted by the resolver is pinned: the graph then points only
   // at nodes it holds, directly or through the roots. (A second walk, below,
   // meets the same leaves and pins nothing more.)
@@ -164,8 +164,9 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   auto walk_order = [&](const std::vector<hash_t>& root_hashes) {
     std::vector<size_t> order(given_roots.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return root_hashes[a] < root_hashes[b]; });
+    if (!size_generic)
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return root_hashes[a] < root_hashes[b]; });
     std::vector<size_t> walk;
     for (size_t j = 0; j < ordered.size(); ++j) walk.push_back(given_roots.size() + j);
     walk.insert(walk.end(), order.begin(), order.end());
@@ -244,7 +245,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
   // earlier step in its hash, so the roots would be ordered differently at
   // every step. Where the resolver substituted, order the roots by the hash of
   // the graph as resolved (one pass over it), and walk again if that order differs.
-  if (substituted && given_roots.size() > 1) {
+  if (substituted && given_roots.size() > 1 && !size_generic) {
     std::vector<hash_t> resolved(g.nodes.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       hash_t h = g.nodes[i]->local_hash();
@@ -262,6 +263,7 @@ CanonicalGraph Canonicalize(const std::vector<Value>& given_roots, const std::ve
     }
   }
   g.pinned = std::move(pinned);
+  g.size_generic = size_generic;
   g.hash = GraphHash(g);
   return g;
 }
@@ -286,7 +288,7 @@ hash_t GraphHash(const CanonicalGraph& g) {
   *w++ = g.nodes.size();
   const std::pair<int32_t, int32_t>* operand = g.operand_list.data();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const hash_t local = g.nodes[i]->local_hash();
+    const hash_t local = g.size_generic ? SizeGenericLocalHash(*g.nodes[i]) : g.nodes[i]->local_hash();
     *w++ = absl::Uint128High64(local);
     *w++ = absl::Uint128Low64(local);
     const int32_t n = g.operand_begin[i + 1] - g.operand_begin[i];
@@ -295,7 +297,8 @@ hash_t GraphHash(const CanonicalGraph& g) {
   }
   *w++ = g.outputs.size();
   for (const auto& [p, index] : g.outputs) *w++ = pair_word(p, index);
-  return HashTagged(kTagGraph, words.data(), count * sizeof(uint64_t));
+  return HashTagged(g.size_generic ? kTagSizeGenericGraph : kTagGraph, words.data(),
+                    count * sizeof(uint64_t));
 }
 
 }  // namespace torch_neuron::ir

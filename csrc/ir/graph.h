@@ -51,6 +51,14 @@ struct CanonicalGraph {
   // its entry in `outputs`.
   std::vector<int32_t> root_to_output;
   hash_t hash = 0;
+  // A size-generic graph (a torch.compile region whose sizes Dynamo made
+  // symbolic): its hash keeps every node's op, attributes, dtypes, ranks and
+  // wiring but none of its sizes, and its roots keep the order given (a sort
+  // by hashes that hold sizes would differ from one size to the next). Its
+  // size arguments (SymInt) are parameters (lazy/tracer.cc), so one program
+  // serves every size whose trace has this hash: the compiler makes no
+  // decision from sizes for it (compiler.h).
+  bool size_generic = false;
   // Holds the roots as resolved, and so every node above, plus each leaf a
   // resolver substituted: `nodes` stays valid while these live. A leaf held
   // here keeps its buffer from being donated: release them (`pinned.clear()`)
@@ -70,13 +78,14 @@ struct CanonicalGraph {
   }
 };
 
-// `resolver` may be null (nothing has run).
+// `resolver` may be null (nothing has run). `size_generic`: see CanonicalGraph.
 CanonicalGraph Canonicalize(const std::vector<Value>& roots, const std::vector<Value>& ordered = {},
-                            const ValueResolver* resolver = nullptr);
+                            const ValueResolver* resolver = nullptr, bool size_generic = false);
 
 // The graph hash of `g` from its nodes' local hashes, its wiring and its
 // outputs (what Canonicalize stores in g.hash; a graph rebuilt from a
-// CompileRequest is checked against it).
+// CompileRequest is checked against it). For a size-generic graph, the local
+// hashes with every size left out (SizeGenericLocalHash).
 hash_t GraphHash(const CanonicalGraph& g);
 
 }  // namespace torch_neuron::ir

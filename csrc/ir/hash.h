@@ -46,6 +46,7 @@ enum HashTag : uint64_t {
   kTagScalarComplex,
   kTagGraph,
   kTagNode,
+  kTagSizeGenericGraph,                 // a size-generic graph (graph.h): sizes out of its hash
   kTagShape = 0x746e2d7368700000ULL,    // + the dtype
   kTagOp = 0x746e2d6f70000000ULL,       // + the node kind
   kTagNumbers = 0x746e2d6e756d0000ULL,  // + the element's size (+ 16 if floating)

@@ -206,6 +206,14 @@ hash_t LocalHash(NodeKind kind, const std::string& op, const std::vector<Arg>& a
   return LocalHashOf(kind, Hash(op), args, shapes, scalar, shape_hashes);
 }
 
+hash_t SizeGenericLocalHash(const Node& node) {
+  std::vector<Shape> shapes;
+  shapes.reserve(node.shapes().size());
+  for (const Shape& s : node.shapes())
+    shapes.emplace_back(s.dtype(), std::vector<int64_t>(s.sizes().size(), -1));
+  return LocalHashOf(node.kind(), node.op_name().hash(), node.args(), shapes, node.scalar());
+}
+
 void Node::ComputeHashes() {
   local_hash_ = LocalHashOf(kind_, op_.hash(), args_, shapes_, scalar_, &shape_hashes_);
   HashWords w;

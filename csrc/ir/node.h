@@ -182,6 +182,10 @@ hash_t LocalHashOf(NodeKind kind, hash_t op_hash, const std::vector<Arg>& args,
                    const std::vector<Shape>& shapes, const c10::Scalar& scalar,
                    absl::InlinedVector<hash_t, 1>* shape_hashes = nullptr);
 
+// The local hash of `node` with each output shape reduced to its dtype and
+// rank (a size-generic graph's, graph.h).
+hash_t SizeGenericLocalHash(const Node& node);
+
 // "2.5", "3", "true": a scalar in IR text.
 std::string ScalarToString(const c10::Scalar& s);
 

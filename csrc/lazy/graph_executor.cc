@@ -355,8 +355,9 @@ void GraphExecutor::SyncRegionInputs(int device, const std::vector<LazyTensorPtr
   SyncDevice(device, pending, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
 }
 
-void GraphExecutor::CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record) {
-  SyncDevice(device, roots, record, /*partial=*/true);
+void GraphExecutor::CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record,
+                                  bool size_generic) {
+  SyncDevice(device, roots, record, /*partial=*/true, /*only_if_cached=*/false, /*keep=*/{}, size_generic);
 }
 
 void GraphExecutor::CaptureStep(int device, StepRecord* record) {
@@ -365,7 +366,8 @@ void GraphExecutor::CaptureStep(int device, StepRecord* record) {
 }
 
 bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record,
-                               bool partial, bool only_if_cached, const std::vector<ir::NodePtr>& keep) {
+                               bool partial, bool only_if_cached, const std::vector<ir::NodePtr>& keep,
+                               bool size_generic) {
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
@@ -388,7 +390,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     if (std::find(draws.begin(), draws.end(), node) != draws.end()) continue;
     for (int k = 0; k < node->num_outputs(); ++k) ordered.push_back(ir::Value{node, k});
   }
-  ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered);
+  ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered, size_generic);
   std::shared_ptr<const runtime::Program> program;
   if (only_if_cached) {
     program = FindInMemory(g);

@@ -111,11 +111,14 @@ class GraphExecutor {
   // region. SyncRegionInputs runs what `inputs` (and the random ops traced so
   // far) need, as a read does, so that each holds a buffer and the region's
   // draws come after the ones before it; CompileRegion syncs `roots` (what the region computed,
-  // and the random ops it traced) as one graph and fills `record`.
+  // and the random ops it traced) as one graph and fills `record`; a
+  // size-generic region's graph (traced with SetSizeGenericTrace) is
+  // canonicalized as one (ir/graph.h), so its program serves every size.
   void BeginRegionTrace(int device);
   void EndRegionTrace(int device);
   void SyncRegionInputs(int device, const std::vector<LazyTensorPtr>& inputs);
-  void CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record);
+  void CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record,
+                     bool size_generic = false);
 
   // Queues `program` on `device` with `params` (device-data slots bound from
   // `inputs`), fulfilling `outputs` through runtime::Launch, which decides
@@ -141,9 +144,10 @@ class GraphExecutor {
   // is not in memory (else it runs: true).
   // `keep`: nodes the graph computes that later graphs read; they become
   // outputs too, recorded as run (RanValues), so those graphs read their results.
+  // `size_generic`: canonicalize as a size-generic graph (CompileRegion).
   bool SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record = nullptr,
                   bool partial = false, bool only_if_cached = false,
-                  const std::vector<ir::NodePtr>& keep = {});
+                  const std::vector<ir::NodePtr>& keep = {}, bool size_generic = false);
   void CheckNotCapturing(int device, const char* what) const;
   // Syncs the pending ones among `tensors`, a graph per device; a `read`
   // (Sync: .item(), .cpu(), printing) also materializes what its graph computes

@@ -117,9 +117,9 @@ size_t RanValues::size() {
 }
 
 ir::CanonicalGraph CanonicalizeResolved(const std::vector<ir::Value>& roots,
-                                        const std::vector<ir::Value>& ordered) {
+                                        const std::vector<ir::Value>& ordered, bool size_generic) {
   RanValues::ScopedResolver resolver(RanValues::Global());
-  return ir::Canonicalize(roots, ordered, resolver.get());
+  return ir::Canonicalize(roots, ordered, resolver.get(), size_generic);
 }
 
 }  // namespace torch_neuron::lazy

@@ -94,6 +94,7 @@ class RanValues {
 
 // ir::Canonicalize, reading what has run through RanValues::Global().
 ir::CanonicalGraph CanonicalizeResolved(const std::vector<ir::Value>& roots,
-                                        const std::vector<ir::Value>& ordered = {});
+                                        const std::vector<ir::Value>& ordered = {},
+                                        bool size_generic = false);
 
 }  // namespace torch_neuron::lazy

@@ -66,6 +66,15 @@ bool UsesDefaultGeneratorImplicitly(const c10::OperatorHandle& op, const ir::OpT
 
 namespace {
 
+// SymInt, SymInt? or SymInt[] (a schema's sizes; plain int arguments are
+// never sizes Dynamo can make symbolic).
+bool IsSymIntType(const c10::TypePtr& type) {
+  const c10::TypePtr t = runtime::Unwrapped(type);
+  if (t->kind() == c10::TypeKind::SymIntType) return true;
+  auto list = t->cast<c10::ListType>();
+  return list != nullptr && runtime::Unwrapped(list->getElementType())->kind() == c10::TypeKind::SymIntType;
+}
+
 // The position arguments of an op (TraceInfo::position_args): functionalization's
 // copies of the views that read positions, the scatters that write through
 // them (an update of a static cache at the token's position), arange's bounds.
@@ -123,6 +132,9 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     slot->addresses_storage = traits.addresses_storage;
     slot->hidden_mutation = HasHiddenMutation(slot->name);
     slot->position_args = PositionArgs(slot->name);
+    for (size_t i = 0; i < schema.arguments().size() && i < 64; ++i) {
+      if (IsSymIntType(schema.arguments()[i].real_type())) slot->symint_args |= uint64_t{1} << i;
+    }
     if (slot->name == "aten::slice_copy.Tensor") slot->range_read = TraceInfo::RangeRead::kSlice;
     if (slot->name == "aten::select_copy.int") slot->range_read = TraceInfo::RangeRead::kSelect;
     if (slot->name == "aten::narrow_copy") slot->range_read = TraceInfo::RangeRead::kNarrow;

@@ -77,6 +77,10 @@ struct TraceInfo {
   // reuses one graph. Its value is still part of the Meta key (it bounds the
   // result, and the Meta kernel makes the CPU's range checks).
   uint32_t position_args = 0;
+  // Bit i: argument i is a SymInt, SymInt? or SymInt[] (a size): positions in
+  // a size-generic trace (tracer.h SetSizeGenericTrace). Arguments past 64 are
+  // left out (no op with SymInts has that many).
+  uint64_t symint_args = 0;
   // Per argument: it may be a stale tensor (see LazyTensor) without error,
   // being a view's base (the view inherits it) or an out= argument (overwritten).
   std::vector<bool> stale_allowed;

@@ -43,6 +43,9 @@
 namespace torch_neuron::lazy {
 namespace {
 
+// tracer.h SetSizeGenericTrace.
+thread_local bool size_generic_trace = false;
+
 // The Meta-cache key of a traced call: the op's name hash, then per argument a
 // tag and its words, hashed once at the end (one XXH3 call per op, not a
 // combine per argument). Tags make the word sequence unambiguous. The key
@@ -429,6 +432,10 @@ void ArgumentBinder::BindTensorList(const c10::TypePtr& type, const c10::IValue&
 std::optional<std::string> ArgumentBinder::Bind() {
   const TraceInfo& info = c_.info;
   const std::string& name = info.name;
+  // Bit i: argument i is bound as a position (a parameter whatever its value).
+  const uint64_t positions =
+      info.position_args | (ABSL_PREDICT_FALSE(size_generic_trace) ? info.symint_args : 0);
+  auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
   for (size_t i = 0; i < c_.num_args; ++i) {
     const c10::IValue& v = c_.arg(i);
     // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
@@ -447,7 +454,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
     } else if (IsNumberType(type) && !v.isNone()) {
       const c10::Scalar s = v.toScalar();
       if (s.isComplex()) return "it takes a complex scalar";
-      const bool position = ABSL_PREDICT_FALSE(info.position_args >> i & 1) && s.isIntegral(false);
+      const bool position = ABSL_PREDICT_FALSE(is_position(i)) && s.isIntegral(false);
       args_.push_back(ir::Arg::Operand(position ? PositionOperand(s.toLong()) : ScalarOperand(s)));
       meta_stack_.push_back(v);
     } else if (IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
@@ -455,8 +462,13 @@ std::optional<std::string> ArgumentBinder::Bind() {
       for (const c10::IValue& e : v.toListRef()) indices.push_back(ScalarOperand(e.toScalar()));
       args_.push_back(ir::Arg::OperandList(std::move(indices)));
       meta_stack_.push_back(v);
-    } else if (ABSL_PREDICT_FALSE(info.position_args >> i & 1) && v.isInt()) {
+    } else if (ABSL_PREDICT_FALSE(is_position(i)) && v.isInt()) {
       args_.push_back(ir::Arg::Operand(PositionOperand(v.toInt())));
+      meta_stack_.push_back(v);
+    } else if (ABSL_PREDICT_FALSE(is_position(i)) && v.isIntList()) {
+      std::vector<int32_t> indices;  // a size-generic trace's sizes
+      for (const int64_t e : v.toIntVector()) indices.push_back(PositionOperand(e));
+      args_.push_back(ir::Arg::OperandList(std::move(indices)));
       meta_stack_.push_back(v);
     } else if (IsGeneratorType(type)) {
       at::Generator gen = v.isNone() ? runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(device_))
@@ -815,5 +827,9 @@ void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (ABSL_PREDICT_FALSE(HasTraceObservers())) return TraceObserved(op, stack);
   TraceUnobserved(op, stack);
 }
+
+bool SetSizeGenericTrace(bool on) { return std::exchange(size_generic_trace, on); }
+
+bool SizeGenericTrace() { return size_generic_trace; }
 
 }  // namespace torch_neuron::lazy

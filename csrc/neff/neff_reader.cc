@@ -45,6 +45,7 @@ class ProgramBuilder {
     }
     out.num_registers = p_.num_registers();
     out.num_nodes = p_.num_nodes();
+    out.size_generic = p_.size_generic();
     absl::flat_hash_set<int32_t> bound;
     for (int32_t r : p_.parameter_registers()) {
       if (!InRange(r) || !bound.insert(r).second) return Malformed(absl::StrCat("parameter register ", r));

@@ -71,6 +71,7 @@ absl::StatusOr<std::string> WriteNeff(const NeffContents& contents) {
   proto::Program* p = payload.mutable_program();
   p->set_num_registers(program.num_registers);
   p->set_num_nodes(program.num_nodes);
+  p->set_size_generic(program.size_generic);
   for (int32_t r : program.parameter_registers) p->add_parameter_registers(r);
   for (const auto& [reg, value] : program.constants) {
     proto::RegisterConstant* c = p->add_constants();

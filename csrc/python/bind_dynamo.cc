@@ -47,9 +47,15 @@ void BindDynamo(py::module_& m) {
         [](const py::handle& inputs) { return CompiledGraph::TraceableDevice(TensorList(inputs)); });
   py::class_<CompiledGraph>(m, "_CompiledGraph")
       .def(py::init<>())
-      .def("begin_trace", [](CompiledGraph& g, int device,
-                             const py::handle& inputs) { g.BeginTrace(device, TensorList(inputs)); })
-      .def("end_trace", [](CompiledGraph& g, const py::handle& outputs) { g.EndTrace(TensorList(outputs)); })
+      .def(
+          "begin_trace",
+          [](CompiledGraph& g, int device, const py::handle& inputs, bool size_generic) {
+            g.BeginTrace(device, TensorList(inputs), size_generic);
+          },
+          py::arg("device"), py::arg("inputs"), py::arg("size_generic") = false)
+      .def_property_readonly("size_generic", &CompiledGraph::size_generic)
+      .def("end_trace", [](CompiledGraph& g,
+                           const py::handle& outputs) { return WrapAll(g.EndTrace(TensorList(outputs))); })
       .def("abort_trace", &CompiledGraph::AbortTrace)
       // The results, or None when the inputs do not fit the trace.
       .def("run",

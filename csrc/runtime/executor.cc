@@ -58,6 +58,12 @@ c10::IValue ArgValue(const ProgramArg& arg, const std::vector<c10::IValue>& regs
         }
         return list;
       }
+      if (arg.dtype == c10::ScalarType::Long) {  // SymInt[]: a size-generic graph's sizes
+        c10::List<int64_t> ints;
+        ints.reserve(arg.registers.size());
+        for (int32_t r : arg.registers) ints.push_back(regs[r].toInt());
+        return ints;
+      }
       std::vector<c10::Scalar> scalars;  // Scalar[]
       for (int32_t r : arg.registers) scalars.push_back(regs[r].toScalar());
       return c10::List<c10::Scalar>(scalars);
@@ -337,7 +343,9 @@ absl::StatusOr<std::vector<at::Tensor>> Execute(const Program& program,
     const auto options = at::TensorOptions().dtype(program.output_dtypes[i]);
     at::Tensor t = v.isTensor() ? v.toTensor() : at::full(program.output_sizes[i], v.toScalar(), options);
     if (t.scalar_type() != program.output_dtypes[i]) t = t.to(program.output_dtypes[i]);
-    if (t.sizes() != c10::IntArrayRef(program.output_sizes[i])) {
+    // A size-generic program's outputs have this run's sizes, which its
+    // caller checks (Launch).
+    if (!program.size_generic && t.sizes() != c10::IntArrayRef(program.output_sizes[i])) {
       return absl::InternalError(absl::StrCat("neuron execution produced output ", i, " with sizes ",
                                               c10::str(t.sizes()), ", expected ",
                                               c10::str(c10::IntArrayRef(program.output_sizes[i]))));

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "base/error_kind.h"
+#include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "runtime/executor.h"
 
@@ -73,6 +74,17 @@ absl::Status Launch(const Program& program, std::vector<c10::IValue> params,
   std::vector<int> in_place;
   absl::StatusOr<std::vector<at::Tensor>> results = Execute(program, params, donated, &in_place, source);
   if (!results.ok()) return FailOutputs(outputs, WithTrailingContext(results.status(), run_context));
+  if (program.size_generic) {
+    // The sizes of this run are the caller's (its trace), not the program's.
+    for (size_t i = 0; i < outputs.size() && i < results->size(); ++i) {
+      if ((*results)[i].sizes() != c10::IntArrayRef(outputs[i]->sizes())) {
+        return FailOutputs(outputs, absl::InternalError(absl::StrCat(
+                                        "neuron execution of a size-generic program produced output ", i,
+                                        " with sizes ", c10::str((*results)[i].sizes()), ", expected ",
+                                        c10::str(c10::IntArrayRef(outputs[i]->sizes())))));
+      }
+    }
+  }
   // Counted before the outputs become readable, so a reader sees the count.
   Counters().executions->Add(1);
   Counters().executed_nodes->Add(program.num_nodes);

@@ -27,7 +27,7 @@ namespace torch_neuron::runtime {
 struct ProgramArg {
   enum class Kind : uint8_t {
     kRegister,       // a register as is (tensor, or scalar for a Scalar argument)
-    kRegisterList,   // Tensor[] / Tensor?[] / Scalar[] (-1: None)
+    kRegisterList,   // Tensor[] / Tensor?[] / Scalar[] / SymInt[] (-1: None)
     kWrappedScalar,  // a Tensor argument fed from a scalar register: a 0-dim tensor
     kGenerator,      // a Generator? argument: the register holds a neuron generator
     kConstant,       // a fixed value
@@ -36,7 +36,8 @@ struct ProgramArg {
   std::vector<int32_t> registers;
   c10::IValue constant;
   // kWrappedScalar: the tensor's dtype and whether it is a Python number (which
-  // takes no part in type promotion).
+  // takes no part in type promotion). kRegisterList: Undefined for tensors,
+  // Double for Scalar[], Long for int[] (sizes of a size-generic graph).
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   bool wrapped_number = true;
   // The op writes this argument (in-place or out=): it gets a private copy, since
@@ -102,6 +103,11 @@ struct Program {
   // byte size). Empty lists for a program that donates nothing.
   std::vector<std::vector<int32_t>> donation_candidates;
   int64_t num_nodes = 0;
+  // Compiled from a size-generic graph (ir/graph.h): it runs on inputs of any
+  // sizes its graph's traces had, its outputs taking the sizes its ATen calls
+  // give them; output_sizes are those of the trace it was compiled from, and
+  // the caller, which traced the sizes of this run, checks its outputs.
+  bool size_generic = false;
   // Tier 1: the shared objects holding the generated kernels its kernel calls
   // name, as (name, bytes); registered with the native library registry when
   // the runtime loads the program (LoadNativeObjects).

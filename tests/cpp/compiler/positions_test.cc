@@ -10,6 +10,7 @@
 #include <ATen/ops/slice.h>
 
 #include "base/error_kind.h"
+#include "compiler/compiler.h"
 #include "compiler/hlo_graph.h"
 #include "compiler/lowering.h"
 #include "ir/graph.h"
@@ -121,6 +122,42 @@ TEST(PositionsTest, ASelectOutOfRangeFailsInTheOpWithTheCpusError) {
       out.status().message().find("select(): index 6 out of range for tensor of size [4, 6] at dimension 1"),
       std::string::npos)
       << out.status().message();
+}
+
+// Size-generic graphs (issue 49 item 1): sizes traced as positions, the hash
+// without sizes. The program compiled from one size runs another's trace.
+Value FlatTimesTwo(const Shape& shape) {
+  const int64_t numel = shape.numel();
+  Value x = Leaf(shape);
+  Value flat{Node::MakeOp("aten::view_copy", {x, Position(numel)}, {Arg::Operand(0), Arg::OperandList({1})},
+                          {Shape(c10::ScalarType::Float, {numel})}),
+             0};
+  Value two{Node::MakeScalar(2.0, c10::ScalarType::Double), 0};
+  return Value{Node::MakeOp("aten::mul.Tensor", {flat, two}, {Arg::Operand(0), Arg::Operand(1)},
+                            {Shape(c10::ScalarType::Float, {numel})}),
+               0};
+}
+
+TEST(PositionsTest, ASizeGenericProgramRunsTheTraceOfAnotherSize) {
+  const Shape f32_3x5(c10::ScalarType::Float, {3, 5});
+  ir::CanonicalGraph at4x6 = ir::Canonicalize({FlatTimesTwo(kF32_4x6)}, {}, nullptr, /*size_generic=*/true);
+  ir::CanonicalGraph at3x5 = ir::Canonicalize({FlatTimesTwo(f32_3x5)}, {}, nullptr, /*size_generic=*/true);
+  EXPECT_EQ(at4x6.hash, at3x5.hash);
+  CompileOptions options;  // tier 1 asked for: a size-generic graph compiles at tier 0
+  absl::StatusOr<CompileResult> compiled = Compile(at4x6, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const runtime::Program& program = *compiled->program;
+  EXPECT_TRUE(program.size_generic);
+  EXPECT_TRUE(program.native_objects.empty());
+  const at::Tensor x = at::arange(15, at::kFloat).reshape({3, 5});
+  std::vector<c10::IValue> params;
+  for (int32_t p : at3x5.parameters) {
+    const Node& n = *at3x5.nodes[p];
+    params.push_back(n.kind() == ir::NodeKind::kDeviceData ? c10::IValue(x) : c10::IValue(n.scalar()));
+  }
+  absl::StatusOr<std::vector<at::Tensor>> out = runtime::Execute(program, params);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(at::equal((*out)[0], x.reshape({15}).mul(2.0)));
 }
 
 }  // namespace

@@ -44,6 +44,33 @@ TEST(GraphHashTest, SameComputationBuiltInDifferentOrdersHasOneHash) {
   EXPECT_EQ(g2.nodes[g2.outputs[g2.root_to_output[0]].first]->op(), "aten::mul.Tensor");
 }
 
+// A size-generic graph (a torch.compile region with symbolic sizes): its hash
+// has no size in it, keeps everything else, and its roots keep their order.
+TEST(GraphHashTest, ASizeGenericHashLeavesOutSizesOnly) {
+  auto graph = [](const Shape& shape, int64_t alpha, bool swap, bool generic) {
+    Value a = Leaf(shape), b = Leaf(shape);
+    Value sum = AddWithAlpha(a, b, alpha);
+    Value prod = Binary("aten::mul.Tensor", a, b, shape);
+    return Canonicalize(swap ? std::vector<Value>{prod, sum} : std::vector<Value>{sum, prod}, {}, nullptr,
+                        generic);
+  };
+  const Shape f32_5x3(c10::ScalarType::Float, {5, 3});
+  const Shape f32_2x3x1(c10::ScalarType::Float, {2, 3, 1});
+  const Shape f64_2x3(c10::ScalarType::Double, {2, 3});
+  const CanonicalGraph base = graph(kF32_2x3, 2, false, true);
+  EXPECT_TRUE(base.size_generic);
+  EXPECT_EQ(base.hash, graph(f32_5x3, 2, false, true).hash);        // other sizes
+  EXPECT_EQ(base.hash, GraphHash(graph(f32_5x3, 2, false, true)));  // recomputed alike
+  EXPECT_NE(base.hash, graph(f32_2x3x1, 2, false, true).hash);      // rank
+  EXPECT_NE(base.hash, graph(f64_2x3, 2, false, true).hash);        // dtype
+  EXPECT_NE(base.hash, graph(kF32_2x3, 3, false, true).hash);       // attribute
+  EXPECT_NE(base.hash, graph(kF32_2x3, 2, true, true).hash);        // roots in another order
+  EXPECT_EQ(base.nodes[base.outputs[0].first]->op(), "aten::add.Tensor");
+  // Never the hash of the same graph canonicalized for one size.
+  EXPECT_NE(base.hash, graph(kF32_2x3, 2, false, false).hash);
+  EXPECT_NE(graph(kF32_2x3, 2, false, false).hash, graph(f32_5x3, 2, false, false).hash);
+}
+
 TEST(GraphHashTest, WiringOfLeavesMatters) {
   Value a = Leaf(), b = Leaf();
   EXPECT_NE(Canonicalize({Binary("aten::add.Tensor", a, b)}).hash,
