@@ -12,6 +12,8 @@ step):
                     dynamic shapes, size-generic programs after the first change
   compile static    the same with dynamic=False: one program per length
   lazy              the model traced op by op, one mark_step per step
+  lazy dynamic      the same with TORCH_NEURON_DYNAMIC_SHAPES=1 (size-generic
+                    lazy graphs)
   cpu eager         PyTorch on the CPU
 
 For each: graphs compiled (graph.compile.count), the run's wall time, and its
@@ -19,7 +21,8 @@ last loss (every neuron peer's equals the CPU's to 1e-5).
 
 Part 2, steady step at one size (length 32): the compiled training step run
 on its size-generic program (the length marked dynamic) against its static
-program at that size (tier 1), interleaved samples of several steps each,
+program at that size (tier 1), and the lazy step with and without
+TORCH_NEURON_DYNAMIC_SHAPES, interleaved samples of several steps each,
 waited for; the ratio generic / static is what a size-generic program costs.
 
     python benchmarks/bench_dynamic.py [--quick] [--out DIR]
@@ -129,13 +132,42 @@ def steady_peers(model, steps: int) -> dict:
             return (time.perf_counter() - start) / steps * 1e3
         return run
 
-    return {"static": make(False), "generic": make(True)}
+    def make_lazy(dynamic: bool):
+        m = copy.deepcopy(model).to("neuron")
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        setting = {"TORCH_NEURON_DYNAMIC_SHAPES": "1" if dynamic else "0"}
+
+        def one():
+            m(ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+            torch_neuron.mark_step()
+
+        with torch_neuron.config.override(**setting):
+            for _ in range(2):
+                one()
+            torch_neuron.wait_device_ops()
+
+        def run() -> float:
+            with torch_neuron.config.override(**setting):
+                start = time.perf_counter()
+                for _ in range(steps):
+                    one()
+                torch_neuron.wait_device_ops()
+                return (time.perf_counter() - start) / steps * 1e3
+        return run
+
+    return {"static": make(False), "generic": make(True), "lazy": make_lazy(False),
+            "lazy_dynamic": make_lazy(True)}
 
 
 def run_peer_process(peer: str, quick: bool) -> dict:
     """train_run of `peer` in a fresh process (this script with --peer)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--peer", peer] + (["--quick"] if quick else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    env = dict(os.environ)
+    if peer == "lazy_dynamic":
+        env["TORCH_NEURON_DYNAMIC_SHAPES"] = "1"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"peer {peer} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -152,7 +184,7 @@ def main(argv=None) -> int:
     model = make_model()
     lengths = lengths_for(args.quick)
     runs = {}
-    for peer in ("cpu_eager", "compile_dynamic", "compile_static", "lazy"):
+    for peer in ("cpu_eager", "compile_dynamic", "compile_static", "lazy", "lazy_dynamic"):
         print(f"  part 1: {peer}, {len(lengths)} steps of {len(set(lengths))} lengths ...", flush=True)
         runs[peer] = run_peer_process(peer, args.quick)
     cpu_losses = runs["cpu_eager"]["losses"]
@@ -167,7 +199,9 @@ def main(argv=None) -> int:
     print(f"  part 2: {repeats} interleaved samples of {steps} steady steps per peer ...", flush=True)
     samples = interleaved(steady_peers(model, steps), repeats=repeats, warmup=1)
     ms = {k: summary(v) for k, v in samples.items()}
-    relative = {"generic": ratios(samples["generic"], samples["static"])}
+    relative = {"generic": ratios(samples["generic"], samples["static"]),
+                "lazy": ratios(samples["lazy"], samples["static"]),
+                "lazy_dynamic": ratios(samples["lazy_dynamic"], samples["static"])}
     rows2 = peer_rows(ms, relative)
     header2 = ["peer", "median", "min", "max", "time / static step"]
 
@@ -182,7 +216,8 @@ def main(argv=None) -> int:
             "variable-length training": (
                 f"{len(set(lengths))} lengths: {runs['compile_dynamic']['compiles']} graphs compiled with "
                 f"size-generic programs, {runs['compile_static']['compiles']} with one program per length, "
-                f"{runs['lazy']['compiles']} lazy; wall {fmt(runs['compile_dynamic']['wall_s'])} s against "
+                f"{runs['lazy']['compiles']} lazy, {runs['lazy_dynamic']['compiles']} lazy with "
+                f"TORCH_NEURON_DYNAMIC_SHAPES=1; wall {fmt(runs['compile_dynamic']['wall_s'])} s against "
                 f"{fmt(runs['compile_static']['wall_s'])} s"),
             "steady step": (f"size-generic {fmt(ms['generic']['median'])} ms, static "
                             f"{fmt(ms['static']['median'])} ms per step "

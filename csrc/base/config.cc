@@ -178,6 +178,9 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   if (std::string v = lookup("TORCH_NEURON_COMPILE_FALLBACK"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.compile_fallback, ParseBool("TORCH_NEURON_COMPILE_FALLBACK", v));
   }
+  if (std::string v = lookup("TORCH_NEURON_DYNAMIC_SHAPES"); !v.empty()) {
+    TN_ASSIGN_OR_RETURN(c.dynamic_shapes, ParseBool("TORCH_NEURON_DYNAMIC_SHAPES", v));
+  }
   if (std::string v = lookup("TORCH_NEURON_EAGER_GROUPS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
   }

@@ -68,6 +68,11 @@ struct Config {
   // on the CPU fallback, a read of a value) runs op by op on the lazy path
   // with a warning, instead of raising (TORCH_NEURON_COMPILE_FALLBACK).
   bool compile_fallback = false;
+  // Lazy mode traces every graph size-generic (ir/graph.h): SymInt arguments
+  // as parameters and hashes without sizes, so a graph whose sizes change
+  // (variable lengths, routing by data) compiles once, at tier 0
+  // (TORCH_NEURON_DYNAMIC_SHAPES).
+  bool dynamic_shapes = false;
   // Eager mode groups ops into graphs compiled in the background
   // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
   bool eager_groups = true;

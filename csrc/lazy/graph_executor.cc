@@ -390,6 +390,11 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
     if (std::find(draws.begin(), draws.end(), node) != draws.end()) continue;
     for (int k = 0; k < node->num_outputs(); ++k) ordered.push_back(ir::Value{node, k});
   }
+  // Lazy mode's graphs with TORCH_NEURON_DYNAMIC_SHAPES: size-generic, as a
+  // region whose sizes are symbolic (a captured step keeps its sizes).
+  if (record == nullptr && GlobalConfig().dynamic_shapes && CurrentMode() == ExecutionMode::kLazy) {
+    size_generic = true;
+  }
   ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered, size_generic);
   std::shared_ptr<const runtime::Program> program;
   if (only_if_cached) {
@@ -418,7 +423,9 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
 
   bool compiled = false;
   if (program == nullptr) {
-    program = runtime::ValueOrThrow(ProgramOrFail(g, outputs, &compiled, /*tiered=*/record == nullptr));
+    // A size-generic graph compiles at tier 0 only: nothing to tier.
+    program = runtime::ValueOrThrow(
+        ProgramOrFail(g, outputs, &compiled, /*tiered=*/record == nullptr && !g.size_generic));
   }
   ExecCounters().prepare_ns->Add(NanosSince(start));
   if (compiled && partial) {

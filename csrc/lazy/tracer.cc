@@ -433,8 +433,11 @@ std::optional<std::string> ArgumentBinder::Bind() {
   const TraceInfo& info = c_.info;
   const std::string& name = info.name;
   // Bit i: argument i is bound as a position (a parameter whatever its value).
-  const uint64_t positions =
-      info.position_args | (ABSL_PREDICT_FALSE(size_generic_trace) ? info.symint_args : 0);
+  // SymInts too in a size-generic trace: a region's (dynamo/compiled_graph.h),
+  // or every lazy trace with TORCH_NEURON_DYNAMIC_SHAPES.
+  const bool generic = ABSL_PREDICT_FALSE(size_generic_trace) ||
+                       (ABSL_PREDICT_FALSE(GlobalConfig().dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy);
+  const uint64_t positions = info.position_args | (generic ? info.symint_args : 0);
   auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
   for (size_t i = 0; i < c_.num_args; ++i) {
     const c10::IValue& v = c_.arg(i);

@@ -45,6 +45,7 @@ py::dict ConfigToDict(const Config& c) {
   d["autograd_thread"] = c.autograd_thread;
   d["step_on_optimizer"] = c.step_on_optimizer;
   d["compile_fallback"] = c.compile_fallback;
+  d["dynamic_shapes"] = c.dynamic_shapes;
   d["eager_groups"] = c.eager_groups;
   d["tiered_compile"] = c.tiered_compile;
   d["launch_blocking"] = c.launch_blocking;

@@ -8,6 +8,10 @@ every size. A trace at new sizes then finds the program compiled for the first
 ones, in memory or on disk, and compiles nothing; each size is still traced
 once, and calls at sizes already traced run without a trace.
 
+In lazy mode, ``TORCH_NEURON_DYNAMIC_SHAPES=1`` traces every graph the same
+way: a loop whose sizes change (variable lengths, routing by data) compiles
+one tier-0 graph for all of them.
+
 Graphs are counted exactly: compiles plus disk hits after emptying the
 in-memory cache (tiered compilation is off in tests, conftest.py).
 """
@@ -176,3 +180,61 @@ def test_a_second_process_runs_other_sizes_from_the_disk_cache(tmp_path):
     assert first == {"ok": [True, True], "compiles": 1, "disk_hits": 0}
     # Sizes the first process never ran: its program, read from disk once.
     assert second == {"ok": [True, True, True], "compiles": 0, "disk_hits": 1}
+
+
+# ------------------------------------------------- lazy mode, TORCH_NEURON_DYNAMIC_SHAPES
+
+
+def lazy_lengths_run(device, lengths):
+    """An MLP-and-attention-like step on batches of changing length: views,
+    slices and factories sized by the length, a loss, SGD."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 16).to(device).requires_grad_()
+    losses = []
+    for n in lengths:
+        x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n)).to(device)
+        y, extra = sized(x, w)
+        loss = y.sum() + extra.mean() + (x @ w).view(n, 4, 4)[:, 1:3].pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            w -= 0.1 * w.grad
+            w.grad = None
+        if device == "neuron":
+            torch_neuron.mark_step()
+        losses.append(loss.detach().cpu())
+    return losses, w.detach().cpu()
+
+
+@pytest.mark.parametrize("dynamic", ["0", "1"])
+def test_lazy_mode_with_dynamic_shapes_compiles_once_for_every_length(metrics, dynamic):
+    lengths = [4, 6, 9, 4, 12, 7]
+    want_losses, want_w = lazy_lengths_run("cpu", lengths)
+    graphs = count_graphs(metrics)
+    with torch_neuron.config.override(TORCH_NEURON_DYNAMIC_SHAPES=dynamic):
+        got_losses, got_w = lazy_lengths_run("neuron", lengths)
+    for g, w in zip(got_losses, want_losses):
+        torch.testing.assert_close(g, w)
+    torch.testing.assert_close(got_w, want_w)
+    # One step's graph and the loss reads' (one per length without the
+    # setting, 5 lengths; one in all with it).
+    assert graphs() == (1 if dynamic == "1" else 5)
+
+
+def routed(x, w):
+    """Rows picked by their values (a router's token choice): sizes from data."""
+    picked = x[x[:, 0] > 0]
+    return (picked @ w).relu().sum(0) / max(picked.shape[0], 1)
+
+
+def test_lazy_mode_with_dynamic_shapes_settles_when_sizes_come_from_data(metrics):
+    w = torch.randn(8, 4)
+    wn = w.to("neuron")
+    graphs = count_graphs(metrics)
+    counts = []
+    with torch_neuron.config.override(TORCH_NEURON_DYNAMIC_SHAPES="1"):
+        for seed in range(6):
+            x = torch.randn(16, 8, generator=torch.Generator().manual_seed(seed))
+            torch.testing.assert_close(routed(x.to("neuron"), wn).cpu(), routed(x, w))
+            counts.append(graphs())
+    # The first call's graphs serve every later count of picked rows.
+    assert counts == [counts[0]] * 6, counts

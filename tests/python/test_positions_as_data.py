@@ -208,6 +208,7 @@ def test_the_recompile_report_says_when_only_sizes_differ_and_names_the_fixes():
     assert reason == (
         "reason input changed from device_data f32[2,4] to device_data f32[2,5]; only sizes differ, so every new "
         "size compiles a new graph: keep the sizes fixed (for generate(), cache_implementation=\"static\"; "
-        "elsewhere, pad to a few lengths) or compile the code with torch.compile(backend=\"neuron\", dynamic=True)")
+        "elsewhere, pad to a few lengths), set TORCH_NEURON_DYNAMIC_SHAPES=1 (one tier-0 graph for every size) "
+        "or compile the code with torch.compile(backend=\"neuron\", dynamic=True)")
     lines = [l for l in result.stderr.splitlines() if l.startswith("torch_neuron: compiling")]
     assert len(lines) == 2 and all("only sizes differ" in l for l in lines), result.stderr
