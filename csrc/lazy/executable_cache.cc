@@ -118,7 +118,8 @@ std::string DescribeChange(const GraphSignature& before, const GraphSignature& a
       same(before.op_names, after.op_names)) {
     changes.push_back(
         "only sizes differ, so every new size compiles a new graph: keep the sizes fixed (for generate(), "
-        "cache_implementation=\"static\"; elsewhere, pad to a few lengths), set TORCH_NEURON_DYNAMIC_SHAPES=1 "
+        "cache_implementation=\"static\"; elsewhere, pad to a few lengths), set "
+        "TORCH_NEURON_DYNAMIC_SHAPES=1 "
         "(one tier-0 graph for every size) or compile the code with torch.compile(backend=\"neuron\", "
         "dynamic=True)");
   }

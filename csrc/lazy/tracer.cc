@@ -435,8 +435,9 @@ std::optional<std::string> ArgumentBinder::Bind() {
   // Bit i: argument i is bound as a position (a parameter whatever its value).
   // SymInts too in a size-generic trace: a region's (dynamo/compiled_graph.h),
   // or every lazy trace with TORCH_NEURON_DYNAMIC_SHAPES.
-  const bool generic = ABSL_PREDICT_FALSE(size_generic_trace) ||
-                       (ABSL_PREDICT_FALSE(GlobalConfig().dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy);
+  const bool generic =
+      ABSL_PREDICT_FALSE(size_generic_trace) ||
+      (ABSL_PREDICT_FALSE(GlobalConfig().dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy);
   const uint64_t positions = info.position_args | (generic ? info.symint_args : 0);
   auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
   for (size_t i = 0; i < c_.num_args; ++i) {

@@ -20,11 +20,12 @@ namespace torch_neuron::lazy {
 // The PrivateUse1 fallback kernel: traces the op on `stack`.
 void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// While a size-generic trace is on (this thread; dynamo/compiled_graph.h), and
-// in lazy mode with TORCH_NEURON_DYNAMIC_SHAPES, every SymInt argument of a traced op (a size, a view's sizes and strides, a
-// slice's bounds) is bound as a position, a parameter whatever its value
-// (TraceInfo::symint_args), so that the graph's hash and program hold no size
-// (ir/graph.h, CanonicalGraph::size_generic). Returns the previous setting.
+// While a size-generic trace is on (this thread; dynamo/compiled_graph.h),
+// and in lazy mode with TORCH_NEURON_DYNAMIC_SHAPES, every SymInt argument of
+// a traced op (a size, a view's sizes and strides, a slice's bounds) is bound
+// as a position, a parameter whatever its value (TraceInfo::symint_args), so
+// that the graph's hash and program hold no size (ir/graph.h,
+// CanonicalGraph::size_generic). Returns the previous setting.
 bool SetSizeGenericTrace(bool on);
 bool SizeGenericTrace();
 
