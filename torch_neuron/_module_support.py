@@ -127,7 +127,17 @@ def _keep_identities(root: torch.nn.Module, slots) -> None:
 
 def _swap(before: torch.nn.Parameter, now: torch.Tensor, name: str) -> bool:
     """Exchanges the contents of ``before`` and ``now``; False (with a warning)
-    when PyTorch refuses the exchange."""
+    when PyTorch refuses the exchange.
+
+    ``before`` keeps its Python class and attributes, as ``param.data =``
+    keeps them on CUDA: PyTorch's new Parameter is a plain one, and the
+    exchange would give ``before`` its class and (empty) ``__dict__``. A lazy
+    module's UninitializedParameter would become an initialized Parameter of
+    no elements (LazyConv1d().to("neuron") then failed in its first forward),
+    and a Parameter subclass or a tag set on a parameter would be lost."""
+    if type(now) is not type(before):
+        now.__class__ = type(before)
+    now.__dict__ = dict(before.__dict__)
     try:
         torch.utils.swap_tensors(before, now)
         return True
