@@ -52,7 +52,23 @@ SUITES = [
     "test_reductions.py",
     "test_binary_ufuncs.py",
     "test_unary_ufuncs.py",
+    "test_modules.py",
+    "test_linalg.py",
+    "test_foreach.py",
+    "test_spectral_ops.py",
+    "test_scatter_gather_ops.py",
+    "test_segment_reductions.py",
+    "test_complex.py",
+    "test_masked.py",
+    "nn/test_dropout.py",
+    "nn/test_multihead_attention.py",
 ]
+# The big suites' fixed 1-in-N samples (--sample N overrides them for the suites
+# named), so that every suite of `make pytorch-suites` fits 2 hours on 2 cores.
+SAMPLES = {
+    "test_binary_ufuncs.py": 4,
+    "test_unary_ufuncs.py": 8,
+}
 DEFAULT_STATE = REPO / "build" / "pytorch_suites"
 DEFAULT_REPORT = REPO / "docs" / "PYTORCH_SUITES.md"
 FAILING = ("failed", "error", "timeout", "crashed")
@@ -306,11 +322,57 @@ def _examples(tests, most):
     return lines
 
 
+CARRIED_HEADING = "## Suites from an earlier run: "
+EARLIER = " (earlier run)"
+_COLUMNS = ("collected", "run", "passed", "failed", "crashed", "skipped", "timeout", "cpu_too")
+
+
+def carried_over(path, suites):
+    """What the report at `path` says of the suites of `suites` that have no
+    results in this state folder (a run of only some suites, or a fresh
+    build folder): their table rows, verbatim, and their failure lists when
+    the report holds them apart from the others' (its "from an earlier run"
+    section, or all of its lists when none of its suites has results now)."""
+    if not suites or not path.exists():
+        return {}, None
+    text = path.read_text()
+    rows = {}
+    for line in text.splitlines():
+        name = line.split("|")[1].strip().removesuffix(EARLIER).strip() if line.startswith("| ") else None
+        if name in suites:
+            rows[name] = "| " + " | ".join([name + EARLIER] + [c.strip() for c in line.split("|")[2:-1]]) + " |"
+    if not rows:
+        return {}, None
+    lists = None
+    if CARRIED_HEADING in text:
+        head, _, body = text.partition(CARRIED_HEADING)
+        names, _, body = body.partition("\n")
+        if set(names.split(", ")) == set(rows):
+            lists = body.strip("\n")
+    elif "## Failures without a written reason" in text:
+        reported = {line.split("|")[1].strip().removesuffix(EARLIER).strip() for line in text.splitlines()
+                    if line.startswith("| ") and not line.startswith("| suite") and "**all**" not in line}
+        if reported == set(rows):  # every suite of that report is carried
+            body = text[text.index("## Failures without a written reason"):]
+            lists = "\n".join("#" + l if l.startswith("## ") else l for l in body.strip("\n").splitlines())
+    return rows, lists
+
+
+def _row_counts(line):
+    """The integer columns of a report table row."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return {k: int(cells[i + 1].split()[0]) for i, k in enumerate(_COLUMNS)}
+
+
 def write_report(state, suites, path, command):
     rows, clusters, expected, cpu_too = summarize(state, suites)
+    absent = [s for s in suites if s not in {r["suite"] for r in rows}]
+    carried, carried_lists = carried_over(path, absent)
     total = collections.Counter()
     for r in rows:
         total.update({k: v for k, v in r.items() if isinstance(v, int) and k != "ran_of"})
+    for line in carried.values():
+        total.update(_row_counts(line))
     judged = total["passed"] + total["failed"] + total["crashed"] + total["timeout"] - total["cpu_too"]
     lines = [
         "# PyTorch's device-generic suites on neuron",
@@ -329,7 +391,13 @@ def write_report(state, suites, path, command):
         "| suite | collected | run | passed | failed | crashed | skipped | timed out | fail on CPU too | pass rate |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    by_suite = {r["suite"]: r for r in rows}
+    for suite in suites:
+        if suite in carried:
+            lines.append(carried[suite])
+        if suite not in by_suite:
+            continue
+        r = by_suite[suite]
         run = f"{r['run']}" + (f" (1 in {r['ran_of']})" if r["ran_of"] > 1 else "")
         lines.append(f"| {r['suite']} | {r['collected']} | {run} | {r['passed']} | {r['failed']} | {r['crashed']} | "
                      f"{r['skipped']} | {r['timeout']} | {r['cpu_too']} | {100 * r['rate']:.1f}% |")
@@ -338,7 +406,12 @@ def write_report(state, suites, path, command):
                  f"{total['crashed']} | {total['skipped']} | {total['timeout']} | {total['cpu_too']} | "
                  f"**{100 * rate:.1f}%** |")
     lines += ["", "The pass rate is passed / (tests that ran − tests that fail on the CPU too); skipped",
-              "tests did not run.", ""]
+              "tests did not run."]
+    if carried:
+        lines += ["", "Rows marked (earlier run) have no results in this run's state folder: they and their",
+                  "failure lists (the last section) are kept from the report this one replaced; the",
+                  "sections before it are of this run's suites only."]
+    lines += [""]
     lines += ["## Failures without a written reason, by cause", ""]
     if not clusters:
         lines.append("None.")
@@ -359,6 +432,10 @@ def write_report(state, suites, path, command):
         lines.append("None.")
     for suite, nodeid, outcome, message in cpu_too:
         lines.append(f"- {nodeid.split('::')[-1]} ({suite}): CPU {outcome}: `{cause(message)[:100]}`")
+    if carried:
+        lines += ["", CARRIED_HEADING + ", ".join(carried), ""]
+        lines.append(carried_lists if carried_lists is not None else
+                     "Their failure lists are not in the report this one replaced: run them again.")
     path.write_text("\n".join(lines) + "\n")
     log(f"wrote {path}: {total['passed']} passed of {judged} judged ({100 * rate:.1f}%)")
     return rows
@@ -378,8 +455,9 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     parser.add_argument("--shard-size", type=int, default=300)
     parser.add_argument("--test-timeout", type=float, default=60.0)
-    parser.add_argument("--sample", type=int, default=1, metavar="N",
-                        help="run a fixed 1-in-N sample of each suite's tests (the big suites)")
+    parser.add_argument("--sample", type=int, default=None, metavar="N",
+                        help="run a fixed 1-in-N sample of each suite's tests (default: the "
+                             "big suites' own, SAMPLES; 1 for the others)")
     args = parser.parse_args(argv)
 
     suites = args.suite or SUITES
@@ -403,12 +481,13 @@ def main(argv=None):
                 cpu_results.unlink(missing_ok=True)
             tree = work_tree(source, args.state, "neuron")
             ids = collect(tree, suite, "neuron", args.keyword)
-            chosen = sample(ids, args.sample)
+            every = args.sample if args.sample is not None else SAMPLES.get(suite, 1)
+            chosen = sample(ids, every)
             plan = args.state / f"{key}.sample.json"
             if args.keyword is None or not plan.exists():  # a -k rerun keeps the suite's own count
-                plan.write_text(json.dumps({"collected": len(ids), "every": args.sample}))
-            log(f"{suite}: {len(ids)} neuron tests" + (f", running {len(chosen)} (1 in {args.sample})"
-                                                         if args.sample > 1 else ""))
+                plan.write_text(json.dumps({"collected": len(ids), "every": every}))
+            log(f"{suite}: {len(ids)} neuron tests" + (f", running {len(chosen)} (1 in {every})"
+                                                         if every > 1 else ""))
             ids = chosen
             run_tests(tree, suite, "neuron", ids, neuron_results, args)
             if args.no_cpu_twins:

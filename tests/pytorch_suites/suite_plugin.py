@@ -129,3 +129,52 @@ def pytest_collection_modifyitems(session, config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
     items[:] = keep
+    for cls in {it.cls for it in keep if it.cls is not None}:
+        _break_self_class_recursion(cls)
+
+
+_SELF_CLASS_SUPER = "super(self.__class__, self)"
+
+
+def _break_self_class_recursion(device_class):
+    """Makes `super(self.__class__, self).setUp()` in a test file's generic
+    class (test_linalg's TestLinalg) call the next setUp once, as it did when
+    the device classes were not subclasses of the generic one.
+
+    The installed torch makes TestLinalgPRIVATEUSE1 (and TestLinalgCPU) a
+    subclass of TestLinalg, so from TestLinalg.setUp that super() is
+    TestLinalg.setUp again: every test of the file recursed until Python's
+    limit, on the CPU as on neuron. The wrapper runs the generic setUp's own
+    body unchanged; its inner call, seen re-entering, goes on to the class
+    after the generic one. Both device runs get it, so the CPU twins still
+    tell version drift apart."""
+    import inspect
+
+    for generic in device_class.__mro__[1:]:
+        for name in ("setUp", "tearDown"):
+            fn = generic.__dict__.get(name)
+            if fn is None or getattr(fn, "_tn_reentry_guarded", False):
+                continue
+            try:
+                source = inspect.getsource(fn)
+            except (OSError, TypeError):
+                continue
+            if _SELF_CLASS_SUPER in source:
+                setattr(generic, name, _guarded(generic, name, fn))
+
+
+def _guarded(generic, name, fn):
+    flag = f"_tn_in_{name}"
+
+    def method(self):
+        if getattr(self, flag, False):  # the body's super(self.__class__, self) call
+            return getattr(super(generic, self), name)()
+        setattr(self, flag, True)
+        try:
+            return fn(self)
+        finally:
+            setattr(self, flag, False)
+
+    method._tn_reentry_guarded = True
+    method.__name__ = name
+    return method
