@@ -72,8 +72,9 @@ conformance-report: setup
 
 # PyTorch's own device-generic test files (../shared/pytorch-tests) against neuron,
 # each suite in processes of its own, every failure checked against its CPU twin;
-# writes docs/PYTORCH_SUITES.md. Resumes from build/pytorch_suites (SUITES_ARGS=--fresh
-# starts over). Says so and does nothing where the files are absent.
+# writes docs/PYTORCH_SUITES.md. Twenty suites, the big ones as fixed 1-in-N samples
+# (SAMPLES in run.py; estimated under 2 hours on 2 cores). Resumes from build/pytorch_suites
+# (SUITES_ARGS=--fresh starts over). Says so and does nothing where the files are absent.
 SUITES_ARGS ?=
 pytorch-suites: setup
 	@$(PY) tests/pytorch_suites/run.py $(SUITES_ARGS)

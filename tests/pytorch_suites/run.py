@@ -68,6 +68,9 @@ SUITES = [
 SAMPLES = {
     "test_binary_ufuncs.py": 4,
     "test_unary_ufuncs.py": 8,
+    "test_modules.py": 4,
+    "test_linalg.py": 2,
+    "test_foreach.py": 4,
 }
 DEFAULT_STATE = REPO / "build" / "pytorch_suites"
 DEFAULT_REPORT = REPO / "docs" / "PYTORCH_SUITES.md"
