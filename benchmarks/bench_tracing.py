@@ -64,8 +64,8 @@ def per_op_trace_source_lines(ops: int) -> float:
 def per_op_trace_inplace(ops: int) -> float:
     """per_op_trace with in-place ops (z.mul_(y).add_(x)): functionalization
     runs each in-place op's Meta kernel to check its arguments before tracing
-    the functional form (a repeated signature is answered by the C++ memo of
-    python/meta_memo.cc, a new one by the Python checks behind it)."""
+    the functional form (a repeated signature is answered by the signature
+    cache of lazy/cpu_parity.cc, a new one checked and run)."""
     x = torch.randn(16, device="neuron")
     y = torch.randn(16, device="neuron")
     z = torch.randn(16, device="neuron")

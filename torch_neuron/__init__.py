@@ -41,7 +41,7 @@ from . import _C  # noqa: E402  (loads libtorch_neuron.so: allocator, guard, hoo
 
 _C._init()  # reads TORCH_NEURON_* once; ValueError names a malformed variable
 
-from . import _custom_ops, _patches, _dynamo_hooks, _fake_tensors, _lazy_dynamo, _library_detection, _optimizer_steps, _meta_checks, _module_support, _serialization, _tensor_support, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
+from . import _custom_ops, _patches, _dynamo_hooks, _fake_tensors, _lazy_dynamo, _library_detection, _optimizer_steps, _module_support, _serialization, _tensor_support, config, debug, device, distributed, metrics, profiler, service  # noqa: E402
 from .graphs import NeuronGraph, graph  # noqa: E402
 
 
@@ -79,7 +79,7 @@ _C._register_tracer()
 _C._register_functionalize_overrides()
 _C._register_out_checks()
 _patches.install()  # every torch function replaced, each checked first (_patches.py)
-_meta_checks.install()
+_C._register_cpu_parity()  # the CPU's errors at the call (csrc/lazy/cpu_parity.h)
 _custom_ops.install()
 _lazy_dynamo.install()
 _fake_tensors.install()  # torch.compile takes neuron tensors (fake tensors as XLA's)

@@ -94,6 +94,41 @@ constexpr std::array<std::string_view, 30> kStrideAgnostic = {"neuron::fused_ker
                                                               "aten::clone",
                                                               "aten::_to_copy"};
 
+// In-place ops the CPU lets write into overlapping memory: fills (every
+// element gets the same value) and ops that copy their input before writing.
+constexpr std::array<std::string_view, 7> kWritesOverlappingMemory = {
+    "aten::zero_",          "aten::fill_",           "aten::tril_",           "aten::triu_",
+    "aten::conj_physical_", "aten::_philox_normal_", "aten::_philox_uniform_"};
+
+// In-place ops without the inplace_view tag that write metadata or sparse
+// storage, not elements.
+constexpr std::array<std::string_view, 7> kWritesMetadataOnly = {
+    "aten::requires_grad_",           "aten::_resize_output_", "aten::sparse_resize_",
+    "aten::sparse_resize_and_clear_", "aten::_coalesced_",     "aten::copy_sparse_to_sparse_",
+    "aten::resize_as_sparse_"};
+
+// Found by tests/python/test_meta_checks.py, which fails where an in-place
+// op's own Meta kernel accepts a broadcast of self that no rule checks.
+constexpr std::array<std::string_view, 17> kElementwiseUntagged = {
+    "aten::__iand__",   "aten::__ior__",   "aten::__ixor__",      "aten::__ilshift__", "aten::__irshift__",
+    "aten::copysign_",  "aten::eq_",       "aten::ne_",           "aten::ge_",         "aten::gt_",
+    "aten::le_",        "aten::lt_",       "aten::floor_divide_", "aten::gcd_",        "aten::lcm_",
+    "aten::heaviside_", "aten::_add_relu_"};
+
+constexpr std::array<std::string_view, 2> kCastsBeforeOwnChecks = {"aten::__ilshift__", "aten::__irshift__"};
+
+constexpr std::array<std::string_view, 8> kProbesRandomParameters = {
+    "aten::random_",    "aten::uniform_", "aten::normal_",     "aten::exponential_",
+    "aten::geometric_", "aten::cauchy_",  "aten::log_normal_", "aten::bernoulli_"};
+
+// bernoulli(x, p)'s probability is checked as bernoulli_'s.
+constexpr std::array<std::string_view, 9> kProbesOnCpu = {
+    "aten::add",     "aten::add_",  "aten::sub",          "aten::sub_",     "aten::rsub",
+    "aten::complex", "aten::polar", "aten::searchsorted", "aten::bernoulli"};
+
+constexpr std::array<std::string_view, 5> kProbeByKinds = {"aten::add", "aten::add_", "aten::sub",
+                                                           "aten::sub_", "aten::rsub"};
+
 // (This Abseil's string_view is its own type: std::string_view is converted.)
 absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -138,6 +173,13 @@ OpTraits Compute(std::string_view op) {
     if (op == copy) t.view_form = view;
   }
   t.stride_agnostic = OneOf(op, kStrideAgnostic);
+  t.writes_overlapping_memory = OneOf(name, kWritesOverlappingMemory);
+  t.writes_metadata_only = OneOf(name, kWritesMetadataOnly);
+  t.elementwise_untagged = OneOf(name, kElementwiseUntagged);
+  t.casts_before_own_checks = OneOf(name, kCastsBeforeOwnChecks);
+  t.probes_random_parameters = OneOf(name, kProbesRandomParameters);
+  t.probes_on_cpu = OneOf(name, kProbesOnCpu);
+  t.probe_by_kinds = OneOf(name, kProbeByKinds);
   return t;
 }
 

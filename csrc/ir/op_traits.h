@@ -64,6 +64,36 @@ struct OpTraits {
   // copy: generated kernels, BLAS calls, TensorIterator elementwise ops and
   // reductions.
   bool stride_agnostic = false;
+
+  // What the CPU's kernels check that PyTorch's Meta kernels may not
+  // (lazy/cpu_parity.h). Keyed by the operator name alone: every overload.
+  //
+  // An in-place op the CPU lets write into a tensor whose elements share
+  // memory: fills (every element gets the same value) and ops that copy
+  // their input before writing.
+  bool writes_overlapping_memory = false;
+  // An in-place op that writes metadata or sparse storage, not elements
+  // (requires_grad_, _resize_output_, sparse_resize_...), beside those with
+  // the inplace_view tag: no element rule applies.
+  bool writes_metadata_only = false;
+  // An elementwise in-place op without the pointwise tag (the comparisons,
+  // __iand__, gcd_, copysign_...): the CPU checks that its operands broadcast
+  // to self's shape and that its result's dtype casts to self's, as a
+  // pointwise op's.
+  bool elementwise_untagged = false;
+  // Promotes, then refuses an unsafe cast, before its own dtype checks (the
+  // in-place shifts): the result dtype is the promotion of its operands.
+  bool casts_before_own_checks = false;
+  // A random in-place op whose CPU kernel checks its parameters (from < to,
+  // std >= 0, p in [0, 1]) where its Meta kernel does not: probed on the CPU.
+  bool probes_random_parameters = false;
+  // Its CPU kernel refuses dtype or alpha combinations that its Meta kernel
+  // accepts (bool subtraction, a float alpha of an integral add, complex of
+  // mixed dtypes, searchsorted's sides and outs): probed on the CPU.
+  bool probes_on_cpu = false;
+  // Those refusals depend on the arguments' kinds alone (dtypes, ranks, the
+  // kinds of numbers), not on numbers' values.
+  bool probe_by_kinds = false;
 };
 
 // The facts of `op` (all false for an op the table does not name). Cached;

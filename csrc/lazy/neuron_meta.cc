@@ -65,10 +65,16 @@ void SetNeuronMetaKernel(const c10::OperatorHandle& op, c10::KernelFunction kern
 bool HasNeuronMetaKernel(const c10::OperatorHandle& op) { return TheKernels().Find(op) != nullptr; }
 
 void RunNeuronMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const c10::DispatchKeySet meta_keys(c10::DispatchKey::Meta);
   if (const c10::KernelFunction* kernel = TheKernels().Find(op)) {
-    kernel->callBoxed(op, meta_keys, stack);
-  } else if (const c10::KernelFunction* structured = StructuredMetaKernel(op)) {
+    kernel->callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+  } else {
+    RunOwnMeta(op, stack);
+  }
+}
+
+void RunOwnMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::DispatchKeySet meta_keys(c10::DispatchKey::Meta);
+  if (const c10::KernelFunction* structured = StructuredMetaKernel(op)) {
     // The CPU's own meta function (its checks and messages), where the
     // dispatcher's Meta kernel is a Python one (structured_meta.h).
     structured->callBoxed(op, meta_keys, stack);

@@ -34,6 +34,10 @@ bool HasNeuronMetaKernel(const c10::OperatorHandle& op);
 // the op's Meta kernel (as op.redispatchBoxed(Meta) does).
 void RunNeuronMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Runs `op`'s own Meta kernel on `stack` (what RunNeuronMeta runs where `op`
+// has no neuron Meta kernel): neuron's Meta kernels call it after their checks.
+void RunOwnMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // Sets the in-place _foreach_* ops' neuron Meta kernels (foreach_meta.cc), once.
 void RegisterForeachMeta();
 

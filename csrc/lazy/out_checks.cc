@@ -19,6 +19,7 @@
 
 #include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
+#include "lazy/cpu_parity.h"
 #include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
 #include "lazy/overlap_checks.h"
@@ -82,45 +83,6 @@ bool IsInputError(const std::exception& e) {
     if (what.find(unanswerable) != std::string::npos) return false;
   }
   return true;
-}
-
-// The CPU's words for the refs' unsafe-cast error ("Attempting to cast from
-// torch.float32 to out tensor with dtype torch.int64, ..."): "result type Float
-// can't be cast to the desired output type Long". Empty where it is another.
-std::string CpuCastMessage(const std::string& what) {
-  static const std::pair<const char*, c10::ScalarType> kNames[] = {{"float32", c10::kFloat},
-                                                                   {"float64", c10::kDouble},
-                                                                   {"float16", c10::kHalf},
-                                                                   {"bfloat16", c10::kBFloat16},
-                                                                   {"complex64", c10::kComplexFloat},
-                                                                   {"complex128", c10::kComplexDouble},
-                                                                   {"complex32", c10::kComplexHalf},
-                                                                   {"uint8", c10::kByte},
-                                                                   {"int8", c10::kChar},
-                                                                   {"int16", c10::kShort},
-                                                                   {"int32", c10::kInt},
-                                                                   {"int64", c10::kLong},
-                                                                   {"bool", c10::kBool},
-                                                                   {"uint16", c10::kUInt16},
-                                                                   {"uint32", c10::kUInt32},
-                                                                   {"uint64", c10::kUInt64}};
-  auto dtype_after = [&](const std::string& marker) -> std::optional<c10::ScalarType> {
-    const size_t at = what.find(marker);
-    if (at == std::string::npos) return std::nullopt;
-    const size_t start = at + marker.size();
-    const size_t end = what.find_first_of(" ,", start);
-    const std::string name = what.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    for (const auto& [n, dtype] : kNames) {
-      if (name == n) return dtype;
-    }
-    return std::nullopt;
-  };
-  if (what.find("but this can't be cast because it is not safe") == std::string::npos) return "";
-  const std::optional<c10::ScalarType> from = dtype_after("Attempting to cast from torch.");
-  const std::optional<c10::ScalarType> to = dtype_after("to out tensor with dtype torch.");
-  if (!from || !to) return "";
-  return std::string("result type ") + c10::toString(*from) + " can't be cast to the desired output type " +
-         c10::toString(*to);
 }
 
 c10::IValue ToCpu(const c10::IValue& v) {
@@ -195,9 +157,7 @@ void CheckOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, Proceed p
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
     if (!op.schema().arguments()[i].is_out() || !v.isTensor() || !v.toTensor().defined()) continue;
-    TORCH_CHECK(at::has_internal_overlap(v.toTensor()) != at::MemOverlap::Yes,
-                "unsupported operation: more than one element of the written-to tensor refers to a single "
-                "memory location. Please clone() the tensor before performing the operation.");
+    TORCH_CHECK(at::has_internal_overlap(v.toTensor()) != at::MemOverlap::Yes, kOverlapMessage);
   }
   const std::string& name = op.schema().name();
   // An out that overlaps an input (pow(x[1:], 2, out=x[:-1]), cat into one of

@@ -11,9 +11,13 @@
 
 #include "compiler/compile_request.h"
 #include "compiler/compiler.h"
+#include "ir/op_traits.h"
 #include "ir/printer.h"
 #include "lazy/executable_cache.h"
 #include "lazy/bridge.h"
+#include "lazy/cpu_parity.h"
+#include "lazy/neuron_inplace.h"
+#include "lazy/neuron_meta.h"
 #include "lazy/functionalize_fast.h"
 #include "lazy/out_checks.h"
 #include "lazy/execution_mode.h"
@@ -175,6 +179,24 @@ void BindLazy(py::module_& m) {
   m.def("_set_functionalize_fast_paths", [](bool on) { lazy::SetFunctionalizeFastPaths(on); });
   m.def("_functionalize_fast_path_ops", [] { return lazy::FunctionalizeFastPathOps(); });
   m.def("_register_out_checks", [] { return lazy::RegisterOutChecks(); });
+  // The CPU's errors at the call, as neuron's Meta kernels (lazy/cpu_parity.h).
+  m.def("_register_cpu_parity", [] { return lazy::RegisterCpuParity(); });
+  m.def("_neuron_meta_ops", [] { return lazy::NeuronMetaKernelOps(); });
+  m.def("_neuron_inplace_ops", [] { return lazy::NeuronInPlaceOps(); });
+  m.def("_neuron_inplace_ops_run_functional", [] { return lazy::NeuronInPlaceOpsRunFunctional(); });
+  // The CPU-parity traits of an op ("aten::add_.Tensor"), for tests.
+  m.def("_cpu_parity_traits", [](const std::string& op) {
+    const ir::OpTraits& t = ir::TraitsOf(op);
+    py::dict d;
+    d["writes_overlapping_memory"] = t.writes_overlapping_memory;
+    d["writes_metadata_only"] = t.writes_metadata_only;
+    d["elementwise_untagged"] = t.elementwise_untagged;
+    d["casts_before_own_checks"] = t.casts_before_own_checks;
+    d["probes_random_parameters"] = t.probes_random_parameters;
+    d["probes_on_cpu"] = t.probes_on_cpu;
+    d["probe_by_kinds"] = t.probe_by_kinds;
+    return d;
+  });
   // Syncs run without the GIL: a sync may wait for a lock (eager mode's
   // device group) held by a thread that wants the GIL (a compile asking for
   // the user's source line), or join a compile another thread leads.

@@ -14,7 +14,6 @@ void BindDevice(pybind11::module_& m);
 void BindDynamo(pybind11::module_& m);
 void BindEager(pybind11::module_& m);
 void BindLazy(pybind11::module_& m);
-void BindMetaMemo(pybind11::module_& m);
 void BindMetrics(pybind11::module_& m);
 void BindProfiler(pybind11::module_& m);
 void BindRegistry(pybind11::module_& m);

@@ -60,7 +60,6 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindMetrics(m);
   torch_neuron::python::BindProfiler(m);
   torch_neuron::python::BindLazy(m);
-  torch_neuron::python::BindMetaMemo(m);
   torch_neuron::python::BindEager(m);
   torch_neuron::python::BindDynamo(m);
   torch_neuron::python::BindRegistry(m);

@@ -4,28 +4,46 @@ Neuron ops are checked by their Meta kernels at trace time; PyTorch's Python
 Meta kernels of in-place ops skipped the CPU's broadcast check (about thirty
 binary ops) and its internal-overlap check (all of them), so neuron accepted
 ``x.atan2_(y)`` with ``y`` broadcasting ``x`` bigger and wrote into expanded
-tensors. torch_neuron/_meta_checks.py adds the checks. Every in-place op of
-PyTorch's decomposition tables is tried here with both kinds of bad input on
-the CPU and on neuron: both must raise the same error, or neither. The checks
-are neuron's Meta kernels (csrc/lazy/neuron_meta.h): meta tensors keep PyTorch's
-own (test_dispatch_isolation.py).
+tensors. csrc/lazy/cpu_parity.h adds the checks. Every in-place op that has
+them is tried here with both kinds of bad input on the CPU and on neuron: both
+must raise the same error, or neither. The checks are neuron's Meta kernels
+(csrc/lazy/neuron_meta.h): meta tensors keep PyTorch's own
+(test_dispatch_isolation.py).
 """
 
+import subprocess
+import sys
 import warnings
 
 import pytest
 import torch
 
 import torch_neuron
-from torch_neuron import _kernel_checks, _meta_checks
+from python_calls import python_calls
 
 DEV = "neuron"
 
+PYTHON_META_FILES = ("torch/_meta_registrations.py", "torch/_refs/", "torch/_prims/", "torch/_prims_common/")
+
+
+def _op(name):
+    """The OpOverload of "aten::add_.Tensor"."""
+    packet, _, overload = name[len("aten::"):].partition(".")
+    return getattr(getattr(torch.ops.aten, packet), overload or "default")
+
 
 def _inplace_ops():
-    # The ops whose Meta kernel is PyTorch's Python function, which the checks
-    # go in front of (copy_'s is C++: see SUPPORT.md).
-    return [op for op in _meta_checks._inplace_ops() if _meta_checks.original_meta_kernel(op)]
+    # The in-place ops (self written, no out=) with neuron's CPU-parity Meta
+    # kernel, sorted.
+    ops = []
+    for name in torch_neuron._C._neuron_meta_ops():
+        op = _op(name)
+        first = op._schema.arguments[0] if op._schema.arguments else None
+        if (first is None or str(first.type) != "Tensor" or first.alias_info is None
+                or not first.alias_info.is_write or any(a.is_out for a in op._schema.arguments)):
+            continue
+        ops.append(op)
+    return ops
 
 
 def _arguments(op, device, bad):
@@ -94,24 +112,37 @@ def test_every_inplace_op_rejects_what_the_cpu_rejects(bad):
     assert not differ, "\n".join(f"{op}: CPU {c!r}, neuron {d!r}" for op, (c, d) in differ.items())
 
 
-def test_the_list_of_lax_broadcast_meta_kernels_matches_torch():
-    # Every op whose own Meta kernel accepts the broadcast is in LAX_BROADCAST:
-    # a torch upgrade that breaks another one shows here.
+def _checks_broadcast(op):
+    # cpu_parity.cc: pointwise ops, and the elementwise ops without the tag.
+    traits = torch_neuron._C._cpu_parity_traits(f"{op._schema.name}.{op._overloadname}".replace(".default", ""))
+    return torch.Tag.pointwise in op.tags or traits["elementwise_untagged"]
+
+
+def test_every_meta_kernel_that_accepts_a_broadcast_of_self_is_behind_the_broadcast_check():
+    # Every op whose own Meta kernel accepts the broadcast the CPU refuses
+    # gets the CPU's check: a torch upgrade that breaks another one shows here.
     lax = set()
     keyset = torch._C._dispatch_keys(torch.empty(0, device="meta"))
-    for op in _meta_checks._inplace_ops():  # noqa: B007
-        kernel = _meta_checks.original_meta_kernel(op)
+    for op in _inplace_ops():
+        cpu = _outcome(op, "cpu", "broadcast")
+        if cpu is None or not cpu.startswith("RuntimeError: output with shape"):
+            continue
+        try:
+            kernel = torch.library.get_kernel(op, "Meta")
+        except RuntimeError:
+            continue
         args = _arguments(op, "meta", "broadcast")
-        if kernel is None or args is None or sum(isinstance(a, torch.Tensor) for a in args) < 2:
+        if args is None or sum(isinstance(a, torch.Tensor) for a in args) < 2:
             continue
         try:
             kernel.call_boxed(keyset, *args)
         except Exception:
             continue
-        lax.add(f"{op._schema.name.split('::')[1]}.{op._overloadname}")
-    lax.discard("rrelu_with_noise_.default")  # noise is not broadcast: the CPU checks it elsewhere
+        lax.add(op)
+    lax.discard(torch.ops.aten.rrelu_with_noise_.default)  # noise is not broadcast: the CPU checks it elsewhere
     assert lax, "no lax Meta kernel left: the checks may be dropped"
-    assert lax <= set(_meta_checks.LAX_BROADCAST), lax - set(_meta_checks.LAX_BROADCAST)
+    unchecked = sorted(str(op) for op in lax if not _checks_broadcast(op))
+    assert not unchecked, unchecked
 
 
 def test_atan2_and_pow_broadcast_errors_at_the_call():
@@ -332,34 +363,22 @@ def test_index_put_refuses_shapes_that_do_not_broadcast_at_the_call(call):
     assert neuron == cpu
 
 
-def _count_python_meta_calls(monkeypatch, op):
-    """A list that grows by one at each call of `op`'s Python Meta kernel."""
-    calls = []
-    original = _meta_checks._python_metas[op]
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    monkeypatch.setitem(_meta_checks._python_metas, op, counted)
-    return calls
+def _runs_python_meta(call):
+    """Whether PyTorch's Python Meta kernels (torch._refs, _meta_registrations) run in call()."""
+    return len(python_calls(call, lambda filename: any(f in filename for f in PYTHON_META_FILES))) > 0
 
 
-def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(monkeypatch):
+def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked():
     # Pointwise in-place ops remember the signatures that passed their checks
     # (a torch._refs Meta kernel cost about 100 us a call, every call); a new
     # signature, a bad one included, is checked as before.
-    calls = _count_python_meta_calls(monkeypatch, torch.ops.aten.add_.Tensor)
     x, y = torch.ones(5, 7, device="neuron"), torch.ones(5, 7, device="neuron")
-    x.add_(y)
-    assert len(calls) == 1
-    x.add_(y)
-    assert len(calls) == 1
-    x.add_(y, alpha=0.5)
-    x.add_(y, alpha=0.25)  # float values are not part of the signature
-    assert len(calls) == 2
-    x.add_(y, alpha=2)  # an integer's value is
-    assert len(calls) == 3
+    ran = [_runs_python_meta(call) for call in (
+        lambda: x.add_(y), lambda: x.add_(y),
+        lambda: x.add_(y, alpha=0.5),
+        lambda: x.add_(y, alpha=0.25),  # float values are not part of the signature
+        lambda: x.add_(y, alpha=2))]  # an integer's value is
+    assert ran == [True, False, True, False, True]
     with pytest.raises(RuntimeError, match=r"output with shape \[5, 7\] doesn't match the broadcast shape"):
         x.add_(torch.ones(2, 5, 7, device="neuron"))
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single"):
@@ -371,19 +390,18 @@ def test_a_passed_signature_skips_the_python_meta_kernel_and_another_is_checked(
     torch.testing.assert_close(x.cpu(), torch.full((5, 7), 5.75))
 
 
-def test_out_ops_remember_passed_signatures_and_still_resize_a_new_out(monkeypatch):
-    calls = _count_python_meta_calls(monkeypatch, torch.ops.aten.mul.out)
+def test_out_ops_remember_passed_signatures_and_still_resize_a_new_out():
     x = torch.arange(6.0, device="neuron").reshape(2, 3)
     out = torch.empty(2, 3, device="neuron")
-    torch.mul(x, 2.0, out=out)
-    torch.mul(x, 3.0, out=out)  # float values are not part of the signature
-    assert len(calls) == 1
     small = torch.empty(0, device="neuron")
-    torch.mul(x, 2.0, out=small)  # resized: its signature is not remembered
-    assert small.shape == (2, 3) and len(calls) == 2
     again = torch.empty(0, device="neuron")
-    torch.mul(x, 2.0, out=again)
-    assert again.shape == (2, 3) and len(calls) == 3
+    ran = [_runs_python_meta(call) for call in (
+        lambda: torch.mul(x, 2.0, out=out),
+        lambda: torch.mul(x, 3.0, out=out),  # float values are not part of the signature
+        lambda: torch.mul(x, 2.0, out=small),  # resized: its signature is not remembered
+        lambda: torch.mul(x, 2.0, out=again))]
+    assert ran == [True, False, True, True]
+    assert small.shape == (2, 3) and again.shape == (2, 3)
     with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
         torch.mul(x, 2.0, out=torch.empty(2, 3, dtype=torch.int64, device="neuron"))
     torch.testing.assert_close(out.cpu(), torch.arange(6.0).reshape(2, 3) * 3)
@@ -461,20 +479,35 @@ def test_bucketize_and_searchsorted_refuse_what_the_cpu_refuses_at_the_call(call
     assert neuron == cpu
 
 
-def test_searchsorted_warns_of_non_contiguous_arguments_as_the_cpu_does(monkeypatch):
-    monkeypatch.setattr(_kernel_checks, "_warned_once", set())
-    boundaries = torch.tensor([[1.0, 3.0], [2.0, 4.0]]).t()  # each column sorted
-    values = torch.tensor([[2, 0], [3, 5]]).t()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = torch.searchsorted(boundaries.to(DEV), values.to(DEV))
-        again = torch.bucketize(values.to(DEV), torch.tensor([1, 2, 3], device=DEV))
-    messages = [str(w.message) for w in caught]
-    assert [m.split(",")[0] for m in messages] == [
+_NON_CONTIGUOUS_SEARCH = """
+import warnings
+import torch
+device = {device!r}
+boundaries = torch.tensor([[1.0, 3.0], [2.0, 4.0]]).t()  # each column sorted
+values = torch.tensor([[2, 0], [3, 5]]).t()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    result = torch.searchsorted(boundaries.to(device), values.to(device))
+    again = torch.bucketize(values.to(device), torch.tensor([1, 2, 3], device=device))
+for w in caught:
+    if "non-contiguous" in str(w.message):
+        print(str(w.message).split(",")[0])
+assert torch.equal(result.cpu(), torch.searchsorted(boundaries, values))
+assert torch.equal(again.cpu(), torch.bucketize(values, torch.tensor([1, 2, 3])))
+"""
+
+
+def test_searchsorted_warns_of_non_contiguous_arguments_as_the_cpu_does():
+    # Once per process each: a fresh process per device.
+    printed = {}
+    for device in ("cpu", DEV):
+        run = subprocess.run([sys.executable, "-c", _NON_CONTIGUOUS_SEARCH.format(device=device)],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        printed[device] = run.stdout.splitlines()
+    assert printed[DEV] == printed["cpu"] == [
         "torch.searchsorted(): input value tensor is non-contiguous",
-        "torch.searchsorted(): boundary tensor is non-contiguous"]  # once each per process, as the CPU
-    assert torch.equal(result.cpu(), torch.searchsorted(boundaries, values))
-    assert torch.equal(again.cpu(), torch.bucketize(values, torch.tensor([1, 2, 3])))
+        "torch.searchsorted(): boundary tensor is non-contiguous"]
 
 
 _B2 = torch.ones(2, dtype=torch.bool)

@@ -31,7 +31,7 @@ UNSAFE_FOR = {torch.float32: torch.int64, torch.int64: torch.bool, torch.bool: N
 # What neuron still accepts that the CPU refuses, and why (docs/SUPPORT.md).
 KNOWN_DIFFERENCES = {
     # Its Meta kernel lacks the CPU kernel's check of the out dtype (pointwise
-    # ops take the CPU's checks from a probe, _meta_checks.py).
+    # ops take the CPU's checks from a probe, csrc/lazy/cpu_parity.cc).
     "linalg.solve_triangular (unsafe)": ("RuntimeError", "accepted"),
     # The CPU has no normal kernel for int64; neuron draws float32 (from the
     # neuron generator, so not on the CPU's kernel) and converts.

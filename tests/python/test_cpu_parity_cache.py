@@ -1,13 +1,13 @@
-"""The C++ signature memo in front of neuron's Python Meta kernels of pointwise
-in-place and out= ops (csrc/python/meta_memo.cc, torch_neuron/_meta_checks.py).
+"""The signature cache of neuron's CPU-parity Meta kernels of pointwise in-place
+and out= ops (csrc/lazy/cpu_parity.h).
 
 Neuron checks every in-place op on meta copies of its arguments before it
 traces the op (csrc/lazy/neuron_inplace.h), and every out= op before it writes
 (csrc/lazy/out_checks.cc). A signature (dtypes, sizes, strides, number types,
-integer values) that passed the checks once is not checked again, and no Python
-runs; anything else reaches the Python kernel as before: new signatures, bad
-ones (every time). Meta and fake tensors never reach the memo: they keep
-PyTorch's own Meta kernels.
+integer values) that passed the checks once is not checked again, and neither
+the checks nor the op's own (Python) Meta kernel run; anything else is checked
+as before: new signatures, bad ones (every time). Meta and fake tensors never
+reach the cache: they keep PyTorch's own Meta kernels.
 """
 
 import threading
@@ -23,7 +23,7 @@ from python_calls import python_calls as calls_in
 
 def memo_counts():
     c = torch_neuron.metrics.counters()
-    return c.get("trace.meta_memo.hit.count", 0), c.get("trace.meta_memo.miss.count", 0)
+    return c.get("trace.cpu_parity.hit.count", 0), c.get("trace.cpu_parity.miss.count", 0)
 
 
 def python_calls(fn):
@@ -31,18 +31,18 @@ def python_calls(fn):
     return calls_in(fn, lambda filename: filename != __file__)
 
 
-def test_the_memo_is_neurons_meta_kernel_of_pointwise_in_place_and_out_ops_and_not_the_meta_keys():
+def test_the_cache_is_neurons_meta_kernel_of_pointwise_in_place_and_out_ops_and_not_the_meta_keys():
     for op in ("aten::add_.Tensor", "aten::mul_.Scalar", "aten::addcmul_", "aten::mul.out"):
         assert op in torch_neuron._C._neuron_meta_ops()
         meta = torch._C._dispatch_dump(op).split("\nMeta: ")[1].splitlines()[0]
-        assert "torch_neuron" not in meta and "meta_memo.cc" not in meta, (op, meta)
+        assert "torch_neuron" not in meta and "cpu_parity.cc" not in meta, (op, meta)
 
 
 def test_a_repeated_in_place_signature_runs_no_python_and_matches_the_cpu():
     gen = torch.Generator().manual_seed(0)
     x, y, z = (torch.randn(4, 6, generator=gen) for _ in range(3))
     nx, ny, nz = x.to("neuron"), y.to("neuron"), z.to("neuron")
-    nz.mul_(ny).add_(nx, alpha=2)  # first time: checked in Python
+    nz.mul_(ny).add_(nx, alpha=2)  # first time: checked, and the Meta kernels run
     z.mul_(y).add_(x, alpha=2)
     hits, misses = memo_counts()
     assert python_calls(lambda: [nz.mul_(ny).add_(nx, alpha=2) for _ in range(5)]) == []
@@ -68,8 +68,8 @@ def test_a_failing_signature_fails_every_time(device):
 
 
 def test_integer_values_are_part_of_the_signature_and_float_values_are_not():
-    # Integer and bool values can decide a check (the Python kernels see
-    # numbers); a float's value cannot. (A Python number the binding wrapped
+    # Integer and bool values can decide a check (pow_ of an integer tensor
+    # by a negative integer); a float's value cannot. (A Python number the binding wrapped
     # into a tensor reaches the checks as a meta tensor, as functionalization
     # makes its meta copies: its value is not seen.)
     x, y = torch.ones(3, 4, device="neuron"), torch.ones(3, 4, device="neuron")
@@ -116,7 +116,7 @@ def test_an_out_that_was_resized_is_checked_again():
 
 
 def test_threads_checking_at_once_get_their_own_results():
-    # The memo is shared by threads that trace at once (the GIL is released
+    # The cache is shared by threads that trace at once (the GIL is released
     # around each op); every thread sees its own shapes' outcome.
     errors = []
 
