@@ -92,10 +92,36 @@ TEST(OpTraitsTest, ViewFormsAndStrideAgnosticReaders) {
   EXPECT_FALSE(TraitsOf("aten::cat").stride_agnostic);
 }
 
+TEST(OpTraitsTest, CpuParityTraitsByTheOperatorsNameForEveryOverload) {
+  EXPECT_TRUE(TraitsOf("aten::fill_.Scalar").writes_overlapping_memory);
+  EXPECT_TRUE(TraitsOf("aten::zero_").writes_overlapping_memory);
+  EXPECT_FALSE(TraitsOf("aten::add_.Tensor").writes_overlapping_memory);
+  EXPECT_FALSE(TraitsOf("aten::fill").writes_overlapping_memory);  // the functional form writes nothing
+  EXPECT_TRUE(TraitsOf("aten::requires_grad_").writes_metadata_only);
+  EXPECT_FALSE(TraitsOf("aten::copy_").writes_metadata_only);
+  EXPECT_TRUE(TraitsOf("aten::eq_.Tensor").elementwise_untagged);
+  EXPECT_TRUE(TraitsOf("aten::__iand__.Scalar").elementwise_untagged);
+  EXPECT_FALSE(TraitsOf("aten::eq.Tensor").elementwise_untagged);
+  EXPECT_TRUE(TraitsOf("aten::__irshift__.Tensor").casts_before_own_checks);
+  EXPECT_FALSE(TraitsOf("aten::bitwise_right_shift_.Tensor").casts_before_own_checks);
+  EXPECT_TRUE(TraitsOf("aten::random_.from").probes_random_parameters);
+  EXPECT_TRUE(TraitsOf("aten::bernoulli_.float").probes_random_parameters);
+  EXPECT_FALSE(TraitsOf("aten::bernoulli.p").probes_random_parameters);
+  EXPECT_TRUE(TraitsOf("aten::bernoulli.p").probes_on_cpu);
+  EXPECT_TRUE(TraitsOf("aten::searchsorted.Tensor_out").probes_on_cpu);
+  EXPECT_FALSE(TraitsOf("aten::searchsorted.Tensor_out").probe_by_kinds);
+  EXPECT_TRUE(TraitsOf("aten::sub_.Tensor").probes_on_cpu && TraitsOf("aten::sub_.Tensor").probe_by_kinds);
+  EXPECT_TRUE(TraitsOf("aten::rsub.Scalar").probe_by_kinds);
+  EXPECT_FALSE(TraitsOf("aten::mul.Tensor").probes_on_cpu);
+}
+
 TEST(OpTraitsTest, AnUnknownOpHasNoTraitsAndAnswersAreStable) {
   const OpTraits& t = TraitsOf("custom::mystery.op");
   EXPECT_FALSE(t.data_dependent || t.identity || t.cpu_index_tensors || t.random ||
                t.shape_from_scalar_values || t.addresses_storage || t.stride_agnostic);
+  EXPECT_FALSE(t.writes_overlapping_memory || t.writes_metadata_only || t.elementwise_untagged ||
+               t.casts_before_own_checks || t.probes_random_parameters || t.probes_on_cpu ||
+               t.probe_by_kinds);
   EXPECT_EQ(t.fill, FillKind::kNone);
   EXPECT_TRUE(t.view_form.empty());
   EXPECT_EQ(&TraitsOf(std::string("custom::mystery.op")), &t);  // cached: one entry per name
