@@ -12,7 +12,8 @@
 // functionalization fast paths, lift_fresh/copy_ and the factories at
 // PythonTLSSnapshot (lazy/bridge.h), the out=
 // checks (lazy/out_checks.h) and the in-place kernels of ops with neuron Meta
-// checks (lazy/neuron_inplace.h).
+// checks (lazy/neuron_inplace.h), which lazy/cpu_parity.h registers with its
+// Meta kernels (those are neuron's own table, never a dispatch key's).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
