@@ -1,6 +1,7 @@
 #include "lazy/out_checks.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <ATen/core/enum_tag.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/arange.h>
@@ -278,6 +279,76 @@ class InferenceModeOutChecks final : public c10::OperatorKernel {
   c10::SafeKernelFunction original_;
 };
 
+// A composite out= kernel (CompositeImplicitAutograd) may, for tensors it
+// counts as subclasses (isTensorSubclassLike: a functional wrapper, so every
+// neuron tensor), compute a new tensor and rebind its own reference to `out`
+// instead of writing into it: linalg_matrix_rank(out=) returned the rank and
+// left `out` as it was. On the CPU the same kernel writes `out`. After the
+// kernel, an out= argument whose return is another tensor takes that result
+// as the CPU's kernel gives it (resized as resize_output does, then copied)
+// and is returned in its place.
+void CallWritingBack(const c10::SafeKernelFunction& kernel, const c10::OperatorHandle& op,
+                     c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].is_out() && (*stack)[base + i].isTensor()) outs.push_back((*stack)[base + i].toTensor());
+  }
+  kernel.callBoxed(op, ks, stack);
+  const size_t returns = op.schema().returns().size();
+  if (outs.size() != returns || stack->size() < returns) return;
+  const size_t first = stack->size() - returns;
+  for (size_t k = 0; k < returns; ++k) {
+    c10::IValue& ret = (*stack)[first + k];
+    at::Tensor& out = outs[k];
+    if (!ret.isTensor() || !out.defined() ||
+        ret.toTensor().unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) {
+      continue;
+    }
+    const at::Tensor result = ret.toTensor();
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+    ret = out;
+  }
+}
+
+// At AutogradPrivateUse1: the composite kernel, its outs written back.
+class CompositeOutWriteBack final : public c10::OperatorKernel {
+ public:
+  explicit CompositeOutWriteBack(c10::SafeKernelFunction composite) : composite_(std::move(composite)) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    CallWritingBack(composite_, op, ks, stack);
+  }
+
+ private:
+  c10::SafeKernelFunction composite_;
+};
+
+// At Functionalize: inference_mode skips the autograd keys, so a neuron call
+// of a composite out= op met functionalization's fallback, which refuses an op
+// returning an alias of its input ("Found a custom (non-ATen) operator whose
+// output has alias annotations"); the CPU runs the composite. For neuron calls
+// in inference mode the composite runs here, as at AutogradPrivateUse1; every
+// other call goes on to the kernel that was there.
+class CompositeOutInInferenceMode final : public c10::OperatorKernel {
+ public:
+  CompositeOutInInferenceMode(c10::SafeKernelFunction original, c10::SafeKernelFunction composite)
+      : original_(std::move(original)), composite_(std::move(composite)) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const size_t base = stack->size() - op.schema().arguments().size();
+    if (c10::InferenceMode::is_enabled() && HasNeuronTensor(*stack, base)) {
+      CallWritingBack(composite_, op, ks, stack);
+      return;
+    }
+    original_.callBoxed(op, ks, stack);
+  }
+
+ private:
+  c10::SafeKernelFunction original_;
+  c10::SafeKernelFunction composite_;
+};
+
 }  // namespace
 
 int RegisterOutChecks() {
@@ -290,9 +361,22 @@ int RegisterOutChecks() {
     ForEachAtenOp([&](const c10::OperatorHandle& op, const std::string& overload) {
       bool out_fn = false;
       for (const c10::Argument& arg : op.schema().arguments()) out_fn |= arg.is_out();
-      // A composite decomposes into ops that are checked themselves. (An op
-      // without a Meta kernel runs as the CPU's kernel: RunOnCpu.)
-      if (!out_fn || op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return;
+      if (!out_fn) return;
+      // A composite decomposes into ops that are checked themselves (an op
+      // without a Meta kernel runs as the CPU's kernel: RunOnCpu); what it
+      // returns is written into its out= arguments if it did not write them.
+      if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+        SilenceOverrideWarnings silence;
+        c10::SafeKernelFunction composite =
+            op.getComputedKernelForDispatchKey(c10::DispatchKey::AutogradPrivateUse1);
+        lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                        std::make_unique<CompositeOutWriteBack>(composite)));
+        functionalize->impl(
+            overload.c_str(),
+            torch::CppFunction::makeFromBoxedFunctor(std::make_unique<CompositeOutInInferenceMode>(
+                op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), composite)));
+        return;
+      }
       lib->impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunction<&CheckedOut>());
       if (op.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) {
         SilenceOverrideWarnings silence;

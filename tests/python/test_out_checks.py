@@ -307,3 +307,33 @@ def test_an_in_place_op_writing_over_its_argument_is_refused_as_on_the_cpu(call)
     # Functionalization computes an in-place op from the values before the
     # write: these went through with a result where the CPU refuses the call.
     assert _overlap_outcome(call, "neuron") == _overlap_outcome(call, "cpu")
+
+
+# --- composite out= kernels: what they return is what out holds -------------------
+
+COMPOSITE_OUTS = [
+    # linalg_matrix_rank(out=) rebinds its own reference to a new tensor for
+    # tensors it counts as subclasses (a functional wrapper): out stayed unwritten.
+    ("matrix_rank", lambda x, out: torch.linalg.matrix_rank(x, out=out), torch.int64),
+    ("matrix_rank_atol", lambda x, out: torch.linalg.matrix_rank(x, atol=0.5, rtol=0.0, out=out), torch.int64),
+    ("linalg_norm", lambda x, out: torch.linalg.norm(x, out=out), torch.float64),
+    ("pinv", lambda x, out: torch.linalg.pinv(x, out=out), torch.float64),
+    ("matmul", lambda x, out: torch.matmul(x, x, out=out), torch.float64),
+]
+
+
+@pytest.mark.parametrize("mode", ["grad", "inference_mode"])
+@pytest.mark.parametrize("name, fn, dtype", COMPOSITE_OUTS, ids=[c[0] for c in COMPOSITE_OUTS])
+def test_a_composite_out_op_writes_out_and_returns_it_as_on_the_cpu(name, fn, dtype, mode):
+    # Under inference_mode the autograd keys are skipped: the composite met
+    # functionalization's fallback, which refused it ("alias annotations").
+    x = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    context = torch.inference_mode if mode == "inference_mode" else torch.enable_grad
+    with context():
+        want_out = torch.full((0,), 7, dtype=dtype)
+        want = fn(x, want_out)
+        out = torch.full((0,), 7, dtype=dtype).to("neuron")
+        got = fn(x.to("neuron"), out)
+    assert (got is out) == (want is want_out)
+    assert out.shape == want_out.shape
+    torch.testing.assert_close(out.cpu(), want_out)
