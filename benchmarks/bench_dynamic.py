@@ -106,47 +106,15 @@ def train_run(peer: str, model, data) -> dict:
 def steady_peers(model, steps: int) -> dict:
     ids = torch.randint(0, VOCAB, (2, 32), generator=torch.Generator().manual_seed(2)).to("neuron")
 
-    def make(dynamic: bool):
-        m = copy.deepcopy(model).to("neuron")
-        step = torch.compile(m, backend="neuron", dynamic=False if not dynamic else None)
-        opt = torch.optim.SGD(m.parameters(), lr=0.01)
-        x = ids.clone()
-        if dynamic:
-            torch._dynamo.mark_dynamic(x, 1)
+    def timed_steps(forward, params, setting: dict, x):
+        """A peer: warmed up by two steps, then `steps` steps per sample, waited for."""
+        opt = torch.optim.SGD(params, lr=0.01)
 
         def one():
-            step(x, labels=x).loss.backward()
+            forward(x, labels=x).loss.backward()
             opt.step()
             opt.zero_grad()
             torch_neuron.mark_step()
-
-        for _ in range(2):
-            one()
-        torch_neuron.wait_device_ops()
-
-        def run() -> float:
-            start = time.perf_counter()
-            for _ in range(steps):
-                one()
-            torch_neuron.wait_device_ops()
-            return (time.perf_counter() - start) / steps * 1e3
-        return run
-
-    def make_lazy(dynamic: bool):
-        m = copy.deepcopy(model).to("neuron")
-        opt = torch.optim.SGD(m.parameters(), lr=0.01)
-        setting = {"TORCH_NEURON_DYNAMIC_SHAPES": "1" if dynamic else "0"}
-
-        def one():
-            m(ids, labels=ids).loss.backward()
-            opt.step()
-            opt.zero_grad()
-            torch_neuron.mark_step()
-
-        with torch_neuron.config.override(**setting):
-            for _ in range(2):
-                one()
-            torch_neuron.wait_device_ops()
 
         def run() -> float:
             with torch_neuron.config.override(**setting):
@@ -155,7 +123,24 @@ def steady_peers(model, steps: int) -> dict:
                     one()
                 torch_neuron.wait_device_ops()
                 return (time.perf_counter() - start) / steps * 1e3
+
+        with torch_neuron.config.override(**setting):
+            for _ in range(2):
+                one()
+            torch_neuron.wait_device_ops()
         return run
+
+    def make(dynamic: bool):
+        m = copy.deepcopy(model).to("neuron")
+        x = ids.clone()
+        if dynamic:
+            torch._dynamo.mark_dynamic(x, 1)
+        step = torch.compile(m, backend="neuron", dynamic=None if dynamic else False)
+        return timed_steps(step, m.parameters(), {}, x)
+
+    def make_lazy(dynamic: bool):
+        m = copy.deepcopy(model).to("neuron")
+        return timed_steps(m, m.parameters(), {"TORCH_NEURON_DYNAMIC_SHAPES": "1" if dynamic else "0"}, ids)
 
     return {"static": make(False), "generic": make(True), "lazy": make_lazy(False),
             "lazy_dynamic": make_lazy(True)}
