@@ -113,8 +113,10 @@ bool RunOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t ba
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
     if (schema.arguments()[i].is_out()) {
-      // The out's shape and dtype, which the CPU kernel checks and resizes.
-      cpu_stack.push_back(at::empty(v.toTensor().sizes(), v.toTensor().options().device(c10::kCPU)));
+      // The out as it is: its shape and dtype, which the CPU kernel checks and
+      // resizes, and its values, which a kernel may read
+      // (_compute_linear_combination adds into out).
+      cpu_stack.push_back(v.toTensor().cpu());
     } else {
       cpu_stack.push_back(ToCpu(v));
     }

@@ -337,3 +337,19 @@ def test_a_composite_out_op_writes_out_and_returns_it_as_on_the_cpu(name, fn, dt
     assert (got is out) == (want is want_out)
     assert out.shape == want_out.shape
     torch.testing.assert_close(out.cpu(), want_out)
+
+
+@pytest.mark.parametrize("fill", [0.0, 1.0, 2.5])
+def test_compute_linear_combination_adds_into_its_out_as_on_the_cpu(fill):
+    # Its CPU kernel adds the combination to what out holds (matrix_exp's
+    # helper; PyTorch's test_linalg_matrix_exp_utils). Run as the CPU's kernel
+    # (no Meta kernel), it got a fresh out and neuron's out lost its values.
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 2, 2, generator=gen)
+    coefficients = torch.rand(5, 3, generator=gen)
+    results = []
+    for device in ("cpu", "neuron"):
+        out = torch.full((5, 2, 2), fill, device=device)
+        assert torch._compute_linear_combination(x.to(device), coefficients.to(device), out=out) is out
+        results.append(out.cpu())
+    torch.testing.assert_close(results[1], results[0], rtol=0, atol=1e-6)
