@@ -96,10 +96,24 @@ void CpuNansumAllDims(const c10::FunctionSchema& schema, const torch::jit::Stack
       ir::Shape(result->shapes[0].dtype(), std::vector<int64_t>(keep ? args[0].toTensor().dim() : 0, 1));
 }
 
+// multilabel_margin_loss_forward's loss is 0-dim for a 0-dim or 1-d target
+// (one sample) whatever the reduction on the CPU; the Meta kernel (a
+// decomposition over the input made 2-d) gives [1] without a reduction.
+void CpuMultilabelMarginLoss(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
+                             MetaResult* result) {
+  std::optional<int> target = schema.argumentIndexWithName("target");
+  if (!target || static_cast<size_t>(*target) >= args.size() || !args[*target].isTensor() ||
+      result->shapes.empty() || args[*target].toTensor().dim() > 1) {
+    return;
+  }
+  result->shapes[0] = ir::Shape(result->shapes[0].dtype(), std::vector<int64_t>{});
+}
+
 }  // namespace
 
 MetaFixup MetaFixupFor(const std::string& name) {
   if (name == "aten::nansum") return CpuNansumAllDims;
+  if (name == "aten::multilabel_margin_loss_forward") return CpuMultilabelMarginLoss;
   if (name == "aten::_embedding_bag" || name == "aten::_embedding_bag_forward_only") {
     return CpuEmbeddingBag;
   }

@@ -436,6 +436,28 @@ def test_nansum_reduces_the_dims_the_cpu_reduces(dim, keepdim, metrics):
     assert metrics.fallback_counts() == {}
 
 
+# multilabel_margin_loss of one sample (a 1-d or 0-dim input) is 0-dim on the
+# CPU whatever the reduction; torch's Meta kernel said [1] without one, and the
+# graph failed at the sync ("produced output 0 with sizes [], expected [1]").
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("shape", [(4,), (), (2, 4)])
+def test_multilabel_margin_loss_has_the_cpus_shapes(shape, reduction, metrics):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=gen, requires_grad=True)
+    target = torch.tensor([3, 0, -1, 1]) if len(shape) == 1 else (
+        torch.tensor(0) if not shape else torch.tensor([[3, 0, -1, 1], [1, -1, 2, 2]]))
+    expected = torch.nn.functional.multilabel_margin_loss(x, target, reduction=reduction)
+    expected.sum().backward()
+    x_neuron = x.detach().neuron().requires_grad_()
+    actual = torch.nn.functional.multilabel_margin_loss(x_neuron, target.neuron(), reduction=reduction)
+    assert actual.shape == expected.shape
+    actual.sum().backward()
+    torch.testing.assert_close(actual.cpu(), expected.detach(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(x_neuron.grad.cpu(), x.grad, rtol=1e-6, atol=1e-6)
+    # The forward is traced (the backward has no Meta kernel: the CPU's runs).
+    assert metrics.fallback_counts() == {"aten::multilabel_margin_loss_backward": 1}
+
+
 # An input the CPU kernel sees expanded (a sum's gradient is ones expanded to the
 # input's shape): the fallback gives the CPU kernel the same strides, and the
 # copy into them failed ("more than one element of the written-to tensor refers
