@@ -1,4 +1,5 @@
-// Neuron's Meta kernels for the in-place _foreach_* ops (neuron_meta.h).
+// Neuron's Meta kernels for the in-place _foreach_* ops and the functional
+// _foreach_add and _foreach_sub (neuron_meta.h).
 //
 // Before functionalization rewrites an in-place op into its functional form, it
 // runs the op once on meta copies of the arguments (the "meta reference"), so a
@@ -16,9 +17,14 @@
 // cast to self's. Tensors with symbolic sizes (FakeTensor under torch.compile)
 // take the original loop, whose Python meta functions handle SymInts.
 //
+// The functional forms' loop calls the per-tensor functional op, whose Python
+// Meta kernel accepts a bool subtraction the CPU refuses: the graph failed at
+// the next sync. The kernels here call ATen's structured meta functions
+// (at::meta::sub), whose checks are the CPU's.
+//
 // They are neuron's only (RegisterForeachMeta): neuron's in-place kernels
-// (neuron_inplace.h) run them for neuron tensors; the Meta dispatch key keeps
-// PyTorch's loop for everyone else. Ops not listed here keep the loop.
+// (neuron_inplace.h) and the tracer's shape inference run them for neuron
+// tensors; the Meta dispatch key keeps PyTorch's loop for everyone else. Ops not listed here keep the loop.
 #include <ATen/ScalarOps.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/ops/_foreach_add_native.h>
@@ -56,6 +62,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lazy/neuron_meta.h"
 
@@ -121,6 +128,37 @@ void Each(at::TensorList self, PerTensor per_tensor) {
       check_foreach_api_restrictions(self, scalars);                                                     \
       Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, Wrapped(scalars[i])); });             \
     }                                                                                                    \
+  }
+
+// The functional add and sub (a new list): per tensor, ATen's structured meta
+// function of the functional op, which makes the CPU's checks (a bool
+// subtraction, a float alpha of integral tensors) that the per-tensor Python
+// Meta kernels of the loop skip.
+#define TN_FOREACH_ALPHA_FUNCTIONAL_META(OP)                                                                 \
+  namespace foreach_##OP##_functional {                                                                      \
+    std::vector<at::Tensor> Scalar(at::TensorList self, const at::Scalar& scalar) {                          \
+      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow(self, scalar);      \
+      check_foreach_api_restrictions(self);                                                                  \
+      const at::Tensor other = Wrapped(scalar); /* once, not per tensor */                                   \
+      std::vector<at::Tensor> out;                                                                           \
+      for (const at::Tensor& t : self) out.push_back(at::meta::OP(t, other));                                \
+      return out;                                                                                            \
+    }                                                                                                        \
+    std::vector<at::Tensor> List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {       \
+      if (AnySymbolic(self, other))                                                                          \
+        return at::native::foreach_tensor_##OP##_list_kernel_slow(self, other, alpha);                       \
+      check_foreach_api_restrictions(self, other);                                                           \
+      std::vector<at::Tensor> out;                                                                           \
+      for (size_t i = 0; i < self.size(); ++i) out.push_back(at::meta::OP(self[i], other[i], alpha));        \
+      return out;                                                                                            \
+    }                                                                                                        \
+    std::vector<at::Tensor> ScalarList(at::TensorList self, Scalars scalars) {                               \
+      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow(self, scalars); \
+      check_foreach_api_restrictions(self, scalars);                                                         \
+      std::vector<at::Tensor> out;                                                                           \
+      for (size_t i = 0; i < self.size(); ++i) out.push_back(at::meta::OP(self[i], Wrapped(scalars[i])));    \
+      return out;                                                                                            \
+    }                                                                                                        \
   }
 
 // The Scalar, List and ScalarList forms without alpha: mul_ and div_ pass
@@ -190,6 +228,8 @@ void Each(at::TensorList self, PerTensor per_tensor) {
 
 TN_FOREACH_ALPHA_META(add)
 TN_FOREACH_ALPHA_META(sub)
+TN_FOREACH_ALPHA_FUNCTIONAL_META(add)
+TN_FOREACH_ALPHA_FUNCTIONAL_META(sub)
 TN_FOREACH_BINARY_META(mul, Wrapped)
 TN_FOREACH_BINARY_META(div, Wrapped)
 TN_FOREACH_TENSOR_META(mul)
@@ -206,6 +246,7 @@ TN_FOREACH_UNARY_META(reciprocal)
 TN_FOREACH_UNARY_META(zero)
 
 #undef TN_FOREACH_ALPHA_META
+#undef TN_FOREACH_ALPHA_FUNCTIONAL_META
 #undef TN_FOREACH_BINARY_META
 #undef TN_FOREACH_TENSOR_META
 #undef TN_FOREACH_POINTWISE_META
@@ -260,6 +301,12 @@ void RegisterForeachMeta() {
     TN_FOREACH_META("_foreach_add_.List", foreach_add::List);
     TN_FOREACH_META("_foreach_add_.ScalarList", foreach_add::ScalarList);
     TN_FOREACH_META("_foreach_add_.Tensor", AddTensor);
+    TN_FOREACH_META("_foreach_add.Scalar", foreach_add_functional::Scalar);
+    TN_FOREACH_META("_foreach_add.List", foreach_add_functional::List);
+    TN_FOREACH_META("_foreach_add.ScalarList", foreach_add_functional::ScalarList);
+    TN_FOREACH_META("_foreach_sub.Scalar", foreach_sub_functional::Scalar);
+    TN_FOREACH_META("_foreach_sub.List", foreach_sub_functional::List);
+    TN_FOREACH_META("_foreach_sub.ScalarList", foreach_sub_functional::ScalarList);
     TN_FOREACH_META("_foreach_sub_.Scalar", foreach_sub::Scalar);
     TN_FOREACH_META("_foreach_sub_.List", foreach_sub::List);
     TN_FOREACH_META("_foreach_sub_.ScalarList", foreach_sub::ScalarList);

@@ -528,6 +528,39 @@ def test_add_and_sub_refuse_what_the_cpu_refuses_at_the_call(call):
     assert neuron == cpu
 
 
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch._foreach_sub([_B2.to(d)], 1), id="bool_minus_a_number"),
+    pytest.param(lambda d: torch._foreach_sub([_B2.to(d)], [_B2.to(d)]), id="bool_minus_bool"),
+    pytest.param(lambda d: torch._foreach_sub([_B2.to(d)], [2]), id="bool_minus_a_number_of_a_list"),
+    pytest.param(lambda d: torch._foreach_add([_I64.to(d)], [_I64.to(d)], alpha=1.5), id="int_add_float_alpha"),
+    pytest.param(lambda d: torch._foreach_sub([_I64.to(d)], [_I64.to(d)], alpha=0.5), id="int_sub_float_alpha"),
+])
+def test_foreach_add_and_sub_refuse_what_the_cpu_refuses_at_the_call(call):
+    # The loop's per-tensor Python Meta kernels accepted a bool subtraction
+    # (the graph failed at the next sync) and worded the float alpha their way.
+    cpu, neuron = _outcomes(call)
+    assert cpu.startswith("RuntimeError: ")
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda ts: torch._foreach_sub(ts, 1), id="sub_scalar"),
+    pytest.param(lambda ts: torch._foreach_sub(ts, [t.flip(0) for t in ts], alpha=2), id="sub_list"),
+    pytest.param(lambda ts: torch._foreach_sub(ts, [1.5, -2, 3]), id="sub_scalar_list"),
+    pytest.param(lambda ts: torch._foreach_add(ts, 2.5), id="add_scalar"),
+    pytest.param(lambda ts: torch._foreach_add(ts, ts, alpha=3), id="add_list"),
+    pytest.param(lambda ts: torch._foreach_add(ts, [1, 0.5, 2]), id="add_scalar_list"),
+])
+def test_foreach_add_and_sub_give_the_cpus_values_and_dtypes(call):
+    tensors = [torch.arange(6, dtype=torch.int32).view(2, 3), torch.linspace(-1, 1, 5),
+               torch.tensor([3, 4], dtype=torch.uint8)]
+    expected = call(tensors)
+    got = call([t.to(DEV) for t in tensors])
+    assert [g.dtype for g in got] == [e.dtype for e in expected]
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g.cpu(), e, rtol=0, atol=1e-6)
+
+
 _I32 = torch.tensor([1, 2, 3], dtype=torch.int32)
 
 
