@@ -39,6 +39,9 @@ constexpr std::array<std::string_view, 11> kRandomWords = {
 constexpr std::array<std::string_view, 4> kShapeFromScalarValuesPrefixes = {
     "aten::arange", "aten::range", "aten::linspace", "aten::logspace"};
 
+constexpr std::array<std::string_view, 2> kMetaChecksScalarValuesPrefixes = {"aten::linalg_vector_norm",
+                                                                             "aten::renorm"};
+
 constexpr std::array<std::string_view, 2> kAddressesStorage = {"aten::as_strided_copy",
                                                                "aten::_reshape_alias_copy"};
 
@@ -122,9 +125,9 @@ constexpr std::array<std::string_view, 8> kProbesRandomParameters = {
     "aten::geometric_", "aten::cauchy_",  "aten::log_normal_", "aten::bernoulli_"};
 
 // bernoulli(x, p)'s probability is checked as bernoulli_'s.
-constexpr std::array<std::string_view, 9> kProbesOnCpu = {
-    "aten::add",     "aten::add_",  "aten::sub",          "aten::sub_",     "aten::rsub",
-    "aten::complex", "aten::polar", "aten::searchsorted", "aten::bernoulli"};
+constexpr std::array<std::string_view, 11> kProbesOnCpu = {
+    "aten::add",   "aten::add_",         "aten::sub",       "aten::sub_", "aten::rsub", "aten::complex",
+    "aten::polar", "aten::searchsorted", "aten::bernoulli", "aten::celu", "aten::celu_"};
 
 constexpr std::array<std::string_view, 5> kProbeByKinds = {"aten::add", "aten::add_", "aten::sub",
                                                            "aten::sub_", "aten::rsub"};
@@ -168,6 +171,7 @@ OpTraits Compute(std::string_view op) {
   const std::string_view name = NameWithoutOverload(op);
   for (std::string_view word : kRandomWords) t.random |= absl::StrContains(Absl(name), Absl(word));
   t.shape_from_scalar_values = AnyPrefix(op, kShapeFromScalarValuesPrefixes);
+  t.meta_checks_scalar_values = AnyPrefix(op, kMetaChecksScalarValuesPrefixes);
   t.addresses_storage = OneOf(op, kAddressesStorage);
   for (const auto& [copy, view] : kViewForms) {
     if (op == copy) t.view_form = view;

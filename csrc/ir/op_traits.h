@@ -53,6 +53,11 @@ struct OpTraits {
   // Its output's shape depends on scalar argument values (arange(5) vs
   // arange(7)); for other ops, only on the arguments' types.
   bool shape_from_scalar_values = false;
+  // Its Meta kernel checks scalar argument values (linalg_vector_norm refuses
+  // a negative or infinite ord over an empty dim, renorm a non-positive p or a
+  // negative maxnorm): a Meta result cached for one value must not answer for
+  // another.
+  bool meta_checks_scalar_values = false;
   // Its arguments address its first tensor's storage (as_strided's strides
   // and offset).
   bool addresses_storage = false;
@@ -89,7 +94,8 @@ struct OpTraits {
   bool probes_random_parameters = false;
   // Its CPU kernel refuses dtype or alpha combinations that its Meta kernel
   // accepts (bool subtraction, a float alpha of an integral add, complex of
-  // mixed dtypes, searchsorted's sides and outs): probed on the CPU.
+  // mixed dtypes, searchsorted's sides and outs, celu's alpha of 0): probed on
+  // the CPU.
   bool probes_on_cpu = false;
   // Those refusals depend on the arguments' kinds alone (dtypes, ranks, the
   // kinds of numbers), not on numbers' values.

@@ -117,10 +117,15 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     if (traits.data_dependent) slot->never_traced = "its output shape depends on the data";
     slot->identity = traits.identity;
     slot->allows_cpu_tensors = traits.cpu_index_tensors;
-    slot->shape_from_scalar_values = traits.shape_from_scalar_values;
+    // Scalar values key the Meta cache where they shape the result or a check
+    // depends on them: the Meta kernel's own (vector_norm's ord) or a CPU probe
+    // of neuron's Meta kernel that keys by value (celu's alpha; cpu_parity.h).
+    slot->scalar_values_key_meta = traits.shape_from_scalar_values || traits.meta_checks_scalar_values ||
+                                   (traits.probes_on_cpu && !traits.probe_by_kinds) ||
+                                   traits.probes_random_parameters;
     // A collective's world size and split sizes shape its result.
     slot->collective = runtime::IsCollectiveOp(slot->name);
-    slot->shape_from_scalar_values |= slot->collective;
+    slot->scalar_values_key_meta |= slot->collective;
     slot->tensor_assert = traits.tensor_assert;
     slot->device_assert = slot->name == runtime::kDeviceAssertOp;
     slot->meta_fixup = MetaFixupFor(slot->name);

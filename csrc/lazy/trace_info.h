@@ -37,11 +37,13 @@ struct TraceInfo {
   const char* never_traced = nullptr;  // why it always takes the CPU fallback
   bool identity = false;
   bool allows_cpu_tensors = false;
-  // The output shape depends on Scalar argument values (arange(5) vs arange(7));
-  // for every other op the Meta result depends only on their types, so values
-  // stay out of the Meta cache's key (an optimizer's step size changes every
-  // step, and a key per value would run the Meta kernel every step).
-  bool shape_from_scalar_values = false;
+  // The Meta result depends on Scalar argument values: the output shape
+  // (arange(5) vs arange(7)) or whether the Meta kernel refuses them
+  // (vector_norm's ord over an empty dim). For every other op it depends only
+  // on their types, so values stay out of the Meta cache's key (an optimizer's
+  // step size changes every step, and a key per value would run the Meta
+  // kernel every step).
+  bool scalar_values_key_meta = false;
   MetaFixup meta_fixup = nullptr;
   FillFactory fill;
   // A view op (a return aliases an argument without writing it). Functionalization

@@ -355,7 +355,7 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
     // A Python number's value never shapes the result; another CPU scalar
     // tensor's might (the Meta kernel sees its data).
     ir::hash_t value_hash = 0;
-    if (!wrapped || info.shape_from_scalar_values) ir::HashIValue(c10::IValue(item), &value_hash);
+    if (!wrapped || info.scalar_values_key_meta) ir::HashIValue(c10::IValue(item), &value_hash);
     signature_.Tagged(SignatureKey::kCpuScalar)
         .Word(static_cast<uint64_t>(t.scalar_type()))
         .Word(wrapped)
@@ -380,9 +380,10 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
 int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s) {
   operands_.push_back(ir::Value{ir::Node::MakeScalar(s, ScalarDtype(s)), 0});
   // The value is never part of the node's hash (it is a parameter), and part
-  // of the Meta signature only where it shapes the result (arange).
+  // of the Meta signature only where it shapes the result (arange) or the
+  // Meta kernel checks it (vector_norm's ord).
   ir::hash_t value_hash = 0;
-  if (c_.info.shape_from_scalar_values) ir::HashIValue(c10::IValue(s), &value_hash);
+  if (c_.info.scalar_values_key_meta) ir::HashIValue(c10::IValue(s), &value_hash);
   signature_.Tagged(SignatureKey::kScalar).Word(static_cast<uint64_t>(ScalarDtype(s))).Add(value_hash);
   return static_cast<int32_t>(operands_.size() - 1);
 }

@@ -75,6 +75,10 @@ TEST(OpTraitsTest, ShapeFromScalarValuesAndStorageAddressing) {
   EXPECT_TRUE(TraitsOf("aten::arange.start_step").shape_from_scalar_values);
   EXPECT_TRUE(TraitsOf("aten::linspace").shape_from_scalar_values);
   EXPECT_FALSE(TraitsOf("aten::add.Scalar").shape_from_scalar_values);
+  EXPECT_TRUE(TraitsOf("aten::linalg_vector_norm").meta_checks_scalar_values);
+  EXPECT_TRUE(TraitsOf("aten::renorm_").meta_checks_scalar_values);
+  EXPECT_TRUE(TraitsOf("aten::celu.out").probes_on_cpu);
+  EXPECT_FALSE(TraitsOf("aten::add.Scalar").meta_checks_scalar_values);
   EXPECT_TRUE(TraitsOf("aten::as_strided_copy").addresses_storage);
   EXPECT_TRUE(TraitsOf("aten::_reshape_alias_copy").addresses_storage);
   EXPECT_FALSE(TraitsOf("aten::as_strided").addresses_storage);
@@ -118,7 +122,8 @@ TEST(OpTraitsTest, CpuParityTraitsByTheOperatorsNameForEveryOverload) {
 TEST(OpTraitsTest, AnUnknownOpHasNoTraitsAndAnswersAreStable) {
   const OpTraits& t = TraitsOf("custom::mystery.op");
   EXPECT_FALSE(t.data_dependent || t.identity || t.cpu_index_tensors || t.random ||
-               t.shape_from_scalar_values || t.addresses_storage || t.stride_agnostic);
+               t.shape_from_scalar_values || t.meta_checks_scalar_values || t.addresses_storage ||
+               t.stride_agnostic);
   EXPECT_FALSE(t.writes_overlapping_memory || t.writes_metadata_only || t.elementwise_untagged ||
                t.casts_before_own_checks || t.probes_random_parameters || t.probes_on_cpu ||
                t.probe_by_kinds);
