@@ -37,8 +37,9 @@ WHY = {
         "QuantizedPrivateUse1": "quantized neuron tensors refused, naming the dtype",
         "SparsePrivateUse1": "sparse neuron tensors refused, naming the layout",
         "SparseCsrPrivateUse1": "sparse neuron tensors refused, naming the layout",
-        "Functionalize": "direct *_copy calls on neuron tensors return new contiguous tensors (any other call: the "
-                         "kernel that was there)",
+        "Functionalize": "direct *_copy calls on neuron tensors return new contiguous tensors; forward AD's "
+                         "storage-size check (_has_same_storage_numel) answered from the functional wrappers (any "
+                         "other call: the kernel that was there)",
         "CPU": "neuron's own ops (namespace neuron), collectives and the tensor assert a program runs: their "
                "host kernels",
         "Meta": "neuron's own ops (namespace neuron), collectives and the tensor assert a program runs: their "

@@ -22,6 +22,7 @@
 
 #include "aten/autocast.h"
 #include "aten/composite_kernels.h"
+#include "aten/forward_ad.h"
 #include "aten/view_copies.h"
 #include "lazy/aten_copy.h"
 #include "lazy/aten_random.h"
@@ -103,7 +104,8 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
   lazy::SilenceOverrideWarnings silence;
-  RegisterViewCopies(m);  // every *_copy overload of a strided view, one kernel each
+  RegisterViewCopies(m);        // every *_copy overload of a strided view, one kernel each
+  RegisterForwardAdKernels(m);  // make_dual's storage-size check, from the wrappers (forward_ad.h)
   // The foreach ops' in-place forms with packed scalars: PyTorch's own kernel
   // here hands the CPU scalars to the Meta kernel as a meta tensor, which
   // refuses it; neuron's in-place kernel keeps them on the host (a neuron

@@ -116,9 +116,6 @@ EXPECTED_FAILURES = [
      "upstream: PyTorch's Python Meta kernel of addcdiv_ builds its message as a tuple of strings "
      "(torch/_meta_registrations.py), so the in-place form's error reads \"('Integer division ...', "
      "...)\"; the functional form's and the CPU's words are the same"),
-    ("nn/test_embedding.py", "test_embedding_max_norm_fwd_AD_*", "*Cannot access storage*",
-     "forward-mode AD of embedding with max_norm: the dual tensor's in-place renorm reaches for "
-     "the storage of a functional tensor, which has none (backward-mode AD of it works)"),
     # Decisions and limits of a functionalizing device.
     ("*", "*", "RuntimeError: *(*): the out= argument * is a view of shape *",
      "an out= view that the result must grow (values[::2] of 3 elements for 6 results) is refused at "
