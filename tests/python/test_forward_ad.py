@@ -12,7 +12,28 @@ import torch.autograd.forward_ad as fwAD
 
 import torch_neuron  # noqa: F401
 
+def copy_into_view_of_plain(x):
+    y = torch.zeros(3, 4, device=x.device)
+    y[1:].copy_(x[:2])  # y gains a tangent through the view
+    return y
+
+
+def broadcast_in_place(x, b):
+    z = x.clone()
+    z.add_(b)
+    return z
+
+
+def base_after_in_place_on_view(x):
+    z = x.clone()
+    z.t().sin_()
+    return z
+
+
 CASES = {
+    "copy_into_view_of_plain": (copy_into_view_of_plain, [(3, 4)]),
+    "broadcast_in_place": (broadcast_in_place, [(3, 4), (4,)]),
+    "base_after_in_place_on_view": (base_after_in_place_on_view, [(3, 4)]),
     "sin": (lambda x: x.sin(), [(3, 4)]),
     "view_then_exp": (lambda x: x[1:].exp(), [(3, 4)]),
     "broadcast_mul": (lambda x, y: x * y, [(3, 4), (4,)]),
