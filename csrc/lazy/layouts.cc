@@ -7,6 +7,7 @@
 #include <ATen/ops/as_strided_scatter.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/view_copy.h>
 #include <ATen/ops/zeros.h>
 
@@ -138,6 +139,35 @@ void TraceAddressingStorage(const c10::OperatorHandle& op, torch::jit::Stack* st
   }
   torch::jit::drop(*stack, num_args);
   stack->push_back(result);
+}
+
+bool RestrideMetadataOnlyTensor(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t base) {
+  at::Tensor self = (*stack)[base].toTensor();
+  if (TryGetLazy(self) != nullptr) return false;
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  const size_t num_args = op.schema().arguments().size();
+  if (op.schema().name() == "aten::as_strided_") {
+    // The arguments are the result's geometry itself.
+    const std::vector<c10::SymInt> sizes = (*stack)[base + 1].toSymIntVector();
+    const std::vector<c10::SymInt> strides = (*stack)[base + 2].toSymIntVector();
+    const c10::IValue& offset = (*stack)[base + 3];
+    impl->set_sizes_and_strides(sizes, strides,
+                                offset.isNone() ? impl->sym_storage_offset() : offset.toSymInt());
+  } else {
+    // The others move within the tensor's own elements: their Meta kernel,
+    // run on a meta tensor of the same geometry at offset 0, gives the new
+    // geometry and the offset to add.
+    at::Tensor meta =
+        at::empty_strided_symint(self.sym_sizes(), self.sym_strides(), self.options().device(c10::kMeta));
+    torch::jit::Stack meta_stack(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+    meta_stack[0] = meta;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    impl->set_sizes_and_strides(meta.sym_sizes(), meta.sym_strides(),
+                                impl->sym_storage_offset() + meta.sym_storage_offset());
+  }
+  torch::jit::drop(*stack, num_args);
+  stack->push_back(std::move(self));
+  return true;
 }
 
 }  // namespace torch_neuron::lazy

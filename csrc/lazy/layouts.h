@@ -36,4 +36,14 @@ TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_form
 // raises NotImplementedError: the device does not keep them.
 void TraceAddressingStorage(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// An inplace_view op (as_strided_, transpose_) on a neuron tensor that is not a
+// LazyTensor: a Python wrapper subclass reaching the device key with Python's
+// keys excluded, as torch.compile's FunctionalTensorMode does when it replays a
+// metadata mutation on its wrapper (a channels_last adaptive_avg_pool2d's
+// as_strided_). Such a tensor has no device data, only metadata, so the op
+// sets its sizes, strides and offset to those the op's Meta kernel gives, as
+// the CPU's and CUDA's composite kernels do for theirs. False (stack
+// untouched) when the first argument is a LazyTensor.
+bool RestrideMetadataOnlyTensor(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t base);
+
 }  // namespace torch_neuron::lazy

@@ -134,6 +134,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
       if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) slot->view = true;
     }
     slot->view_of = ViewOpOf(schema);
+    slot->inplace_view = op.hasTag(at::Tag::inplace_view);
     slot->addresses_storage = traits.addresses_storage;
     slot->hidden_mutation = HasHiddenMutation(slot->name);
     slot->position_args = PositionArgs(slot->name);

@@ -49,6 +49,9 @@ struct TraceInfo {
   // A view op (a return aliases an argument without writing it). Functionalization
   // turns views into *_copy ops, so a view reaching the tracer runs below it.
   bool view = false;
+  // An op tagged inplace_view (as_strided_, transpose_, squeeze_): it changes
+  // only its first argument's sizes, strides and offset.
+  bool inplace_view = false;
   // For a view's *_copy form (slice_copy.Tensor), the view op itself
   // (slice.Tensor): its Meta kernel gives the strides and storage offset the
   // CPU reports for the view, which the copy's (a fresh contiguous tensor) does not.

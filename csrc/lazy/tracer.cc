@@ -207,6 +207,9 @@ bool TakeShortcut(const Call& c) {
     }
   }
   if (ABSL_PREDICT_FALSE(c.info.hidden_mutation) && TraceHiddenMutation(c.op, c.stack)) return true;
+  if (ABSL_PREDICT_FALSE(c.info.inplace_view) && RestrideMetadataOnlyTensor(c.op, c.stack, c.base)) {
+    return true;
+  }
   if (c.info.addresses_storage) {
     const at::Tensor input = c.arg(0).toTensor();
     if (IsNeuron(input) && !TensorLayout::Of(input).is_default()) {

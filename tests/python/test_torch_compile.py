@@ -181,6 +181,42 @@ def test_ops_a_region_meets_often_give_the_cpus_results(backend):
         torch.testing.assert_close(got.cpu(), fn(a), msg=name)
 
 
+def _restrided_in_place(a):
+    y = a * 2
+    y.t_()
+    y.unsqueeze_(0)
+    y.squeeze_(0)
+    z = (a + 1).as_strided_((3, 2), (1, 3), 1)
+    return y, z
+
+
+METADATA_MUTATIONS = {
+    # ATen's adaptive_avg_pool2d to one element gives a channels_last input's
+    # layout with as_strided_ on its result (a transposed pool1d input is one).
+    "pool1d_of_a_transpose": lambda a: F.adaptive_avg_pool1d(a.view(1, 4, 6).transpose(1, 2), 1),
+    "pool2d_channels_last": lambda a: F.adaptive_avg_pool2d(
+        a.view(1, 2, 3, 4).contiguous(memory_format=torch.channels_last), 1
+    ),
+    "user_inplace_views": _restrided_in_place,
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(METADATA_MUTATIONS))
+def test_metadata_mutations_give_the_cpus_sizes_and_strides(backend, case):
+    # FunctionalTensorMode replays an inplace_view op (as_strided_, t_) on its
+    # Python wrapper with Python's keys off, so the op reaches neuron's kernel
+    # with a tensor that is no LazyTensor: it raised "found at least two
+    # devices, neuron:0 and neuron:0" (donut-swin, focalnet, hiera's poolers).
+    fn = METADATA_MUTATIONS[case]
+    a = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    got = torch.compile(fn, backend=backend)(a.to("neuron"))
+    want = fn(a)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        torch.testing.assert_close(g.cpu(), w, atol=1e-7, rtol=1e-6)
+        assert (g.shape, g.stride()) == (w.shape, w.stride())
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tensors_made_from_data_inside_a_region(backend):
     # torch.tensor(data, device="neuron") makes a real tensor with the modes
