@@ -64,7 +64,37 @@ void SetNeuronMetaKernel(const c10::OperatorHandle& op, c10::KernelFunction kern
 
 bool HasNeuronMetaKernel(const c10::OperatorHandle& op) { return TheKernels().Find(op) != nullptr; }
 
+namespace {
+
+// Whether a tensor of `stack` has symbolic sizes (the fake tensors of a
+// torch.compile trace with dynamic shapes).
+bool HasSymbolicTensor(const torch::jit::Stack& stack) {
+  auto symbolic = [](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined() &&
+           v.toTensor().unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+  };
+  for (const c10::IValue& v : stack) {
+    if (symbolic(v)) return true;
+    if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (symbolic(e)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void RunNeuronMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // Symbolic sizes: PyTorch's own Meta kernel, as a CPU trace gets it. The
+  // CPU-parity checks and the C++ meta functions read concrete sizes (ATen's
+  // overlap test raises on symbolic ones); the region's trace on real tensors
+  // makes them.
+  if (HasSymbolicTensor(*stack)) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    return;
+  }
   if (const c10::KernelFunction* kernel = TheKernels().Find(op)) {
     kernel->callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
   } else {

@@ -52,6 +52,37 @@ def sized(x, w):
     return (y * mask).softmax(-1)[:, : n // 2], y.new_zeros(n, 3) + n
 
 
+def _in_place_steps(x, w):
+    g = x @ w
+    a, b = g.chunk(2, dim=-1)
+    # clamp with both bounds: its backward runs logical_and_ in place.
+    b = b.clamp(min=-0.5, max=0.5)
+    y = a * 2
+    y.add_(b).clamp_(-1.0, 1.0)
+    y[1:].mul_(3)
+    return (y * torch.sigmoid(a)).sum()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "neuron"])
+def test_in_place_ops_on_symbolic_sizes_give_the_cpus_values_and_gradients(backend):
+    # Neuron's in-place checks (the CPU's overlap rules, its Meta checks) read
+    # sizes(); a dynamic trace's fakes have symbolic ones, and the checks raised
+    # ("Cannot call numel() on tensor with symbolic sizes", and an internal
+    # assert in the backward of clamp: openai_privacy_filter under compile).
+    w = torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+    wn = w.to("neuron").requires_grad_()
+    wc = w.clone().requires_grad_()
+    compiled = torch.compile(_in_place_steps, backend=backend, dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 4, generator=torch.Generator().manual_seed(n))
+        got = compiled(x.to("neuron"), wn)
+        want = _in_place_steps(x, wc)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(wn.grad.cpu(), wc.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_new_sizes_trace_again_but_compile_one_program(metrics):
     graphs = count_graphs(metrics)
     compiled = torch.compile(sized, backend="neuron", dynamic=True)
