@@ -211,8 +211,25 @@ void CheckOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, Proceed p
         meta_outs.emplace_back(i, v.toTensor());
       }
     }
+    // An op of several outs gets empty stand-ins for them, which its Meta
+    // kernel resizes without a warning: a Python Meta kernel (out_wrapper:
+    // triangular_solve, the linalg ops) words its warning without the shape, so
+    // Python's warning filter showed one message for two outs. The CPU's
+    // warning is given below, per out, in the CPU's words. (An op of one out
+    // keeps its copy: the CPU-parity cache keys on the out's shape.)
+    const bool stand_ins = meta_outs.size() > 1;
+    if (stand_ins) {
+      for (auto& [i, meta] : meta_outs) {
+        if (!meta.is_meta()) continue;
+        meta = at::empty({0}, meta.options());
+        meta_stack[i] = meta;
+      }
+    }
     try {
       RunNeuronMeta(op, &meta_stack);
+      for (const auto& [i, meta] : meta_outs) {
+        if (stand_ins) at::native::resize_output_check(MetaCopy((*stack)[base + i].toTensor()), meta.sizes());
+      }
       // The CPU resizes an out view over its base's storage (restrided, as
       // big as needed); functionalization cannot re-point a view, and writing
       // the result through the old view failed when the graph ran.

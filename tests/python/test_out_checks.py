@@ -353,3 +353,27 @@ def test_compute_linear_combination_adds_into_its_out_as_on_the_cpu(fill):
         assert torch._compute_linear_combination(x.to(device), coefficients.to(device), out=out) is out
         results.append(out.cpu())
     torch.testing.assert_close(results[1], results[0], rtol=0, atol=1e-6)
+
+
+def _resize_warnings(device):
+    # Python's default warnings filter shows a message once
+    # per place, so two outs must give two messages (the CPU's name the shape).
+    a = torch.eye(2, device=device)
+    b = torch.tensor([[1.0], [2.0]], device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        solution, cloned = torch.triangular_solve(b, a, out=(torch.empty(1, device=device),
+                                                             torch.empty(1, device=device)))
+    messages = [str(w.message) for w in caught if "was resized" in str(w.message)]
+    return messages, solution.cpu(), cloned.cpu()
+
+
+def test_resize_warnings_name_each_out_as_on_cpu():
+    # triangular_solve's Meta kernel is Python's (out_wrapper), whose warning
+    # lacked the required shape: the filter dropped the second out's.
+    cpu_messages, *cpu_results = _resize_warnings("cpu")
+    assert len(cpu_messages) == 2
+    messages, *results = _resize_warnings("neuron")
+    assert messages == cpu_messages
+    for result, expected in zip(results, cpu_results):
+        torch.testing.assert_close(result, expected, rtol=0, atol=0)
