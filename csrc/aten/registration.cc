@@ -30,7 +30,7 @@
 #include "lazy/dtype_widening.h"
 #include "lazy/fused_optimizers.h"
 #include "lazy/neuron_inplace.h"
-#include "lazy/overlap_checks.h"
+#include "lazy/cpu_parity_rules.h"
 #include "lazy/tracer.h"
 #include "runtime/collectives.h"
 #include "runtime/device_assert.h"
@@ -114,7 +114,7 @@ TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
     lazy::RegisterNeuronInPlace(c10::Dispatcher::singleton().findSchemaOrThrow(name, "Tensor"));
   }
   // In-place ops the CPU refuses to let write over their arguments
-  // (lazy/overlap_checks.h) take neuron's in-place kernel, which checks.
+  // (lazy/cpu_parity_rules.h) take neuron's in-place kernel, which checks.
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
     if (name.name.rfind("aten::", 0) == 0 && op && lazy::IsInPlaceOp(*op) && lazy::HasOverlapRule(*op)) {

@@ -16,9 +16,10 @@ std::string Shape::ToString() const {
   return absl::StrCat(DtypeShortName(dtype_), "[", absl::StrJoin(sizes_, ","), "]");
 }
 
-hash_t Hash(const Shape& shape) {
-  return HashTagged(kTagShape + static_cast<uint64_t>(shape.dtype()), shape.sizes().data(),
-                    shape.sizes().size() * sizeof(int64_t));
+hash_t Hash(const Shape& shape) { return HashShape(shape.dtype(), shape.sizes()); }
+
+hash_t HashShape(c10::ScalarType dtype, c10::IntArrayRef sizes) {
+  return HashTagged(kTagShape + static_cast<uint64_t>(dtype), sizes.data(), sizes.size() * sizeof(int64_t));
 }
 
 const char* DtypeShortName(c10::ScalarType dtype) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
 
 #include <cstdint>
 #include <string>
@@ -34,6 +35,8 @@ class Shape {
 };
 
 hash_t Hash(const Shape& shape);
+// The same hash of a dtype and sizes not held in a Shape (no copy).
+hash_t HashShape(c10::ScalarType dtype, c10::IntArrayRef sizes);
 
 // Short dtype names used in IR text: f32, bf16, i64, b8, ...
 const char* DtypeShortName(c10::ScalarType dtype);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "lazy/cpu_parity.h"
+#include "lazy/cpu_parity_rules.h"
 
 namespace torch_neuron::lazy {
 

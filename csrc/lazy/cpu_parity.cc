@@ -1,13 +1,11 @@
 #include "lazy/cpu_parity.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/core/enum_tag.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/zeros_like.h>
-#include <c10/core/DefaultDtype.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <exception>
@@ -19,199 +17,45 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/string_view.h"
 #include "base/metrics.h"
 #include "ir/op_traits.h"
 #include "lazy/aten_ops.h"
 #include "lazy/cpu_kernel_checks.h"
+#include "lazy/cpu_parity_rules.h"
 #include "lazy/neuron_inplace.h"
 #include "lazy/neuron_meta.h"
+#include "lazy/op_signature.h"
+#include "lazy/trace_info.h"
 #include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
 
-const char kOverlapMessage[] =
-    "unsupported operation: more than one element of the written-to tensor refers to a single memory "
-    "location. "
-    "Please clone() the tensor before performing the operation.";
-
 namespace {
 
-// torch's Python name of a dtype ("float32") as c10's; nullopt for another word.
-std::optional<c10::ScalarType> DtypeOfPythonName(absl::string_view name) {
-  static const std::pair<const char*, c10::ScalarType> kNames[] = {{"float32", c10::kFloat},
-                                                                   {"float64", c10::kDouble},
-                                                                   {"float16", c10::kHalf},
-                                                                   {"bfloat16", c10::kBFloat16},
-                                                                   {"complex64", c10::kComplexFloat},
-                                                                   {"complex128", c10::kComplexDouble},
-                                                                   {"complex32", c10::kComplexHalf},
-                                                                   {"uint8", c10::kByte},
-                                                                   {"int8", c10::kChar},
-                                                                   {"int16", c10::kShort},
-                                                                   {"int32", c10::kInt},
-                                                                   {"int64", c10::kLong},
-                                                                   {"bool", c10::kBool},
-                                                                   {"uint16", c10::kUInt16},
-                                                                   {"uint32", c10::kUInt32},
-                                                                   {"uint64", c10::kUInt64}};
-  for (const auto& [n, dtype] : kNames) {
-    if (name == n) return dtype;
-  }
-  return std::nullopt;
-}
+// ---- Keys -------------------------------------------------------------------
 
-// The dtype named after `marker` in `what` ("...dtype torch.int64 but..."), or nullopt.
-std::optional<c10::ScalarType> DtypeAfter(const std::string& what, const std::string& marker) {
-  const size_t at = what.find(marker);
-  if (at == std::string::npos) return std::nullopt;
-  const size_t start = at + marker.size();
-  const size_t end = what.find_first_of(" ,", start);
-  return DtypeOfPythonName(absl::string_view(what).substr(
-      start, end == std::string::npos ? absl::string_view::npos : end - start));
-}
-
-}  // namespace
-
-std::string CpuCastMessage(const std::string& what) {
-  if (what.find("but this can't be cast because it is not safe") == std::string::npos) return "";
-  const std::optional<c10::ScalarType> from = DtypeAfter(what, "Attempting to cast from torch.");
-  const std::optional<c10::ScalarType> to = DtypeAfter(what, "to out tensor with dtype torch.");
-  if (!from || !to) return "";
-  return std::string("result type ") + c10::toString(*from) + " can't be cast to the desired output type " +
-         c10::toString(*to);
-}
-
-namespace {
-
-// ---- Signatures -------------------------------------------------------------
-
-enum Tag : int64_t {
-  kTensor = 1,
-  kUndefined,
-  kWrappedInteger,
-  kInteger,
-  kBool,
-  kFloat,
-  kComplex,
-  kNone,
-  kString
-};
-
-// Words appended to a caller's buffer.
-class Key {
- public:
-  explicit Key(std::string* bytes) : bytes_(*bytes) {}
-  void Word(int64_t w) { bytes_.append(reinterpret_cast<const char*>(&w), sizeof(w)); }
-  void Double(double d) { bytes_.append(reinterpret_cast<const char*>(&d), sizeof(d)); }
-  void Text(const std::string& s) {
-    Word(static_cast<int64_t>(s.size()));
-    bytes_ += s;
-  }
-
- private:
-  std::string& bytes_;
-};
-
-// What a key keeps of a call: everything a cached answer depends on (the
-// tensors' full metadata), or what a probe depends on (the tensors' dtypes and
-// ranks, each size cut to at most 1; numbers by value or by kind).
+// What a key keeps of a call (op_signature.h): the op signature, with
+// integers' values (a divisor of 0) and, for an op whose checks read numbers'
+// values, every value; or what a probe depends on (sizes cut to at most 1,
+// numbers by value or by kind).
 enum class Keep { kSignature, kProbeValues, kProbeKinds };
 
-// Appends `value`'s part; false if it has none (the call is not keyed).
-bool AddValue(const c10::IValue& value, Keep keep, Key& key) {
-  const bool values = keep != Keep::kProbeKinds;
-  if (value.isTensor()) {
-    const at::Tensor& t = value.toTensor();
-    if (!t.defined()) {
-      key.Word(kUndefined);
-      return true;
-    }
-    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    if (impl->has_symbolic_sizes_strides()) return false;
-    if (impl->is_wrapped_number() && t.is_cpu()) {
-      // A Python number: its kind, and an integer's or bool's value.
-      switch (t.scalar_type()) {
-        case at::kLong:
-          key.Word(kWrappedInteger);
-          key.Word(values ? *t.const_data_ptr<int64_t>() : 0);
-          return true;
-        case at::kBool:
-          key.Word(kBool);
-          key.Word(values ? *t.const_data_ptr<bool>() : 0);
-          return true;
-        default:
-          if (c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)) return false;
-          key.Word(c10::isComplexType(t.scalar_type()) ? kComplex : kFloat);
-          if (keep == Keep::kProbeValues && t.scalar_type() == at::kDouble)
-            key.Double(*t.const_data_ptr<double>());
-          return true;
-      }
-    }
-    key.Word(kTensor);
-    key.Word(static_cast<int64_t>(t.scalar_type()));
-    key.Word(t.dim());
-    if (keep == Keep::kSignature) {
-      for (int64_t s : t.sizes()) key.Word(s);
-      for (int64_t s : t.strides()) key.Word(s);
-      key.Word(static_cast<int64_t>(t.is_conj()) | static_cast<int64_t>(t.is_neg()) << 1);
-    } else {
-      for (int64_t s : t.sizes()) key.Word(std::min<int64_t>(s, 1));
-    }
-    return true;
+// The call's key: the tracer's op-signature words over the call's arguments
+// (neuron's Meta kernels run where no tracer key exists yet: on the meta
+// copies of functionalization's meta reference and of the out= checks), and
+// whether the call runs below functionalization. Nullopt when the call has none.
+std::optional<ir::hash_t> KeyOf(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base,
+                                ir::hash_t name_hash, bool scalar_values_key_meta, Keep keep) {
+  OpSignature signature(name_hash);
+  NumberValues values = NumberValues::kAll;
+  if (keep == Keep::kSignature && !scalar_values_key_meta) values = NumberValues::kIntegral;
+  if (keep == Keep::kProbeKinds) values = NumberValues::kNone;
+  if (!AddArguments(op, stack, base, values, /*cut_sizes=*/keep != Keep::kSignature, &signature)) {
+    return std::nullopt;
   }
-  if (value.isBool()) {
-    key.Word(kBool);
-    key.Word(values ? value.toBool() : 0);
-    return true;
-  }
-  if (value.isInt()) {  // integers, dtypes, memory formats
-    key.Word(kInteger);
-    key.Word(values ? value.toInt() : 0);
-    return true;
-  }
-  if (value.isDouble()) {
-    key.Word(kFloat);
-    if (keep == Keep::kProbeValues) key.Double(value.toDouble());
-    return true;
-  }
-  if (value.isComplexDouble()) {
-    key.Word(kComplex);
-    if (keep == Keep::kProbeValues) {
-      key.Double(value.toComplexDouble().real());
-      key.Double(value.toComplexDouble().imag());
-    }
-    return true;
-  }
-  if (value.isNone() || value.isGenerator()) {  // probes draw from a generator of their own
-    key.Word(kNone);
-    return true;
-  }
-  if (value.isString()) {
-    key.Word(kString);
-    key.Text(value.toStringRef());
-    return true;
-  }
-  if (value.isIntList() && keep != Keep::kSignature) {
-    key.Word(kInteger);
-    for (int64_t i : value.toIntVector()) key.Word(i);
-    return true;
-  }
-  return false;  // lists, devices, symbolic numbers
-}
-
-// The call's key, written into `bytes` (cleared first): its arguments' parts,
-// torch's default dtype (Python floats promote to it) and whether the call
-// runs below functionalization. False when the call has none.
-bool KeyOf(const torch::jit::Stack& stack, size_t base, Keep keep, std::string* bytes) {
-  bytes->clear();
-  Key key(bytes);
-  key.Word(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
-  key.Word(c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Functionalize));
-  for (size_t i = base; i < stack.size(); ++i) {
-    if (!AddValue(stack[i], keep, key)) return false;
-  }
-  return true;
+  signature.Tagged(OpSignature::kContext)
+      .Word(c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Functionalize));
+  return signature.Hash();
 }
 
 // At most this many keys are kept per op (and probes in all); past it, new
@@ -221,18 +65,18 @@ constexpr size_t kProbeLimit = 8192;
 
 class KeySet {
  public:
-  bool Contains(absl::string_view key) {
+  bool Contains(ir::hash_t key) {
     std::lock_guard<std::mutex> lock(mu_);
     return keys_.contains(key);
   }
-  void Insert(std::string key, size_t limit) {
+  void Insert(ir::hash_t key, size_t limit) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (keys_.size() < limit) keys_.insert(std::move(key));
+    if (keys_.size() < limit) keys_.insert(key);
   }
 
  private:
   std::mutex mu_;
-  absl::flat_hash_set<std::string> keys_;
+  absl::flat_hash_set<ir::hash_t> keys_;
 };
 
 // ---- Probes ------------------------------------------------------------------
@@ -299,12 +143,10 @@ KeySet& Probed() {
 // Runs the call as the CPU's kernel on small CPU tensors: its errors and its
 // warnings. A key that passed without a warning is not probed again (the CPU
 // warns at every call).
-void ProbeOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base, Keep keep) {
-  thread_local std::string buffer;
-  if (!KeyOf(stack, base, keep, &buffer)) return;
-  std::string key = buffer;
-  key.append(reinterpret_cast<const char*>(&op.schema()), sizeof(void*));  // `&op.schema()` lives as long
-  if (Probed().Contains(key)) return;
+void ProbeOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base,
+                ir::hash_t name_hash, Keep keep) {
+  const std::optional<ir::hash_t> key = KeyOf(op, stack, base, name_hash, false, keep);
+  if (!key || Probed().Contains(*key)) return;
   torch::jit::Stack cpu;
   if (!ProbeArguments(op, stack, base, &cpu)) return;
   Collected collected;
@@ -315,7 +157,7 @@ void ProbeOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack, s
     op.callBoxed(&cpu);
   }
   for (const c10::Warning& w : collected.warnings) c10::warn(w);
-  if (collected.warnings.empty()) Probed().Insert(std::move(key), kProbeLimit);
+  if (collected.warnings.empty()) Probed().Insert(*key, kProbeLimit);
 }
 
 // Whether a tensor other than self and the outs is among the arguments
@@ -330,25 +172,6 @@ bool HasOtherTensor(const c10::OperatorHandle& op, const torch::jit::Stack& stac
 }
 
 // ---- In-place rules -------------------------------------------------------------
-
-// The broadcast of `shapes`, with the CPU's error for sizes that do not broadcast.
-std::vector<int64_t> BroadcastShape(const std::vector<at::IntArrayRef>& shapes) {
-  size_t rank = 0;
-  for (at::IntArrayRef s : shapes) rank = std::max(rank, s.size());
-  std::vector<int64_t> out(rank, 1);
-  for (at::IntArrayRef shape : shapes) {
-    for (size_t i = 0; i < shape.size(); ++i) {
-      int64_t& size = out[rank - shape.size() + i];
-      if (size == 1) {
-        size = shape[i];
-      } else {
-        TORCH_CHECK(shape[i] == 1 || shape[i] == size, "The size of tensor a (", size,
-                    ") must match the size of tensor b (", shape[i], ") at non-singleton dimension ", i);
-      }
-    }
-  }
-  return out;
-}
 
 // The functional form of in-place `op` (mul_.Tensor -> mul.Tensor,
 // __ilshift__.Tensor -> __lshift__.Tensor) taking the same arguments, or nullopt.
@@ -384,6 +207,9 @@ struct Rules {
   std::optional<c10::OperatorHandle> functional;
   int lenient_out = -1;  // the out whose dtype the CPU is lenient about
   int cached = -1;       // the written argument, where passed signatures are cached
+  // The op signature's name and whether numbers' values key it (trace_info.h).
+  ir::hash_t name_hash = 0;
+  bool scalar_values_key_meta = false;
 };
 
 class ParityKernel final : public c10::OperatorKernel {
@@ -394,20 +220,18 @@ class ParityKernel final : public c10::OperatorKernel {
     const size_t num_args = op.schema().arguments().size();
     const size_t base = stack->size() - num_args;
     at::Tensor written;
-    std::optional<std::string> key;
+    std::optional<ir::hash_t> key;
     if (rules_.cached >= 0) {
       const c10::IValue& w = (*stack)[base + rules_.cached];
       if (w.isTensor()) written = w.toTensor();
-      // Built in a buffer this thread keeps: a hit allocates nothing.
-      thread_local std::string buffer;
-      if (written.defined() && KeyOf(*stack, base, Keep::kSignature, &buffer)) {
-        if (passed_.Contains(buffer)) {
-          torch::jit::drop(*stack, num_args);
-          stack->emplace_back(written);
-          Hits()->Add(1);
-          return;
-        }
-        key = buffer;  // the checks below may key calls of their own
+      if (written.defined()) {
+        key = KeyOf(op, *stack, base, rules_.name_hash, rules_.scalar_values_key_meta, Keep::kSignature);
+      }
+      if (key && passed_.Contains(*key)) {
+        torch::jit::drop(*stack, num_args);
+        stack->emplace_back(written);
+        Hits()->Add(1);
+        return;
       }
     }
     Misses()->Add(1);
@@ -420,7 +244,7 @@ class ParityKernel final : public c10::OperatorKernel {
         written.sizes() != c10::IntArrayRef(sizes) || written.strides() != c10::IntArrayRef(strides)) {
       return;  // an out that was resized is checked again next time
     }
-    passed_.Insert(*std::move(key), kKeyLimit);
+    passed_.Insert(*key, kKeyLimit);
   }
 
  private:
@@ -437,9 +261,9 @@ class ParityKernel final : public c10::OperatorKernel {
     const CallArgs call{op, stack, base};
     if (rules_.check) rules_.check(call);
     if (rules_.random_probe && !HasOtherTensor(op, stack, base))
-      ProbeOnCpu(op, stack, base, Keep::kProbeValues);
+      ProbeOnCpu(op, stack, base, rules_.name_hash, Keep::kProbeValues);
     if (rules_.in_place) InPlaceRules(call);
-    if (rules_.probe) ProbeOnCpu(op, stack, base, *rules_.probe);
+    if (rules_.probe) ProbeOnCpu(op, stack, base, rules_.name_hash, *rules_.probe);
   }
 
   // The CPU's checks of an in-place op, in the CPU's order (TensorIterator's):
@@ -449,30 +273,15 @@ class ParityKernel final : public c10::OperatorKernel {
     if (!first.isTensor() || !first.toTensor().defined()) return;
     const at::Tensor& self = first.toTensor();
     if (self.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
-    const std::string& name = call.op.schema().name();
-    if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
-      TORCH_CHECK(!rules_.refuse_overlap, kOverlapMessage);
-      // Functionalization's run of a write the CPU allows (fill_ of an
-      // expanded tensor): its write-back would sum the copies of each element
-      // (expand's inverse is a sum), a wrong result; refused instead.
-      TORCH_CHECK_NOT_IMPLEMENTED(
-          !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Functionalize), name,
-          ": writing into a tensor whose elements share memory (an expanded tensor) is not "
-          "supported on lazy devices; write into the tensor it was expanded from, or clone() "
-          "it first");
-    }
+    CheckInPlaceSelfOverlap(call.op.schema().name(), self, rules_.refuse_overlap);
     const size_t num_args = call.op.schema().arguments().size();
     if (rules_.broadcast) {
-      std::vector<at::IntArrayRef> shapes = {self.sizes()};
+      std::vector<at::IntArrayRef> shapes;
       for (size_t i = 1; i < num_args; ++i) {
         if (call.At(i).isTensor() && call.At(i).toTensor().defined())
           shapes.push_back(call.At(i).toTensor().sizes());
       }
-      if (shapes.size() > 1) {
-        const std::vector<int64_t> shape = BroadcastShape(shapes);
-        TORCH_CHECK(self.sizes() == at::IntArrayRef(shape), "output with shape ", self.sizes(),
-                    " doesn't match the broadcast shape ", at::IntArrayRef(shape));
-      }
+      CheckBroadcastToSelf(self, shapes);
     }
     if (!rules_.cast) return;
     // The CPU computes in the promoted dtype and refuses to write a result
@@ -499,8 +308,7 @@ class ParityKernel final : public c10::OperatorKernel {
     } else if (promote && num_args > 1 && call.At(1).isScalar()) {
       dtype = at::result_type(self, call.At(1).toScalar());
     }
-    TORCH_CHECK(!dtype || c10::canCast(*dtype, self.scalar_type()), "result type ", c10::toString(*dtype),
-                " can't be cast to the desired output type ", c10::toString(self.scalar_type()));
+    if (dtype) CheckCastToOutput(*dtype, self.scalar_type());
   }
 
   // The op's own Meta kernel, its errors in the CPU's words; an out dtype the
@@ -516,12 +324,10 @@ class ParityKernel final : public c10::OperatorKernel {
     } catch (const std::exception& e) {
       const std::string what = e.what();
       if (rules_.in_place) {
-        const std::string cpu = CpuCastMessage(what);
-        TORCH_CHECK(cpu.empty(), cpu);
+        RaiseCastErrorAsCpu(op.schema().name(), what);  // raises for every in-place op
         throw;
       }
-      const std::optional<c10::ScalarType> wanted =
-          DtypeAfter(what, "Expected out tensor to have dtype torch.");
+      const std::optional<c10::ScalarType> wanted = ExactOutDtypeWanted(what);
       if (rules_.lenient_out < 0 || !wanted || !arguments[rules_.lenient_out].isTensor()) throw;
       const at::Tensor out = arguments[rules_.lenient_out].toTensor();
       arguments[rules_.lenient_out] = at::empty({0}, out.options().dtype(*wanted));
@@ -551,6 +357,9 @@ std::optional<Rules> RulesFor(const c10::OperatorHandle& op, const std::string& 
   const c10::FunctionSchema& schema = op.schema();
   const bool pointwise = op.hasTag(at::Tag::pointwise);
   Rules r;
+  const TraceInfo& info = InfoFor(op);
+  r.name_hash = info.name_hash;
+  r.scalar_values_key_meta = info.scalar_values_key_meta;
   r.check = KernelCheckFor(op);
   r.random_probe = traits.probes_random_parameters;
   if (traits.probes_on_cpu) r.probe = traits.probe_by_kinds ? Keep::kProbeKinds : Keep::kProbeValues;

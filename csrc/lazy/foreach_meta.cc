@@ -64,6 +64,7 @@
 #include <utility>
 #include <vector>
 
+#include "lazy/cpu_parity_rules.h"
 #include "lazy/neuron_meta.h"
 
 namespace torch_neuron::lazy {
@@ -90,12 +91,6 @@ bool AnySymbolic(const Args&... tensors) {
 // wrap the number the same way before they reach the structured kernel.
 at::Tensor Wrapped(const at::Scalar& scalar) { return at::native::wrapped_scalar_tensor(scalar); }
 const at::Scalar& AsIs(const at::Scalar& scalar) { return scalar; }
-
-// The Tensor forms take one 0-dim tensor for the whole list.
-void CheckScalarTensor(const at::Tensor& scalar) {
-  TORCH_CHECK(scalar.dim() == 0 && scalar.numel() == 1, "scalar tensor expected to be 0 dim but it has ",
-              scalar.dim(), " dimensions and ", scalar.numel(), " elements.");
-}
 
 // Calls `per_tensor(self[i], i)` with a mutable handle on each self tensor, as
 // the in-place meta functions take one.
@@ -191,7 +186,7 @@ void Each(at::TensorList self, PerTensor per_tensor) {
     void Tensor(at::TensorList self, const at::Tensor& other) {                    \
       if (AnySymbolic(self, other))                                                \
         return at::native::foreach_tensor_##OP##_tensor_kernel_slow_(self, other); \
-      CheckScalarTensor(other);                                                    \
+      CheckForeachScalarTensor(other);                                             \
       check_foreach_api_restrictions(self);                                        \
       Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });       \
     }                                                                              \
@@ -255,7 +250,7 @@ TN_FOREACH_UNARY_META(zero)
 // add_.Tensor and sub_.Tensor carry alpha; only add has a Tensor form in ATen.
 void AddTensor(at::TensorList self, const at::Tensor& other, const at::Scalar& alpha) {
   if (AnySymbolic(self, other)) return at::native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha);
-  CheckScalarTensor(other);
+  CheckForeachScalarTensor(other);
   check_foreach_api_restrictions(self);
   Each(self, [&](at::Tensor& t, size_t) { at::meta::add_(t, other, alpha); });
 }

@@ -17,7 +17,7 @@
 
 #include <optional>
 
-#include "lazy/meta_fixups.h"
+#include "lazy/cpu_parity_rules.h"
 
 namespace torch_neuron::lazy {
 

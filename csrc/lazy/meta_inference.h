@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "ir/hash.h"
-#include "lazy/meta_fixups.h"
+#include "lazy/cpu_parity_rules.h"
 
 namespace torch_neuron::lazy {
 
@@ -20,7 +20,7 @@ namespace torch_neuron::lazy {
 // `view_of`, for a view's *_copy form, is the view op: its Meta kernel runs
 // first, its errors are the user's (view() of a transposed tensor), and its
 // strides and offsets are the results' layouts. `fixup` corrects what the Meta
-// kernel gets wrong (meta_fixups.h); a corrected shape is laid out contiguously.
+// kernel gets wrong (cpu_parity_rules.h); a corrected shape is laid out contiguously.
 // The result is the cache's own (shared, never changed): nullptr when none.
 std::shared_ptr<const MetaResult> InferMeta(const c10::OperatorHandle& op, ir::hash_t key,
                                             const std::optional<c10::OperatorHandle>& view_of,

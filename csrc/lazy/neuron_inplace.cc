@@ -18,7 +18,7 @@
 #include "lazy/bridge.h"
 #include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
-#include "lazy/overlap_checks.h"
+#include "lazy/cpu_parity_rules.h"
 
 namespace torch_neuron::lazy {
 namespace {

@@ -1,6 +1,5 @@
 #include "lazy/out_checks.h"
 
-#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/core/enum_tag.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -8,7 +7,6 @@
 #include <ATen/ops/range.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/library.h>
 
@@ -20,10 +18,9 @@
 
 #include "lazy/aten_ops.h"
 #include "lazy/bridge.h"
-#include "lazy/cpu_parity.h"
+#include "lazy/cpu_parity_rules.h"
 #include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
-#include "lazy/overlap_checks.h"
 #include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
@@ -61,16 +58,6 @@ at::Tensor MetaCopy(const at::Tensor& t) {
 c10::IValue MetaCopy(const c10::IValue& v) {
   if (v.isGenerator()) return c10::IValue();  // Meta kernels draw nothing
   return MapTensors(v, [](const at::Tensor& t) { return MetaCopy(t); });
-}
-
-bool RequiresGrad(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor().defined() && v.toTensor().requires_grad();
-  if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (RequiresGrad(e)) return true;
-    }
-  }
-  return false;
 }
 
 // Whether a Meta kernel's failure says the inputs are wrong, rather than that
@@ -147,32 +134,21 @@ template <typename Proceed>
 void CheckOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, Proceed proceed) {
   const size_t num_args = op.schema().arguments().size();
   const size_t base = stack->size() - num_args;
-  // Autograd's kernel of an out= op refuses these first, on the CPU too.
-  if (c10::GradMode::is_enabled()) {
-    for (size_t i = base; i < stack->size(); ++i) {
-      TORCH_CHECK(!RequiresGrad((*stack)[i]), op.schema().name().substr(6),
-                  "(): functions with out=... arguments don't support automatic differentiation, "
-                  "but one of the arguments requires grad.");
-    }
-  }
-  // An out whose elements share memory (an expanded tensor): the CPU refuses
-  // it; functionalization's write-back through expand would sum the copies.
+  // The CPU's rules (cpu_parity_rules.h), in its order: autograd's refusal
+  // of arguments that require grad; an out whose own elements share memory
+  // (an expanded tensor); an out that overlaps an input (pow(x[1:], 2,
+  // out=x[:-1]), cat into one of its inputs), where the CPU's kernel refuses it.
+  CheckOutNoGrad(op, *stack, base);
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
-    if (!op.schema().arguments()[i].is_out() || !v.isTensor() || !v.toTensor().defined()) continue;
-    TORCH_CHECK(at::has_internal_overlap(v.toTensor()) != at::MemOverlap::Yes, kOverlapMessage);
+    if (op.schema().arguments()[i].is_out() && v.isTensor()) CheckNoInternalOverlap(v.toTensor());
   }
-  const std::string& name = op.schema().name();
-  // An out that overlaps an input (pow(x[1:], 2, out=x[:-1]), cat into one of
-  // its inputs): the CPU's kernels refuse it (the result would depend on the
-  // order of the writes); functionalization would quietly compute from the
-  // values before the write. (Reductions and some other kernels allow it on
-  // the CPU: overlap_checks.h says which.)
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& out = (*stack)[base + i];
     if (op.schema().arguments()[i].is_out() && out.isTensor())
       CheckWrittenOverlap(op, *stack, base, out.toTensor());
   }
+  const std::string& name = op.schema().name();
   // linspace, logspace, arange and range resize out only where its element count
   // differs from the sequence's: an out of the right count keeps its shape and
   // takes the values in its logical order. (Their refs' Meta kernels resize by
@@ -235,24 +211,13 @@ void CheckOut(const c10::OperatorHandle& op, torch::jit::Stack* stack, Proceed p
       // the result through the old view failed when the graph ran.
       for (const auto& [i, meta] : meta_outs) {
         const at::Tensor out = (*stack)[base + i].toTensor();
-        TORCH_CHECK(!out.is_view() || !IsNeuron(out) || out.sizes() == meta.sizes(), name.substr(6),
-                    "(): the out= argument '", op.schema().arguments()[i].name(), "' is a view of shape ",
-                    out.sizes(), " that the result's shape ", meta.sizes(),
-                    " would resize; resizing a view is not supported on neuron (the CPU restrides it over "
-                    "its base's storage): pass an out of the result's shape, or one that is not a view");
+        CheckOutViewNotResized(op, i, out, out.is_view() && IsNeuron(out), meta.sizes());
       }
     } catch (const std::exception& e) {
       if (!IsInputError(e)) {
         // Meta tensors cannot answer: the CPU's kernel does.
         if (RunOnCpu(op, stack, base)) return;
-      } else if (const std::string cpu = CpuCastMessage(e.what()); !cpu.empty()) {
-        // The refs' out= wrapper refuses every unsafe cast; the CPU's
-        // bernoulli writes its 0s and 1s into any dtype.
-        TORCH_CHECK_TYPE(name != "aten::cat",
-                         "torch.cat(): input types can't be cast to the desired output type ",
-                         cpu.substr(cpu.rfind(' ') + 1));
-        TORCH_CHECK(name == "aten::bernoulli", cpu);
-      } else {
+      } else if (!RaiseCastErrorAsCpu(name, e.what())) {
         throw;
       }
     }

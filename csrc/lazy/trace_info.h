@@ -14,7 +14,7 @@
 #include "ir/hash.h"
 #include "ir/node.h"
 #include "ir/op_traits.h"
-#include "lazy/meta_fixups.h"
+#include "lazy/cpu_parity_rules.h"
 
 namespace torch_neuron::lazy {
 

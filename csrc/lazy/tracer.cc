@@ -24,6 +24,7 @@
 #include "lazy/layouts.h"
 #include "lazy/meta_inference.h"
 #include "lazy/neuron_meta.h"
+#include "lazy/op_signature.h"
 #include "lazy/ran_values.h"
 #include "lazy/scheduler.h"
 #include "lazy/tensor_impl.h"
@@ -46,39 +47,6 @@ namespace {
 // tracer.h SetSizeGenericTrace.
 thread_local bool size_generic_trace = false;
 
-// The Meta-cache key of a traced call: the op's name hash, then per argument a
-// tag and its words, hashed once at the end (one XXH3 call per op, not a
-// combine per argument). Tags make the word sequence unambiguous. The key
-// lives in this process only.
-class SignatureKey {
- public:
-  enum Tag : uint64_t {
-    kTensor = 1,
-    kCpuScalar,
-    kScalar,
-    kList,
-    kGenerator,
-    kDtype,
-    kDevice,
-    kAttr,
-    kLayout
-  };
-
-  explicit SignatureKey(ir::hash_t name) { Add(name); }
-  SignatureKey& Tagged(Tag tag) { return Word(tag); }
-  SignatureKey& Word(uint64_t word) {
-    words_.push_back(word);
-    return *this;
-  }
-  SignatureKey& Add(ir::hash_t h) { return Word(absl::Uint128High64(h)).Word(absl::Uint128Low64(h)); }
-  ir::hash_t Hash() const {
-    return ir::HashBytes(words_.data(), words_.size() * sizeof(uint64_t), 0x6d657461);
-  }
-
- private:
-  absl::InlinedVector<uint64_t, 32> words_;
-};
-
 using Clock = std::chrono::steady_clock;
 
 using runtime::IsGeneratorType;
@@ -86,12 +54,6 @@ using runtime::IsListOf;
 using runtime::IsNumberType;
 using runtime::IsTensorType;
 using runtime::Unwrapped;
-
-c10::ScalarType ScalarDtype(const c10::Scalar& s) {
-  if (s.isBoolean()) return c10::ScalarType::Bool;
-  if (s.isIntegral(false)) return c10::ScalarType::Long;
-  return c10::ScalarType::Double;
-}
 
 struct TraceMetrics {
   metrics::Counter* ops = metrics::GetCounter("trace.op.count");
@@ -273,10 +235,9 @@ std::optional<int> DeviceOf(const Call& c) {
 // call's stack, never changes it.
 class ArgumentBinder {
  public:
+  // The Meta-cache key starts with the op's name and torch's default dtype
+  // (op_signature.h).
   ArgumentBinder(const Call& call, int device) : c_(call), device_(device), signature_(call.info.name_hash) {
-    // Factories and promotions with Python floats take torch's default dtype
-    // (set_default_dtype), which the arguments do not show.
-    signature_.Word(static_cast<uint64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
     // One allocation each for a call without lists (growing one element at a
     // time reallocated them two or three times per traced op).
     operands_.reserve(call.num_args);
@@ -320,7 +281,7 @@ class ArgumentBinder {
   std::vector<DeferredMeta> deferred_;
   size_t list_position_ = 0;
   bool in_list_ = false;
-  SignatureKey signature_;
+  OpSignature signature_;
   bool draws_ = false;  // it takes a generator
   // A view's base and an out= argument may be stale (see LazyTensor): the
   // view inherits it, the out= write replaces the values.
@@ -342,13 +303,7 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
     if (!exempt_from_stale_check_) lazy->CheckNoLostWrite();
     value = lazy->GetValue();
     TensorLayout layout = TensorLayout::Of(t);
-    signature_.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
-    if (!layout.is_default()) {
-      signature_.Tagged(SignatureKey::kLayout)
-          .Word(static_cast<uint64_t>(layout.storage_offset))
-          .Word(layout.strides.size());
-      for (int64_t stride : layout.strides) signature_.Word(static_cast<uint64_t>(stride));
-    }
+    signature_.Tensor(value.node->shape_hash(value.index), layout);
     defer(value, std::move(layout));
   } else if (t.device().is_cpu() && t.dim() == 0) {
     const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
@@ -359,15 +314,12 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
     // tensor's might (the Meta kernel sees its data).
     ir::hash_t value_hash = 0;
     if (!wrapped || info.scalar_values_key_meta) ir::HashIValue(c10::IValue(item), &value_hash);
-    signature_.Tagged(SignatureKey::kCpuScalar)
-        .Word(static_cast<uint64_t>(t.scalar_type()))
-        .Word(wrapped)
-        .Add(value_hash);
+    signature_.CpuScalar(t.scalar_type(), wrapped, value_hash);
   } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
     auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device_, t));
     value = LazyTensor::FromData(data)->GetValue();
     defer(value, TensorLayout{});
-    signature_.Tagged(SignatureKey::kTensor).Add(value.node->shape_hash(value.index));
+    signature_.Tensor(value.node->shape_hash(value.index), TensorLayout{});
   } else {
     TORCH_CHECK(false,
                 "Expected all tensors to be on the same device, but found at least two "
@@ -387,7 +339,7 @@ int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s) {
   // Meta kernel checks it (vector_norm's ord).
   ir::hash_t value_hash = 0;
   if (c_.info.scalar_values_key_meta) ir::HashIValue(c10::IValue(s), &value_hash);
-  signature_.Tagged(SignatureKey::kScalar).Word(static_cast<uint64_t>(ScalarDtype(s))).Add(value_hash);
+  signature_.Scalar(ScalarDtype(s), value_hash);
   return static_cast<int32_t>(operands_.size() - 1);
 }
 
@@ -395,7 +347,7 @@ int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s) {
 // which keys the Meta cache (it bounds the result).
 int32_t ArgumentBinder::PositionOperand(int64_t position) {
   operands_.push_back(ir::Value{ir::Node::MakePosition(position), 0});
-  signature_.Tagged(SignatureKey::kAttr).Word(static_cast<uint64_t>(position));
+  signature_.Tagged(OpSignature::kAttr).Word(static_cast<uint64_t>(position));
   return static_cast<int32_t>(operands_.size() - 1);
 }
 
@@ -428,7 +380,7 @@ void ArgumentBinder::BindTensorList(const c10::TypePtr& type, const c10::IValue&
   meta_stack_.swap(saved_meta);
   in_list_ = false;
   meta_stack_.push_back(meta_list);
-  signature_.Tagged(SignatureKey::kList).Word(indices.size());
+  signature_.Tagged(OpSignature::kList).Word(indices.size());
   for (int32_t index : indices) signature_.Word(static_cast<uint64_t>(index));
   args_.push_back(ir::Arg::OperandList(std::move(indices)));
 }
@@ -456,6 +408,8 @@ std::optional<std::string> ArgumentBinder::Bind() {
       } else {
         args_.push_back(ir::Arg::Attr(c10::IValue()));
         meta_stack_.push_back(c10::IValue());
+        // Keyed, so that (None, t) and (t, None) differ.
+        signature_.Tagged(OpSignature::kUndefined);
       }
     } else if (IsListOf(type, c10::TypeKind::TensorType) && v.isList()) {
       BindTensorList(type, v);
@@ -487,7 +441,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
       operands_.push_back(ir::Value{ir::Node::MakeGenerator(std::make_shared<GeneratorLeaf>(gen)), 0});
       args_.push_back(ir::Arg::Operand(static_cast<int32_t>(operands_.size() - 1)));
       meta_stack_.push_back(c10::IValue());
-      signature_.Tagged(SignatureKey::kGenerator);
+      signature_.Tagged(OpSignature::kGenerator);
     } else if (c_.schema.arguments()[i].name() == "pin_memory" && v.isBool() && v.toBool()) {
       TORCH_CHECK(false, "only CPU tensors can be pinned, not neuron tensors (in ", name, ")");
     } else if (Unwrapped(type)->kind() == c10::TypeKind::LayoutType && v.isInt() &&
@@ -498,12 +452,12 @@ std::optional<std::string> ArgumentBinder::Bind() {
       runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
       args_.push_back(ir::Arg::Attr(v));
       meta_stack_.push_back(v);
-      signature_.Tagged(SignatureKey::kDtype).Word(static_cast<uint64_t>(v.toInt()));
+      signature_.Tagged(OpSignature::kDtype).Word(static_cast<uint64_t>(v.toInt()));
     } else if (v.isDevice()) {
       args_.push_back(ir::Arg::Attr(v));
       const bool neuron = v.toDevice().type() == c10::DeviceType::PrivateUse1;
       meta_stack_.push_back(neuron ? c10::IValue(c10::Device(c10::DeviceType::Meta)) : v);
-      signature_.Tagged(SignatureKey::kDevice)
+      signature_.Tagged(OpSignature::kDevice)
           .Word(static_cast<uint64_t>(v.toDevice().type()))
           .Word(static_cast<uint64_t>(v.toDevice().index()));
     } else {
@@ -511,7 +465,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
       if (!ir::HashIValue(v, &h)) return std::string("it takes a ") + v.tagKind() + " argument";
       args_.push_back(ir::Arg::Attr(v));
       meta_stack_.push_back(v);
-      signature_.Tagged(SignatureKey::kAttr).Add(h);
+      signature_.Tagged(OpSignature::kAttr).Add(h);
     }
   }
   return std::nullopt;
