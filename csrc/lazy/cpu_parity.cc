@@ -235,11 +235,27 @@ class ParityKernel final : public c10::OperatorKernel {
       }
     }
     Misses()->Add(1);
-    Check(op, *stack, base);
-    const std::vector<int64_t> sizes = written.defined() ? written.sizes().vec() : std::vector<int64_t>();
-    const std::vector<int64_t> strides = written.defined() ? written.strides().vec() : std::vector<int64_t>();
-    RunMeta(op, stack, base);
-    if (!key) return;
+    if (!key) {
+      Check(op, *stack, base);
+      RunMeta(op, stack, base);
+      return;
+    }
+    const std::vector<int64_t> sizes = written.sizes().vec();
+    const std::vector<int64_t> strides = written.strides().vec();
+    // A call that warns is not cached: the CPU warns at every call (std's
+    // degrees of freedom over a reduced dim of one). Its warnings are given on,
+    // after an error too.
+    Collected collected;
+    try {
+      c10::WarningUtils::WarningHandlerGuard guard(&collected);
+      Check(op, *stack, base);
+      RunMeta(op, stack, base);
+    } catch (...) {
+      for (const c10::Warning& w : collected.warnings) c10::warn(w);
+      throw;
+    }
+    for (const c10::Warning& w : collected.warnings) c10::warn(w);
+    if (!collected.warnings.empty()) return;
     if (stack->empty() || !stack->back().isTensor() || !stack->back().toTensor().is_same(written) ||
         written.sizes() != c10::IntArrayRef(sizes) || written.strides() != c10::IntArrayRef(strides)) {
       return;  // an out that was resized is checked again next time

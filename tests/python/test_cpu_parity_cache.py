@@ -136,3 +136,15 @@ def test_threads_checking_at_once_get_their_own_results():
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_a_signature_that_warns_warns_at_every_call(device):
+    # The CPU warns at every call of std over a reduced dim of one element;
+    # such a signature is not cached, so neuron's checks warn every time too.
+    x = torch.randn(1, 3, device=device)
+    out = torch.empty(3, device=device)
+    for _ in range(3):
+        with pytest.warns(UserWarning, match=r"std\(\): degrees of freedom is <= 0"):
+            torch.std(x, dim=[0], out=out)
+    assert torch.isnan(out.cpu()).all()
