@@ -276,7 +276,11 @@ def render_compiled(compiled: Dict[str, Any], eager_by_level: Dict[Any, Dict[str
            f"met no new Dynamo graph and traced no region. In the runner's order, {meta.get('jobs')} job(s), "
            f"{meta.get('wall_s', 0) / 60:.0f} min ({meta.get('started', '?')} to {meta.get('finished', '?')}; "
            f"git HEAD {meta.get('git_head', '?')}): **{len(run)}** entries run, "
-           f"{len(meta.get('not_run', []))} not reached.", "",
+           f"{len(meta.get('not_run', []))} not reached. The git HEAD is the last run's: a resumed sweep "
+           f"(`--resume --force` reruns entries in place) holds entries of several builds, named here "
+           f"(extension mtime: entries): "
+           + ", ".join(f"{b}: {n}" for b, n in sorted(collections.Counter(
+               r.get("build") or "not recorded" for r in run.values()).items())) + ".", "",
            "| status | entries |", "|---|---|"]
     out += [f"| {s} | {counts[s]} |" for s in STATUSES]
     rate = 100.0 * counts["pass"] / valid if valid else 0.0
