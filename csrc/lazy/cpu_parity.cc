@@ -106,10 +106,7 @@ bool ProbeArguments(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       cpu->emplace_back(at::make_generator<at::CPUGeneratorImpl>());
     } else if (v.isTensor() && v.toTensor().defined()) {
       const at::Tensor& t = v.toTensor();
-      if (t.layout() != c10::kStrided || t.is_quantized() ||
-          t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
-        return false;
-      }
+      if (t.layout() != c10::kStrided || t.is_quantized()) return false;
       if (arg.is_out()) {
         cpu->emplace_back(at::empty({0}, at::TensorOptions().dtype(t.scalar_type())));
       } else if (arg.name() == "sorter") {
@@ -288,7 +285,6 @@ class ParityKernel final : public c10::OperatorKernel {
     const c10::IValue& first = call.At(0);
     if (!first.isTensor() || !first.toTensor().defined()) return;
     const at::Tensor& self = first.toTensor();
-    if (self.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return;
     CheckInPlaceSelfOverlap(call.op.schema().name(), self, rules_.refuse_overlap);
     const size_t num_args = call.op.schema().arguments().size();
     if (rules_.broadcast) {

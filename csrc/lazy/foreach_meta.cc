@@ -15,7 +15,8 @@
 // structured meta function of the in-place op (at::meta::add_, ...), which
 // rejects a broadcast that would resize self and a result dtype that cannot be
 // cast to self's. Tensors with symbolic sizes (FakeTensor under torch.compile)
-// take the original loop, whose Python meta functions handle SymInts.
+// never reach them: RunNeuronMeta gives those calls PyTorch's own Meta kernel,
+// whose Python meta functions handle SymInts.
 //
 // The functional forms' loop calls the per-tensor functional op, whose Python
 // Meta kernel accepts a bool subtraction the CPU refuses: the graph failed at
@@ -73,20 +74,6 @@ namespace {
 using at::native::check_foreach_api_restrictions;
 using Scalars = at::ArrayRef<at::Scalar>;
 
-bool Symbolic(at::TensorList tensors) {
-  for (const at::Tensor& t : tensors) {
-    if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) return true;
-  }
-  return false;
-}
-
-bool Symbolic(const at::Tensor& t) { return t.unsafeGetTensorImpl()->has_symbolic_sizes_strides(); }
-
-template <typename... Args>
-bool AnySymbolic(const Args&... tensors) {
-  return (Symbolic(tensors) || ...);
-}
-
 // What the Scalar forms pass to the per-tensor op: ATen's own Scalar overloads
 // wrap the number the same way before they reach the structured kernel.
 at::Tensor Wrapped(const at::Scalar& scalar) { return at::native::wrapped_scalar_tensor(scalar); }
@@ -103,93 +90,78 @@ void Each(at::TensorList self, PerTensor per_tensor) {
 }
 
 // add_ and sub_: an alpha on the List and Tensor forms.
-#define TN_FOREACH_ALPHA_META(OP)                                                                        \
-  namespace foreach_##OP {                                                                               \
-    void Scalar(at::TensorList self, const at::Scalar& scalar) {                                         \
-      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar); \
-      check_foreach_api_restrictions(self);                                                              \
-      const at::Tensor other = Wrapped(scalar); /* once, not per tensor */                               \
-      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                             \
-    }                                                                                                    \
-    void List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {                      \
-      if (AnySymbolic(self, other))                                                                      \
-        return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other, alpha);                  \
-      check_foreach_api_restrictions(self, other);                                                       \
-      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i], alpha); });                 \
-    }                                                                                                    \
-    void ScalarList(at::TensorList self, Scalars scalars) {                                              \
-      if (AnySymbolic(self))                                                                             \
-        return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars);                 \
-      check_foreach_api_restrictions(self, scalars);                                                     \
-      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, Wrapped(scalars[i])); });             \
-    }                                                                                                    \
+#define TN_FOREACH_ALPHA_META(OP)                                                            \
+  namespace foreach_##OP {                                                                   \
+    void Scalar(at::TensorList self, const at::Scalar& scalar) {                             \
+      check_foreach_api_restrictions(self);                                                  \
+      const at::Tensor other = Wrapped(scalar); /* once, not per tensor */                   \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                 \
+    }                                                                                        \
+    void List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {          \
+      check_foreach_api_restrictions(self, other);                                           \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i], alpha); });     \
+    }                                                                                        \
+    void ScalarList(at::TensorList self, Scalars scalars) {                                  \
+      check_foreach_api_restrictions(self, scalars);                                         \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, Wrapped(scalars[i])); }); \
+    }                                                                                        \
   }
 
 // The functional add and sub (a new list): per tensor, ATen's structured meta
 // function of the functional op, which makes the CPU's checks (a bool
 // subtraction, a float alpha of integral tensors) that the per-tensor Python
 // Meta kernels of the loop skip.
-#define TN_FOREACH_ALPHA_FUNCTIONAL_META(OP)                                                                 \
-  namespace foreach_##OP##_functional {                                                                      \
-    std::vector<at::Tensor> Scalar(at::TensorList self, const at::Scalar& scalar) {                          \
-      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow(self, scalar);      \
-      check_foreach_api_restrictions(self);                                                                  \
-      const at::Tensor other = Wrapped(scalar); /* once, not per tensor */                                   \
-      std::vector<at::Tensor> out;                                                                           \
-      for (const at::Tensor& t : self) out.push_back(at::meta::OP(t, other));                                \
-      return out;                                                                                            \
-    }                                                                                                        \
-    std::vector<at::Tensor> List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {       \
-      if (AnySymbolic(self, other))                                                                          \
-        return at::native::foreach_tensor_##OP##_list_kernel_slow(self, other, alpha);                       \
-      check_foreach_api_restrictions(self, other);                                                           \
-      std::vector<at::Tensor> out;                                                                           \
-      for (size_t i = 0; i < self.size(); ++i) out.push_back(at::meta::OP(self[i], other[i], alpha));        \
-      return out;                                                                                            \
-    }                                                                                                        \
-    std::vector<at::Tensor> ScalarList(at::TensorList self, Scalars scalars) {                               \
-      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow(self, scalars); \
-      check_foreach_api_restrictions(self, scalars);                                                         \
-      std::vector<at::Tensor> out;                                                                           \
-      for (size_t i = 0; i < self.size(); ++i) out.push_back(at::meta::OP(self[i], Wrapped(scalars[i])));    \
-      return out;                                                                                            \
-    }                                                                                                        \
+#define TN_FOREACH_ALPHA_FUNCTIONAL_META(OP)                                                              \
+  namespace foreach_##OP##_functional {                                                                   \
+    std::vector<at::Tensor> Scalar(at::TensorList self, const at::Scalar& scalar) {                       \
+      check_foreach_api_restrictions(self);                                                               \
+      const at::Tensor other = Wrapped(scalar); /* once, not per tensor */                                \
+      std::vector<at::Tensor> out;                                                                        \
+      for (const at::Tensor& t : self) out.push_back(at::meta::OP(t, other));                             \
+      return out;                                                                                         \
+    }                                                                                                     \
+    std::vector<at::Tensor> List(at::TensorList self, at::TensorList other, const at::Scalar& alpha) {    \
+      check_foreach_api_restrictions(self, other);                                                        \
+      std::vector<at::Tensor> out;                                                                        \
+      for (size_t i = 0; i < self.size(); ++i) out.push_back(at::meta::OP(self[i], other[i], alpha));     \
+      return out;                                                                                         \
+    }                                                                                                     \
+    std::vector<at::Tensor> ScalarList(at::TensorList self, Scalars scalars) {                            \
+      check_foreach_api_restrictions(self, scalars);                                                      \
+      std::vector<at::Tensor> out;                                                                        \
+      for (size_t i = 0; i < self.size(); ++i) out.push_back(at::meta::OP(self[i], Wrapped(scalars[i]))); \
+      return out;                                                                                         \
+    }                                                                                                     \
   }
 
 // The Scalar, List and ScalarList forms without alpha: mul_ and div_ pass
 // their scalars wrapped (Wrapped), clamp_min_, clamp_max_ and pow_ as they are
 // (AsIs: their per-tensor ops have Scalar overloads).
-#define TN_FOREACH_BINARY_META(OP, AS_OPERAND)                                                               \
-  namespace foreach_##OP {                                                                                   \
-    void Scalar(at::TensorList self, const at::Scalar& scalar) {                                             \
-      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_scalar_kernel_slow_(self, scalar);     \
-      check_foreach_api_restrictions(self);                                                                  \
-      const auto other = AS_OPERAND(scalar); /* once, not per tensor */                                      \
-      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                                 \
-    }                                                                                                        \
-    void List(at::TensorList self, at::TensorList other) {                                                   \
-      if (AnySymbolic(self, other)) return at::native::foreach_tensor_##OP##_list_kernel_slow_(self, other); \
-      check_foreach_api_restrictions(self, other);                                                           \
-      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i]); });                            \
-    }                                                                                                        \
-    void ScalarList(at::TensorList self, Scalars scalars) {                                                  \
-      if (AnySymbolic(self))                                                                                 \
-        return at::native::foreach_tensor_##OP##_scalarlist_kernel_slow_(self, scalars);                     \
-      check_foreach_api_restrictions(self, scalars);                                                         \
-      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, AS_OPERAND(scalars[i])); });              \
-    }                                                                                                        \
+#define TN_FOREACH_BINARY_META(OP, AS_OPERAND)                                                  \
+  namespace foreach_##OP {                                                                      \
+    void Scalar(at::TensorList self, const at::Scalar& scalar) {                                \
+      check_foreach_api_restrictions(self);                                                     \
+      const auto other = AS_OPERAND(scalar); /* once, not per tensor */                         \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });                    \
+    }                                                                                           \
+    void List(at::TensorList self, at::TensorList other) {                                      \
+      check_foreach_api_restrictions(self, other);                                              \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, other[i]); });               \
+    }                                                                                           \
+    void ScalarList(at::TensorList self, Scalars scalars) {                                     \
+      check_foreach_api_restrictions(self, scalars);                                            \
+      Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, AS_OPERAND(scalars[i])); }); \
+    }                                                                                           \
   }
 
 // mul_ and div_ also take one 0-dim tensor for the whole list.
-#define TN_FOREACH_TENSOR_META(OP)                                                 \
-  namespace foreach_##OP {                                                         \
-    void Tensor(at::TensorList self, const at::Tensor& other) {                    \
-      if (AnySymbolic(self, other))                                                \
-        return at::native::foreach_tensor_##OP##_tensor_kernel_slow_(self, other); \
-      CheckForeachScalarTensor(other);                                             \
-      check_foreach_api_restrictions(self);                                        \
-      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); });       \
-    }                                                                              \
+#define TN_FOREACH_TENSOR_META(OP)                                           \
+  namespace foreach_##OP {                                                   \
+    void Tensor(at::TensorList self, const at::Tensor& other) {              \
+      CheckForeachScalarTensor(other);                                       \
+      check_foreach_api_restrictions(self);                                  \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t, other); }); \
+    }                                                                        \
   }
 
 // addcmul_ and addcdiv_: self += value * (tensor1 op tensor2). The Tensor form
@@ -198,27 +170,22 @@ void Each(at::TensorList self, PerTensor per_tensor) {
   namespace foreach_##OP {                                                                                  \
     void Scalar(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2,                        \
                 const at::Scalar& value) {                                                                  \
-      if (AnySymbolic(self, tensor1, tensor2))                                                              \
-        return at::native::foreach_tensor_##OP##_scalar_slow_(self, tensor1, tensor2, value);               \
       check_foreach_api_restrictions(self, tensor1, tensor2);                                               \
       Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, tensor1[i], tensor2[i], value); });      \
     }                                                                                                       \
     void ScalarList(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2, Scalars scalars) { \
-      if (AnySymbolic(self, tensor1, tensor2))                                                              \
-        return at::native::foreach_tensor_##OP##_scalarlist_slow_(self, tensor1, tensor2, scalars);         \
       check_foreach_api_restrictions(self, tensor1, tensor2, scalars);                                      \
       Each(self, [&](at::Tensor& t, size_t i) { at::meta::OP##_(t, tensor1[i], tensor2[i], scalars[i]); }); \
     }                                                                                                       \
   }
 
 // Unary ops: the meta function checks that the result dtype casts to self's.
-#define TN_FOREACH_UNARY_META(OP)                                                  \
-  namespace foreach_##OP {                                                         \
-    void Apply(at::TensorList self) {                                              \
-      if (AnySymbolic(self)) return at::native::foreach_tensor_##OP##_slow_(self); \
-      check_foreach_api_restrictions(self);                                        \
-      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t); });              \
-    }                                                                              \
+#define TN_FOREACH_UNARY_META(OP)                                     \
+  namespace foreach_##OP {                                            \
+    void Apply(at::TensorList self) {                                 \
+      check_foreach_api_restrictions(self);                           \
+      Each(self, [&](at::Tensor& t, size_t) { at::meta::OP##_(t); }); \
+    }                                                                 \
   }
 
 TN_FOREACH_ALPHA_META(add)
@@ -249,7 +216,6 @@ TN_FOREACH_UNARY_META(zero)
 
 // add_.Tensor and sub_.Tensor carry alpha; only add has a Tensor form in ATen.
 void AddTensor(at::TensorList self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (AnySymbolic(self, other)) return at::native::foreach_tensor_add_tensor_kernel_slow_(self, other, alpha);
   CheckForeachScalarTensor(other);
   check_foreach_api_restrictions(self);
   Each(self, [&](at::Tensor& t, size_t) { at::meta::add_(t, other, alpha); });
@@ -258,21 +224,16 @@ void AddTensor(at::TensorList self, const at::Tensor& other, const at::Scalar& a
 // lerp_: self += weight * (end - self), the weight one Scalar, one per tensor,
 // or a tensor per tensor.
 void LerpScalar(at::TensorList self, at::TensorList end, const at::Scalar& weight) {
-  if (AnySymbolic(self, end)) return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, weight);
   check_foreach_api_restrictions(self, end);
   Each(self, [&](at::Tensor& t, size_t i) { at::meta::lerp_(t, end[i], weight); });
 }
 
 void LerpScalarList(at::TensorList self, at::TensorList end, Scalars weights) {
-  if (AnySymbolic(self, end))
-    return at::native::foreach_tensor_lerp_scalarlist_kernel_slow_(self, end, weights);
   check_foreach_api_restrictions(self, end, weights);
   Each(self, [&](at::Tensor& t, size_t i) { at::meta::lerp_(t, end[i], weights[i]); });
 }
 
 void LerpList(at::TensorList self, at::TensorList end, at::TensorList weights) {
-  if (AnySymbolic(self, end, weights))
-    return at::native::foreach_tensor_ternary_lerp_slow_(self, end, weights);
   check_foreach_api_restrictions(self, end, weights);
   Each(self, [&](at::Tensor& t, size_t i) { at::meta::lerp_(t, end[i], weights[i]); });
 }

@@ -31,7 +31,9 @@ bool HasNeuronMetaKernel(const c10::OperatorHandle& op);
 
 // Runs `op` on the meta tensors of `stack`: neuron's Meta kernel where it has
 // one, else the C++ meta function of a structured op (structured_meta.h), else
-// the op's Meta kernel (as op.redispatchBoxed(Meta) does).
+// the op's Meta kernel (as op.redispatchBoxed(Meta) does). A call with
+// symbolic sizes (torch.compile's fakes) always takes the op's Meta kernel, so
+// neuron's Meta kernels and the C++ meta functions see concrete sizes only.
 void RunNeuronMeta(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Runs `op`'s own Meta kernel on `stack` (what RunNeuronMeta runs where `op`
