@@ -75,3 +75,18 @@ def _restore_device_state():
         torch.neuron.set_device(0)
         for i, limit in enumerate(limits):
             torch.neuron.set_memory_limit(limit, i)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo reset before and after a torch.compile test, which must not have
+    had AOTAutograd fail on a graph: Dynamo then breaks the graph and runs it
+    uncompiled, which gives the right values but not what the test checks."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    assert counters["aot_autograd"]["not_ok"] == 0
+    torch._dynamo.reset()

@@ -22,15 +22,8 @@ import torch_neuron
 from child_process import run_python
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    # AOTAutograd failing on a graph makes Dynamo break it and run it
-    # uncompiled: right values, but not what the test means to check.
-    assert counters["aot_autograd"]["not_ok"] == 0
-    torch._dynamo.reset()
+# Dynamo reset around each test, and no AOTAutograd failure (conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 
