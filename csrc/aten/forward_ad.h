@@ -8,7 +8,7 @@
 // has no storage and raises ("Cannot access storage of TensorImpl"). The
 // functional wrapper above it has one that reports the base's size, as the
 // CPU's storage does, so the kernel here answers from the wrappers; calls
-// without a neuron tensor run as functionalization would run them.
+// without a neuron tensor run the kernel that was there.
 #pragma once
 
 #include <torch/library.h>
