@@ -1,9 +1,10 @@
 #pragma once
-// The last provider of the chain: compiles the graph here. What it answers with
-// is what the NEFF reader makes of the NEFF it wrote (as for an entry loaded from
-// disk), so a program the reader rejects is the graph's error and never reaches
-// a cache. Compile events go to observers (the recompile report, graph dumps,
-// the tier-1 fallback warning live in lazy/, not here).
+// The last provider of the chain: compiles the request's CompileRequest here.
+// The compiler answers with NEFF bytes; the program is what the NEFF reader
+// makes of them, exactly as for an entry from the disk, Redis or the compile
+// service, so a program the reader rejects is the graph's error and never
+// reaches a cache. Compile events go to observers (the recompile report, graph
+// dumps, the tier-1 fallback warning live in lazy/, not here).
 
 #include <cstdint>
 #include <functional>
@@ -33,9 +34,5 @@ class LocalCompileProvider : public ExecutableProvider {
   absl::Mutex mu_;
   std::vector<CompileObserver> observers_ ABSL_GUARDED_BY(mu_);
 };
-
-// The NEFF signature of a canonical graph: parameter kinds and specs, outputs and
-// the inputs each output could donate into (same byte size).
-proto::Signature SignatureFor(const ir::CanonicalGraph& g);
 
 }  // namespace torch_neuron::cache

@@ -25,7 +25,8 @@
 #include "absl/synchronization/notification.h"
 #include "cache/lru_cache.h"
 #include "compiler/compiler.h"
-#include "ir/graph.h"
+#include "ir/hash.h"
+#include "proto/compile_request.pb.h"
 #include "proto/neff.pb.h"
 #include "runtime/program.h"
 
@@ -33,11 +34,17 @@ namespace torch_neuron::cache {
 
 class DiskCache;
 
-// One graph to provide an executable for.
+// One graph to provide an executable for: its key, and on a miss the graph
+// itself as a CompileRequest.
 struct ExecutableRequest {
-  ir::hash_t key = 0;                         // graph hash combined with the compiler fingerprint
-  const ir::CanonicalGraph* graph = nullptr;  // what a compiling provider compiles
+  ir::hash_t key = 0;  // graph hash combined with the compiler fingerprint
+  // What a compiling provider compiles (here, or in the compile service): built
+  // by the asker once the memory level has missed, never for a memory hit;
+  // nullptr for a request of stored executables only. Shared, immutable: a
+  // background compile keeps it after the asker has moved on.
+  std::shared_ptr<const proto::CompileRequest> compile;
   compiler::CompileOptions options;
+  const compiler::Target* target = nullptr;                 // what a compiling provider compiles for
   const proto::CompilerFingerprint* fingerprint = nullptr;  // what NEFFs must carry
   // Ask only the levels that hold executables already (memory, disk, Redis):
   // providers that would compile answer NOT_FOUND, the disk takes no key lock,
@@ -101,6 +108,12 @@ class ProviderChain {
   explicit ProviderChain(std::vector<std::unique_ptr<ExecutableProvider>> providers);
 
   absl::StatusOr<Answer> Get(const ExecutableRequest& request);
+
+  // The first provider's answer without waiting (ExecutableProvider::Lookup):
+  // a memory hit, or nullptr. Needs only the request's key.
+  std::shared_ptr<const runtime::Program> Lookup(const ExecutableRequest& request) {
+    return providers_.empty() ? nullptr : providers_[0]->Lookup(request);
+  }
 
   // Threads waiting for another thread's request for `key` (tests, diagnostics).
   int Waiting(ir::hash_t key);

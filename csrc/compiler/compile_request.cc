@@ -7,12 +7,13 @@
 #include "neff/constant_codec.h"
 
 namespace torch_neuron::compiler {
-namespace {
 
-std::string HashWords(ir::hash_t h) {
+std::string GraphHashBytes(ir::hash_t h) {
   const uint64_t words[2] = {absl::Uint128High64(h), absl::Uint128Low64(h)};
   return std::string(reinterpret_cast<const char*>(words), sizeof(words));
 }
+
+namespace {
 
 proto::GraphNode::Kind KindOf(ir::NodeKind kind) {
   switch (kind) {
@@ -37,8 +38,11 @@ absl::Status EncodeScalar(const c10::Scalar& s, proto::ScalarValue* out) {
     out->set_int_value(s.toLong());
   } else if (s.isFloatingPoint()) {
     out->set_double_value(s.toDouble());
+  } else if (s.isComplex()) {
+    out->mutable_complex_value()->set_real(s.toComplexDouble().real());
+    out->mutable_complex_value()->set_imag(s.toComplexDouble().imag());
   } else {
-    return absl::UnimplementedError("a complex constant has no CompileRequest form");
+    return absl::UnimplementedError("a symbolic constant has no CompileRequest form");
   }
   return absl::OkStatus();
 }
@@ -113,6 +117,10 @@ absl::StatusOr<ir::NodePtr> ReadNode(size_t i, const proto::GraphNode& n,
         case proto::ScalarValue::kDoubleValue:
           value = c10::Scalar(n.constant().double_value());
           break;
+        case proto::ScalarValue::kComplexValue:
+          value = c10::Scalar(
+              c10::complex<double>(n.constant().complex_value().real(), n.constant().complex_value().imag()));
+          break;
         default:
           return Invalid(i, "a constant without a value");
       }
@@ -178,7 +186,7 @@ absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGrap
                                                          const CompileOptions& options) {
   proto::CompileRequest request;
   request.set_format_version(kCompileRequestFormat);
-  request.set_graph_hash(HashWords(graph.hash));
+  request.set_graph_hash(GraphHashBytes(graph.hash));
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& node = *graph.nodes[i];
     proto::GraphNode* out = request.add_nodes();
@@ -237,7 +245,6 @@ absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGrap
 }
 
 absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::CompileRequest& request,
-                                                                 const std::string& toolchain,
                                                                  StoredHash stored) {
   if (request.format_version() != kCompileRequestFormat) {
     return absl::InvalidArgumentError(absl::StrCat("CompileRequest format ", request.format_version(),
@@ -258,7 +265,6 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
   out->options.fold_constants = o.fold_constants();
   out->options.max_fold_elements = o.max_fold_elements();
   out->options.fault_op = o.fault_op();
-  out->options.cxx = toolchain;
 
   ir::CanonicalGraph& g = out->graph;
   out->nodes.reserve(request.nodes_size());
@@ -290,15 +296,13 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::Co
   }
   g.size_generic = request.size_generic();
   g.hash = ir::GraphHash(g);
-  if (stored == StoredHash::kVerify && HashWords(g.hash) != request.graph_hash()) {
+  if (stored == StoredHash::kVerify && GraphHashBytes(g.hash) != request.graph_hash()) {
     return absl::DataLossError("CompileRequest: its nodes do not hash to its graph hash");
   }
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<RequestGraph>> ParseCompileRequest(std::string_view bytes,
-                                                                  const std::string& toolchain,
-                                                                  StoredHash stored) {
+absl::StatusOr<std::unique_ptr<RequestGraph>> ParseCompileRequest(std::string_view bytes, StoredHash stored) {
   if (bytes.size() > kMaxCompileRequestBytes) {
     return absl::InvalidArgumentError(absl::StrCat("CompileRequest of ", bytes.size(),
                                                    " bytes (the limit is ", kMaxCompileRequestBytes, ")"));
@@ -307,7 +311,7 @@ absl::StatusOr<std::unique_ptr<RequestGraph>> ParseCompileRequest(std::string_vi
   if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return absl::InvalidArgumentError("malformed CompileRequest: not a CompileRequest message");
   }
-  return ReadCompileRequest(request, toolchain, stored);
+  return ReadCompileRequest(request, stored);
 }
 
 }  // namespace torch_neuron::compiler

@@ -24,8 +24,9 @@ inline constexpr uint32_t kCompileRequestFormat = 1;
 // thousand nodes is a few tens of MB).
 inline constexpr size_t kMaxCompileRequestBytes = size_t{256} << 20;
 
-// `graph` and the options that change its program (the toolchain is the
-// compiling machine's, named by its fingerprint, not the request's).
+// `graph` and the options that change its program (the target and its
+// toolchain are the compiling machine's, named by its fingerprint, not the
+// request's).
 // UNIMPLEMENTED for an attribute with no serialized form (a complex scalar).
 absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGraph& graph,
                                                          const CompileOptions& options);
@@ -44,14 +45,15 @@ enum class StoredHash { kVerify, kReplace };
 
 // INVALID_ARGUMENT for a request no writer makes (bad references, kinds,
 // dtypes, shapes, versions), DATA_LOSS when the nodes do not hash to the
-// stored graph hash. `toolchain` fills the options' cxx.
+// stored graph hash.
 absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::CompileRequest& request,
-                                                                 const std::string& toolchain = "",
                                                                  StoredHash stored = StoredHash::kVerify);
 
 // Parses serialized bytes (at most kMaxCompileRequestBytes), then ReadCompileRequest.
 absl::StatusOr<std::unique_ptr<RequestGraph>> ParseCompileRequest(std::string_view bytes,
-                                                                  const std::string& toolchain = "",
                                                                   StoredHash stored = StoredHash::kVerify);
+
+// The 16 bytes a request (and a NEFF) stores a graph hash as.
+std::string GraphHashBytes(ir::hash_t hash);
 
 }  // namespace torch_neuron::compiler

@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/compile_request.h"
 #include "compiler/constant_folding.h"
 #include "compiler/cse.h"
 #include "compiler/dce.h"
@@ -9,19 +10,19 @@
 #include "compiler/elementwise_fusion.h"
 #include "compiler/foreach_expansion.h"
 #include "compiler/lowering.h"
-#include "compiler/native_build.h"
 #include "compiler/fault_injection.h"
+#include "compiler/fingerprint.h"
 #include "compiler/pass_pipeline.h"
 #include "ir/hash.h"
+#include "neff/neff_writer.h"
 
 namespace torch_neuron::compiler {
 namespace {
 
 // Builds the fused kernels of `g` into one shared object and names it in each
-// kernel node. The object's name and bytes (the program carries them; the
+// kernel node. The object's name and bytes (the NEFF carries them; the
 // runtime makes them callable when it loads the program).
-absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g,
-                                                                 const CompileOptions& options,
+absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g, const Target& target,
                                                                  std::string* sources) {
   std::vector<std::pair<std::string, std::string>> kernels;
   absl::flat_hash_set<std::string> built;  // kernels of one body share a name
@@ -33,8 +34,7 @@ absl::StatusOr<std::pair<std::string, std::string>> BuildKernels(CompileGraph& g
   if (kernels.empty()) return std::pair<std::string, std::string>();
   // The ABI version symbol the runtime checks when it loads the library.
   kernels.emplace_back("tn_kernel_abi", AbiVersionSource());
-  absl::StatusOr<std::string> bytes =
-      BuildSharedObject(kernels, Toolchain::For(options.cxx), options.kernel_objects);
+  absl::StatusOr<std::string> bytes = target.BuildKernels(kernels);
   if (!bytes.ok()) return bytes.status();
   const std::string name = absl::StrCat("tn_", ir::HashToHex(ir::Hash(*bytes)));
   for (CompileNode& n : g.nodes) {
@@ -73,7 +73,10 @@ std::vector<std::string> PassNames(const CompileOptions& options) {
   return MakePipeline(options).PassNames();
 }
 
-absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const CompileOptions& given) {
+namespace {
+
+absl::StatusOr<CompileResult> CompileRead(const RequestGraph& read, const CompileOptions& given,
+                                          const Target& target) {
   CompileOptions options = given;
   // A size-generic graph's program serves every size with its hash: only the
   // passes that decide nothing from sizes run (CSE merges equal computations,
@@ -81,19 +84,19 @@ absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const Com
   // elimination reads the wiring), and every op is an ATen call that takes
   // its sizes from its operands and its SymInt parameters when it runs.
   // Fusion, decomposition and tier-1 kernels build sizes into code.
-  if (graph.size_generic) options.opt_level = 0;
-  CompileGraph g = CompileGraph::FromCanonical(graph);
+  if (read.graph.size_generic) options.opt_level = 0;
+  CompileGraph g = CompileGraph::FromCanonical(read.graph);
   absl::StatusOr<bool> changed = MakePipeline(options).Run(g);
   if (!changed.ok()) return changed.status();
   CompileResult result;
   std::pair<std::string, std::string> library;
   if (options.opt_level >= 1) {
     absl::StatusOr<std::pair<std::string, std::string>> built =
-        BuildKernels(g, options, &result.kernel_sources);
+        BuildKernels(g, target, &result.kernel_sources);
     if (!built.ok()) {
       CompileOptions tier0 = options;
       tier0.opt_level = 0;
-      absl::StatusOr<CompileResult> fallback = Compile(graph, tier0);
+      absl::StatusOr<CompileResult> fallback = CompileRead(read, tier0, target);
       if (fallback.ok()) {
         fallback->kernel_sources = std::move(result.kernel_sources);
         fallback->tier1_error = std::string(built.status().message());
@@ -102,14 +105,32 @@ absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const Com
     }
     library = *std::move(built);
   }
-  absl::StatusOr<runtime::Program> program =
-      LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1, library.first);
-  if (!program.ok()) return program.status();
-  if (!library.first.empty()) program->native_objects.push_back(std::move(library));
-  program->size_generic = graph.size_generic;
-  result.program = std::make_shared<const runtime::Program>(*std::move(program));
+  proto::NeffPayload payload;
+  absl::Status lowered =
+      LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1, library.first, &payload);
+  if (!lowered.ok()) return lowered;
+  payload.mutable_program()->set_size_generic(read.graph.size_generic);
+  *payload.mutable_fingerprint() = FingerprintFor(options, target).fingerprint;
+  payload.set_graph_hash(GraphHashBytes(read.graph.hash));
+  if (!library.first.empty()) {
+    proto::NativeObject* object = payload.add_native_objects();
+    object->set_name(std::move(library.first));
+    object->set_code(std::move(library.second));
+  }
+  absl::StatusOr<std::string> neff = neff::WriteNeff(std::move(payload));
+  if (!neff.ok()) return neff.status();
+  result.neff = *std::move(neff);
   result.optimized_text = g.ToText();
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<CompileResult> Compile(const proto::CompileRequest& request, const CompileOptions& options,
+                                      const Target& target) {
+  absl::StatusOr<std::unique_ptr<RequestGraph>> read = ReadCompileRequest(request);
+  if (!read.ok()) return read.status();
+  return CompileRead(**read, options, target);
 }
 
 }  // namespace torch_neuron::compiler

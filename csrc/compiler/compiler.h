@@ -1,23 +1,27 @@
-// The compiler's entry point: a canonical graph in, an executable Program out.
-// The pass pipeline (CSE, constant folding, DCE, and at opt level 1 foreach
-// expansion and elementwise fusion; each verified), then, at tier 1, the fused kernels' C++ built into
-// one shared object the program carries, then lowering to one call per node
-// (ATen calls, and typed kernel calls for the kernels) over planned registers.
-// A kernel build failure falls back to tier 0 for the graph (CompileResult
-// says why); tier 0 runs every graph tier 1 fuses.
+// The compiler's entry point (DESIGN.md "Seams", 2): a CompileRequest in, NEFF
+// bytes out. The request is read into a graph of its own, then the pass
+// pipeline (CSE, constant folding, DCE, and at opt level 1 foreach expansion
+// and elementwise fusion; each verified) runs; at tier 1 the target builds the
+// fused kernels into one native object the NEFF carries; lowering writes one
+// instruction per node (ATen calls, and typed kernel calls for the kernels)
+// over planned registers into the NEFF's program. A kernel build failure falls
+// back to tier 0 for the graph (CompileResult says why); tier 0 runs every
+// graph tier 1 fuses.
+//
+// Pure: no global config, no environment, nothing registered or loaded. The
+// runtime makes a program of the bytes with the NEFF reader (neff/), as it does
+// for one read from the disk cache, Redis or the compile service.
 #pragma once
 
-#include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ir/graph.h"
-#include "runtime/program.h"
+#include "compiler/target.h"
+#include "proto/compile_request.pb.h"
 
 namespace torch_neuron::compiler {
-
-class KernelObjectCache;
 
 struct CompileOptions {
   // 0: tier 0 only (one ATen call per op); 1: elementwise fusion into
@@ -27,17 +31,14 @@ struct CompileOptions {
   bool fold_constants = true;
   // Largest value (in elements) constant folding will compute at compile time.
   int64_t max_fold_elements = 4096;
-  std::string cxx;  // the host toolchain's C++ compiler for tier 1 ("": c++)
   // Test only: this op's lowering is made wrong on purpose (fault_injection.h).
   std::string fault_op;
-  // Where tier 1 finds kernels already built and keeps new ones (native_build.h);
-  // nullptr: every kernel is built. Speeds compiles, never changes them, so it
-  // is no part of the fingerprint.
-  KernelObjectCache* kernel_objects = nullptr;
 };
 
 struct CompileResult {
-  std::shared_ptr<const runtime::Program> program;
+  // The executable (neff/neff_format.h), fingerprinted with the options and
+  // the target compiled for.
+  std::string neff;
   // The graph after the passes, as text (debug dumps).
   std::string optimized_text;
   // The generated kernels' C++ sources, one after another (debug dumps).
@@ -51,6 +52,10 @@ struct CompileResult {
 // compiler fingerprint: a change of pipeline is a change of compiler).
 std::vector<std::string> PassNames(const CompileOptions& options);
 
-absl::StatusOr<CompileResult> Compile(const ir::CanonicalGraph& graph, const CompileOptions& options);
+// Compiles `request` (compile_request.h; its own options are what a process
+// that has no others, the compile service, compiles it with) under `options`
+// for `target`. A malformed request is INVALID_ARGUMENT or DATA_LOSS.
+absl::StatusOr<CompileResult> Compile(const proto::CompileRequest& request, const CompileOptions& options,
+                                      const Target& target);
 
 }  // namespace torch_neuron::compiler

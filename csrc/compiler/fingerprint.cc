@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/kernel_codegen.h"
-#include "compiler/native_build.h"
+#include "compiler/host/host_target.h"
 #include "compiler_source_id.h"  // generated in the build tree: TN_COMPILER_SOURCE_ID
 
 #ifndef TN_VERSION
@@ -20,17 +20,11 @@
 
 namespace torch_neuron::compiler {
 
-proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
+proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options, const Target& target) {
   proto::CompilerFingerprint f;
   f.set_project_version(TN_VERSION);
   f.set_torch_version(TN_TORCH_VERSION_STRING);
-#if defined(__x86_64__)
-  f.set_target_isa("x86_64-host-aten");
-#elif defined(__aarch64__)
-  f.set_target_isa("aarch64-host-aten");
-#else
-  f.set_target_isa("unknown-host-aten");
-#endif
+  f.set_target_isa(target.Isa());
   f.set_tier(options.opt_level >= 1 ? 1 : 0);
   f.set_compiler_source_id(TN_COMPILER_SOURCE_ID);
   std::string text =
@@ -38,8 +32,8 @@ proto::CompilerFingerprint MakeFingerprint(const CompileOptions& options) {
                    ";max_fold_elements=", options.max_fold_elements);
   if (options.opt_level >= 1) {
     absl::StrAppend(&text, ";opt_level=", options.opt_level,
-                    ";passes=", absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(),
-                    ";toolchain=", Toolchain::For(options.cxx).Describe());
+                    ";passes=", absl::StrJoin(PassNames(options), ","), ";codegen=", CodegenId(), ";",
+                    target.Describe());
   }
   // Test-only fault injection changes what any tier computes: never the key of
   // a healthy executable.
@@ -54,19 +48,21 @@ std::string FingerprintText(const proto::CompilerFingerprint& f) {
                       f.options());
 }
 
-const KeyedFingerprint& FingerprintFor(const CompileOptions& options) {
-  // Lock order: before Toolchain::For's (native_build.cc), which a new
-  // fingerprint probes.
+const KeyedFingerprint& FingerprintFor(const CompileOptions& options, const Target& target) {
+  // Lock order: before the target's (a host target's Toolchain::For), which a
+  // new fingerprint probes.
   static absl::Mutex mu(absl::kConstInit);
   static auto* built = new std::map<std::string, std::unique_ptr<const KeyedFingerprint>>();
+  // Tier 0 builds no native code: the target's toolchain is no part of it.
   const std::string key =
       absl::StrCat(options.opt_level >= 1 ? 1 : 0, "|", options.cse, "|", options.fold_constants, "|",
-                   options.max_fold_elements, "|", options.cxx, "|", options.fault_op);
+                   options.max_fold_elements, "|", options.fault_op, "|", target.Isa(), "|",
+                   options.opt_level >= 1 ? target.Describe() : "");
   absl::MutexLock lock(&mu);
   std::unique_ptr<const KeyedFingerprint>& slot = (*built)[key];
   if (slot == nullptr) {
     auto made = std::make_unique<KeyedFingerprint>();
-    made->fingerprint = MakeFingerprint(options);
+    made->fingerprint = MakeFingerprint(options, target);
     made->hash = HashFingerprint(made->fingerprint);
     slot = std::move(made);
   }
@@ -74,9 +70,10 @@ const KeyedFingerprint& FingerprintFor(const CompileOptions& options) {
 }
 
 const proto::CompilerFingerprint& FingerprintFor(int opt_level) {
+  static const HostTarget* host = new HostTarget();
   CompileOptions options;
   options.opt_level = opt_level;
-  return FingerprintFor(options).fingerprint;
+  return FingerprintFor(options, *host).fingerprint;
 }
 
 ir::hash_t HashFingerprint(const proto::CompilerFingerprint& fingerprint) {

@@ -5,9 +5,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "c10/core/ScalarType.h"
 #include "compiler/memory_schedule.h"
 #include "ir/op_traits.h"
-#include "runtime/kernel_call.h"
+#include "neff/constant_codec.h"
 #include "runtime/op_lookup.h"
 #include "runtime/schema_types.h"
 
@@ -19,15 +20,16 @@ using runtime::IsTensorType;
 
 bool IsScalarListType(const c10::TypePtr& type) { return runtime::IsListOf(type, c10::TypeKind::NumberType); }
 
-// The typed call of node `n`'s fused kernel, its registers left to the caller.
-absl::StatusOr<runtime::KernelCall> KernelCallOf(const CompileNode& n, const std::string& library) {
+// Writes the typed call of node `n`'s fused kernel into `call`, its registers
+// left to the caller. The NEFF reader checks the call's fields against the
+// kernel ABI (runtime::ValidateKernelCall) when it loads the program.
+absl::Status WriteKernelCall(const CompileNode& n, const std::string& library, proto::KernelCall* call) {
   const FusedKernel& k = *n.kernel;
-  runtime::KernelCall call;
-  call.library = library;
-  call.kernel = k.name;
-  for (int32_t i = 0; i < k.num_inputs; ++i) call.input_dtypes.push_back(k.InputDtype(i));
+  call->set_library(library);
+  call->set_kernel(k.name);
+  for (int32_t i = 0; i < k.num_inputs; ++i) call->add_input_dtypes(static_cast<int32_t>(k.InputDtype(i)));
   for (size_t i = 0; i < k.outputs.size(); ++i)
-    call.output_dtypes.push_back(k.OutputDtype(static_cast<int32_t>(i)));
+    call->add_output_dtypes(static_cast<int32_t>(k.OutputDtype(static_cast<int32_t>(i))));
   if (static_cast<size_t>(n.num_outputs()) != k.outputs.size() ||
       n.operands.size() != static_cast<size_t>(k.num_inputs + k.num_scalars)) {
     return absl::InternalError(absl::StrCat("kernel ", k.name, " has ", n.operands.size(), " operands and ",
@@ -35,17 +37,24 @@ absl::StatusOr<runtime::KernelCall> KernelCallOf(const CompileNode& n, const std
                                             k.num_scalars, " and stores ", k.outputs.size()));
   }
   if (k.row_length == 0) {
-    call.form = runtime::KernelCall::Form::kFlat;
-    call.sizes = n.shape(0).sizes();
+    call->set_form(proto::KernelCall::FLAT);
+    for (int64_t s : n.shape(0).sizes()) call->add_sizes(s);
   } else {
-    call.form = runtime::KernelCall::Form::kRows;
-    call.rows = k.rows;
-    call.row_length = k.row_length;
-    call.input_extents = k.input_extents;
-    for (int32_t v : k.outputs) call.output_extents.push_back(k.ExtentOf(v));
-    for (int32_t i = 0; i < n.num_outputs(); ++i) call.output_sizes.push_back(n.shape(i).sizes());
+    call->set_form(proto::KernelCall::ROWS);
+    call->set_rows(k.rows);
+    call->set_row_length(k.row_length);
+    for (Extent e : k.input_extents) call->add_input_extents(static_cast<int32_t>(e));
+    for (int32_t v : k.outputs) call->add_output_extents(static_cast<int32_t>(k.ExtentOf(v)));
+    for (int32_t i = 0; i < n.num_outputs(); ++i) {
+      proto::IntList* sizes = call->add_output_sizes();
+      for (int64_t s : n.shape(i).sizes()) sizes->add_values(s);
+    }
   }
-  return call;
+  return absl::OkStatus();
+}
+
+int64_t ByteSize(const ir::Shape& shape) {
+  return shape.numel() * static_cast<int64_t>(c10::elementSize(shape.dtype()));
 }
 
 // Per node: whether it is a copying view op run as its view (OpTraits::view_form), which
@@ -74,60 +83,104 @@ std::vector<bool> RunAsViews(const CompileGraph& g) {
 
 }  // namespace
 
-absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool views_in_place,
-                                                const std::string& library) {
+proto::Signature SignatureOf(const CompileGraph& g) {
+  proto::Signature s;
+  std::vector<int64_t> input_bytes;
+  for (int32_t p : g.parameters) {
+    const CompileNode& n = g.nodes[p];
+    s.add_input_kinds(n.kind == ir::NodeKind::kDeviceData  ? proto::Signature::DEVICE_DATA
+                      : n.kind == ir::NodeKind::kGenerator ? proto::Signature::GENERATOR
+                                                           : proto::Signature::SCALAR);
+    proto::TensorSpec* spec = s.add_inputs();
+    spec->set_dtype(static_cast<int32_t>(n.shape().dtype()));
+    for (int64_t d : n.shape().sizes()) spec->add_sizes(d);
+    input_bytes.push_back(n.kind == ir::NodeKind::kDeviceData ? ByteSize(n.shape()) : -1);
+  }
+  for (const ValueRef& v : g.outputs) {
+    const ir::Shape& shape = g.nodes[v.node].shape(v.index);
+    proto::TensorSpec* spec = s.add_outputs();
+    spec->set_dtype(static_cast<int32_t>(shape.dtype()));
+    for (int64_t d : shape.sizes()) spec->add_sizes(d);
+    proto::DonationCandidates* donation = s.add_donations();
+    const int64_t bytes = ByteSize(shape);
+    for (size_t i = 0; i < input_bytes.size(); ++i) {
+      if (input_bytes[i] == bytes && bytes > 0) donation->add_inputs(static_cast<int32_t>(i));
+    }
+  }
+  return s;
+}
+
+absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const std::string& library,
+                            proto::NeffPayload* payload) {
   const std::vector<bool> as_view = views_in_place ? RunAsViews(g) : std::vector<bool>(g.nodes.size(), false);
-  runtime::Program program;
+  proto::Program& program = *payload->mutable_program();
+  program.Clear();
+  payload->clear_source_map();
+  int32_t num_registers = 0;
   // Register of each (node, output).
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int32_t> reg;
   auto new_reg = [&](int32_t node, int32_t index) {
-    const int32_t r = program.num_registers++;
+    const int32_t r = num_registers++;
     reg[{node, index}] = r;
     return r;
   };
 
-  for (int32_t p : g.parameters) program.parameter_registers.push_back(new_reg(p, 0));
+  for (int32_t p : g.parameters) program.add_parameter_registers(new_reg(p, 0));
 
   std::vector<int32_t> last_use;  // per register: instruction index of its last read
   auto record_read = [&](int32_t r) {
     if (r < 0) return;
     if (static_cast<size_t>(r) >= last_use.size()) last_use.resize(r + 1, -1);
-    last_use[r] = static_cast<int32_t>(program.instructions.size());
+    last_use[r] = program.instructions_size();
   };
   auto reg_of = [&](const ValueRef& v) { return reg.at({v.node, g.nodes[v.node].folded ? 0 : v.index}); };
   std::vector<int32_t> made_by;  // per register: the instruction that makes it, or -1
   auto new_output = [&](int32_t node, int32_t index) {
     const int32_t r = new_reg(node, index);
     made_by.resize(r + 1, -1);
-    made_by[r] = static_cast<int32_t>(program.instructions.size());
+    made_by[r] = program.instructions_size();
     return r;
+  };
+  auto add_constant = [&](int32_t node, const c10::IValue& value) -> absl::Status {
+    proto::RegisterConstant* c = program.add_constants();
+    c->set_register_(new_reg(node, 0));
+    return neff::EncodeConstant(value, c->mutable_value());
+  };
+  // The instruction about to be added came from the user's line `source`.
+  auto note_source = [&](const std::string& source) {
+    if (source.empty()) return;
+    proto::SourceEntry* entry = payload->add_source_map();
+    entry->set_instruction(program.instructions_size());
+    entry->set_location(source);
   };
   for (const int32_t node : MemorySchedule(g, as_view)) {
     const size_t i = static_cast<size_t>(node);
     const CompileNode& n = g.nodes[i];
     if (n.dead || n.is_parameter()) continue;
-    if (n.folded) {
-      program.constants.emplace_back(new_reg(node, 0), *n.folded);
-      continue;
-    }
-    if (n.kind == ir::NodeKind::kConstant) {
-      program.constants.emplace_back(new_reg(node, 0), n.scalar);
+    if (n.folded || n.kind == ir::NodeKind::kConstant) {
+      const c10::IValue value = n.folded ? c10::IValue(*n.folded) : c10::IValue(n.scalar);
+      if (absl::Status s = add_constant(node, value); !s.ok()) return s;
       continue;
     }
     if (n.kernel) {
       if (library.empty())
         return absl::InternalError(absl::StrCat("kernel ", n.kernel->name, " was not built"));
-      absl::StatusOr<runtime::KernelCall> call = KernelCallOf(n, library);
-      if (!call.ok()) return call.status();
+      proto::Instruction inst;
+      inst.set_op(n.op);
+      proto::KernelCall* call = inst.mutable_kernel();
+      if (absl::Status s = WriteKernelCall(n, library, call); !s.ok()) return s;
       for (size_t k = 0; k < n.operands.size(); ++k) {
         const int32_t r = reg_of(n.operands[k]);
-        (static_cast<int32_t>(k) < n.kernel->num_inputs ? call->inputs : call->scalars).push_back(r);
+        if (static_cast<int32_t>(k) < n.kernel->num_inputs) {
+          call->add_inputs(r);
+        } else {
+          call->add_scalars(r);
+        }
         record_read(r);
       }
-      if (absl::Status s = runtime::ValidateKernelCall(*call); !s.ok()) return s;
-      runtime::Instruction inst{std::nullopt, *std::move(call), n.op, n.source, {}, {}, {}, {}};
-      for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_output(node, k));
-      program.instructions.push_back(std::move(inst));
+      for (int32_t k = 0; k < n.num_outputs(); ++k) inst.add_outputs(new_output(node, k));
+      note_source(n.source);
+      *program.add_instructions() = std::move(inst);
       continue;
     }
     // A view run as a view is named as such in the program (and its NEFF).
@@ -153,71 +206,70 @@ absl::StatusOr<runtime::Program> LowerToProgram(const CompileGraph& g, bool view
     absl::StatusOr<std::vector<int32_t>> widths =
         runtime::ReturnWidths(schema, n.num_outputs(), list_lengths);
     if (!widths.ok()) return widths.status();
-    runtime::Instruction inst{*op, std::nullopt, op_name, n.source, {}, {}, *std::move(widths), {}};
+    proto::Instruction inst;
+    inst.set_op(op_name);
+    for (int32_t w : *widths) inst.add_return_widths(w);
     for (size_t a = 0; a < n.args.size(); ++a) {
       const ir::Arg& arg = n.args[a];
       const c10::TypePtr& type = schema.arguments()[a].type();
-      runtime::ProgramArg pa;
+      proto::ProgramArg& pa = *inst.add_args();
+      // What the reader makes of an argument with no dtype of its own.
+      pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Undefined));
+      pa.set_wrapped_number(true);
       if (arg.kind == ir::Arg::Kind::kAttr) {
-        pa.kind = runtime::ProgramArg::Kind::kConstant;
-        pa.constant = runtime::HostAttr(arg.attr);
+        pa.set_kind(proto::ProgramArg::CONSTANT);
+        absl::Status s = neff::EncodeConstant(runtime::HostAttr(arg.attr), pa.mutable_constant());
+        if (!s.ok()) return absl::Status(s.code(), absl::StrCat(n.op, ": ", s.message()));
       } else if (arg.kind == ir::Arg::Kind::kOperand) {
         ValueRef v = n.operands[arg.operands[0]];
         const CompileNode& src = g.nodes[v.node];
-        pa.registers = {reg_of(v)};
-        const bool scalar_leaf = src.is_scalar_leaf();
+        pa.add_registers(reg_of(v));
         if (IsGeneratorType(type)) {
-          pa.kind = runtime::ProgramArg::Kind::kGenerator;
-        } else if (IsTensorType(type) && scalar_leaf) {
-          pa.kind = runtime::ProgramArg::Kind::kWrappedScalar;
-          pa.dtype = src.shape().dtype();
-          pa.wrapped_number = src.op == "wrapped";
+          pa.set_kind(proto::ProgramArg::GENERATOR);
+        } else if (IsTensorType(type) && src.is_scalar_leaf()) {
+          pa.set_kind(proto::ProgramArg::WRAPPED_SCALAR);
+          pa.set_dtype(static_cast<int32_t>(src.shape().dtype()));
+          pa.set_wrapped_number(src.op == "wrapped");
         } else {
-          pa.kind = runtime::ProgramArg::Kind::kRegister;
+          pa.set_kind(proto::ProgramArg::REGISTER);
         }
       } else {
-        pa.kind = runtime::ProgramArg::Kind::kRegisterList;
-        for (int32_t k : arg.operands) {
-          if (k < 0) {
-            pa.registers.push_back(-1);
-          } else {
-            pa.registers.push_back(reg_of(n.operands[k]));
-          }
-        }
-        if (IsScalarListType(type)) pa.dtype = c10::ScalarType::Double;
+        pa.set_kind(proto::ProgramArg::REGISTER_LIST);
+        for (int32_t k : arg.operands) pa.add_registers(k < 0 ? -1 : reg_of(n.operands[k]));
+        if (IsScalarListType(type)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Double));
         // SymInt[] of positions (a size-generic graph's sizes): a list of ints.
-        if (runtime::IsListOf(type, c10::TypeKind::IntType)) pa.dtype = c10::ScalarType::Long;
+        if (runtime::IsListOf(type, c10::TypeKind::IntType)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Long));
       }
       const c10::AliasInfo* alias = schema.arguments()[a].alias_info();
-      pa.copy_before_use = alias != nullptr && alias->isWrite();
-      for (int32_t r : pa.registers) record_read(r);
-      inst.args.push_back(std::move(pa));
+      pa.set_copy_before_use(alias != nullptr && alias->isWrite());
+      for (int32_t r : pa.registers()) record_read(r);
     }
-    for (int32_t k = 0; k < n.num_outputs(); ++k) inst.outputs.push_back(new_output(node, k));
-    program.instructions.push_back(std::move(inst));
+    for (int32_t k = 0; k < n.num_outputs(); ++k) inst.add_outputs(new_output(node, k));
+    note_source(n.source);
+    *program.add_instructions() = std::move(inst);
   }
 
+  std::vector<bool> is_output(num_registers, false);
   for (ValueRef v : g.outputs) {
     const CompileNode& n = g.nodes[v.node];
-    const int32_t index = n.folded ? 0 : v.index;
-    program.outputs.push_back(reg.at({v.node, index}));
-    program.output_dtypes.push_back(n.shape(v.index).dtype());
-    program.output_sizes.push_back(n.shape(v.index).sizes());
+    const int32_t r = reg.at({v.node, n.folded ? 0 : v.index});
+    program.add_outputs(r);
+    is_output[r] = true;
   }
 
   // Release each register after its last read, unless the program returns it;
   // an output nobody reads, after the instruction that makes it.
-  last_use.resize(program.num_registers, -1);
-  made_by.resize(program.num_registers, -1);
-  std::vector<bool> is_output(program.num_registers, false);
-  for (int32_t r : program.outputs) is_output[r] = true;
-  for (int32_t r = 0; r < program.num_registers; ++r) {
+  last_use.resize(num_registers, -1);
+  made_by.resize(num_registers, -1);
+  for (int32_t r = 0; r < num_registers; ++r) {
     if (is_output[r]) continue;
     const int32_t at = last_use[r] >= 0 ? last_use[r] : made_by[r];
-    if (at >= 0) program.instructions[at].release.push_back(r);
+    if (at >= 0) program.mutable_instructions(at)->add_release(r);
   }
-  program.num_nodes = g.LiveNodeCount();
-  return program;
+  program.set_num_registers(num_registers);
+  program.set_num_nodes(g.LiveNodeCount());
+  *payload->mutable_signature() = SignatureOf(g);
+  return absl::OkStatus();
 }
 
 }  // namespace torch_neuron::compiler

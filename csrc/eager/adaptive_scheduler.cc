@@ -391,9 +391,9 @@ class AdaptiveScheduler : public lazy::Scheduler {
     d.builder.Finish(lazy::LiveBuffers(device), &group->roots, &group->ordered);
     if (group->roots.empty() && group->ordered.empty()) return;
     group->graph = ir::Canonicalize(group->roots, group->ordered);
-    compiler::CompileOptions options = lazy::CurrentCompileOptions();
+    const lazy::CompileSettings settings = lazy::CurrentCompileSettings();
     // Known by cache key: the same graph under other options is another variant.
-    const ir::hash_t hash = lazy::ExecutableKey(group->graph, options);
+    const ir::hash_t hash = lazy::ExecutableKey(group->graph, settings);
     bool fresh = false;
     const VariantState state = table_.Claim(hash, &fresh);
     if (!fresh) {
@@ -404,28 +404,27 @@ class AdaptiveScheduler : public lazy::Scheduler {
     }
     Counters().compiles->Add(1);
     const bool fail = GlobalConfig().test_fail_group_compiles;
-    pool_.Submit(
-        [this, group, hash, key, prefixes = d.prefixes, options = std::move(options), fail, ops = d.ops] {
-          runtime::profiler::Scope scope("compile", [&] {
-            char name[64];
-            std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key),
-                          ops);
-            return std::string(name);
-          });
-          const auto start = Clock::now();
-          bool ok = false;
-          try {
-            if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
-            // With tiered compilation the group is ready once its tier-0
-            // stand-in is built (milliseconds); tier 1 follows in the background.
-            ok = lazy::FindOrCompileTieredWith(group->graph, options).ok();
-          } catch (...) {
-            ok = false;  // the group runs op by op for good; counted below
-          }
-          Counters().compile_ns->Add(metrics::NanosSince(start));
-          if (!ok) Counters().fallbacks->Add(1);
-          table_.Finish(hash, ok, key, prefixes);
-        });
+    pool_.Submit([this, group, hash, key, prefixes = d.prefixes, settings, fail, ops = d.ops] {
+      runtime::profiler::Scope scope("compile", [&] {
+        char name[64];
+        std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key),
+                      ops);
+        return std::string(name);
+      });
+      const auto start = Clock::now();
+      bool ok = false;
+      try {
+        if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
+        // With tiered compilation the group is ready once its tier-0
+        // stand-in is built (milliseconds); tier 1 follows in the background.
+        ok = lazy::FindOrCompileTieredWith(group->graph, settings).ok();
+      } catch (...) {
+        ok = false;  // the group runs op by op for good; counted below
+      }
+      Counters().compile_ns->Add(metrics::NanosSince(start));
+      if (!ok) Counters().fallbacks->Add(1);
+      table_.Finish(hash, ok, key, prefixes);
+    });
   }
 
   std::unique_ptr<DeviceGroup> groups_[kMaxDevices];

@@ -19,9 +19,10 @@
 #include "cache/executable_provider.h"
 #include "cache/remote_provider.h"
 #include "compiler/fingerprint.h"
-#include "compiler/native_build.h"
-#include "ir/printer.h"
 #include "compiler/compile_request.h"
+#include "compiler/host/host_target.h"
+#include "compiler/host/native_build.h"
+#include "ir/printer.h"
 #include "lazy/compile_pool.h"
 #include "lazy/execution_mode.h"
 #include "runtime/profiler.h"
@@ -171,9 +172,10 @@ void DumpGraph(const std::string& dir, const ir::CanonicalGraph& g, const std::s
   }
 }
 
-// Compile events, as the user sees them.
+// Compile events, as the user sees them. The recompile report and the dumps
+// read the graph back from the request (the live IR may be gone: a background
+// compile outlives its sync).
 void ObserveCompile(const cache::CompileEvent& event) {
-  const ir::CanonicalGraph& g = *event.request.graph;
   const compiler::CompileResult& result = event.result;
   if (!result.tier1_error.empty()) {
     // Tier 0 runs every graph tier 1 fuses: the graph runs, slower; say so once.
@@ -183,7 +185,13 @@ void ObserveCompile(const cache::CompileEvent& event) {
         result.tier1_error);
   }
   const Config& config = GlobalConfig();
-  if (config.debug && !event.request.background) {
+  const bool report = config.debug && !event.request.background;
+  if (!report && config.debug_dir.empty()) return;
+  absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> read =
+      compiler::ReadCompileRequest(*event.request.compile);
+  if (!read.ok()) return;  // it compiled, so it reads: never here
+  const ir::CanonicalGraph& g = (*read)->graph;
+  if (report) {
     std::string place = CurrentSourceLocation();
     if (place.empty()) place = "<unknown>";
     std::string reason = Log().Record(place, SignatureOf(g));
@@ -271,52 +279,92 @@ compiler::KernelObjectCache* ProcessKernelObjects() {
   return objects;
 }
 
-compiler::CompileOptions CurrentCompileOptions() {
-  compiler::CompileOptions options;
-  options.kernel_objects = ProcessKernelObjects();
-  options.opt_level = GlobalConfig().opt_level;
-  options.cxx = GlobalConfig().cxx;
-  options.fault_op = GlobalConfig().test_fault_op;
-  return options;
+namespace {
+
+// The host target of C++ compiler `cxx`, one per compiler named in this
+// process's life (tests change CXX), sharing the process's kernel objects.
+const compiler::Target* HostTargetFor(const std::string& cxx) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* targets = new std::map<std::string, std::unique_ptr<const compiler::HostTarget>>();
+  absl::MutexLock lock(&mu);
+  std::unique_ptr<const compiler::HostTarget>& slot = (*targets)[cxx];
+  if (slot == nullptr) slot = std::make_unique<compiler::HostTarget>(cxx, ProcessKernelObjects());
+  return slot.get();
+}
+
+}  // namespace
+
+CompileSettings CurrentCompileSettings() {
+  const Config& config = GlobalConfig();
+  CompileSettings settings;
+  settings.options.opt_level = config.opt_level;
+  settings.options.fault_op = config.test_fault_op;
+  thread_local std::string last_cxx;
+  thread_local const compiler::Target* last_target = nullptr;
+  if (last_target == nullptr || last_cxx != config.cxx) {
+    last_target = HostTargetFor(config.cxx);
+    last_cxx = config.cxx;
+  }
+  settings.target = last_target;
+  return settings;
 }
 
 const proto::CompilerFingerprint& CurrentFingerprint() {
-  return compiler::FingerprintFor(CurrentCompileOptions()).fingerprint;
+  const CompileSettings settings = CurrentCompileSettings();
+  return compiler::FingerprintFor(settings.options, *settings.target).fingerprint;
 }
 
 namespace {
 
-// The request for `g` under `options`. The fingerprint is serialized and
-// hashed once per option set, and looked up again only when the options of
-// this thread's requests change.
-cache::ExecutableRequest RequestFor(const ir::CanonicalGraph& g, compiler::CompileOptions options) {
+// The request for `g` under `settings`: its key, without the graph (a memory
+// hit needs no more). The fingerprint is serialized and hashed once per
+// option set and target, and looked up again only when the settings of this
+// thread's requests change.
+cache::ExecutableRequest RequestFor(const ir::CanonicalGraph& g, const CompileSettings& settings) {
   cache::ExecutableRequest request;
-  request.options = std::move(options);
+  request.options = settings.options;
+  request.target = settings.target;
   thread_local int last_level = -1;
-  thread_local std::string last_cxx;
+  thread_local const compiler::Target* last_target = nullptr;
   thread_local std::string last_fault_op;
   thread_local const compiler::KeyedFingerprint* last = nullptr;
-  if (last == nullptr || last_level != request.options.opt_level || last_cxx != request.options.cxx ||
+  if (last == nullptr || last_level != request.options.opt_level || last_target != request.target ||
       last_fault_op != request.options.fault_op) {
-    last = &compiler::FingerprintFor(request.options);
+    last = &compiler::FingerprintFor(request.options, *request.target);
     last_level = request.options.opt_level;
-    last_cxx = request.options.cxx;
+    last_target = request.target;
     last_fault_op = request.options.fault_op;
   }
   request.key = compiler::CacheKey(g.hash, last->hash);
-  request.graph = &g;
   request.fingerprint = &last->fingerprint;
   return request;
+}
+
+// Writes `g` into `request` as the CompileRequest compiling providers take,
+// unless it holds one already. UNIMPLEMENTED for a graph with an attribute
+// that has no serialized form.
+absl::Status AddCompileRequest(const ir::CanonicalGraph& g, cache::ExecutableRequest& request) {
+  if (request.compile != nullptr) return absl::OkStatus();
+  absl::StatusOr<proto::CompileRequest> made = compiler::MakeCompileRequest(g, request.options);
+  if (!made.ok()) return made.status();
+  request.compile = std::make_shared<const proto::CompileRequest>(*std::move(made));
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 namespace {
 
-absl::StatusOr<std::shared_ptr<const runtime::Program>> Provide(const cache::ExecutableRequest& request,
+// The program of `request` (whose key is `g`'s): a memory hit as is; on a
+// miss, the chain asked with `g`'s CompileRequest.
+absl::StatusOr<std::shared_ptr<const runtime::Program>> Provide(const ir::CanonicalGraph& g,
+                                                                cache::ExecutableRequest& request,
                                                                 bool* compiled) {
   if (compiled != nullptr) *compiled = false;
-  absl::StatusOr<cache::ProviderChain::Answer> answer = TheProviders().chain.Get(request);
+  cache::ProviderChain& chain = TheProviders().chain;
+  if (std::shared_ptr<const runtime::Program> program = chain.Lookup(request)) return program;
+  if (absl::Status made = AddCompileRequest(g, request); !made.ok()) return made;
+  absl::StatusOr<cache::ProviderChain::Answer> answer = chain.Get(request);
   if (!answer.ok()) return answer.status();
   for (const absl::Status& error : answer->keep_errors) {
     TORCH_WARN_ONCE("torch_neuron: ", error.message(), "; continuing without it");
@@ -341,10 +389,9 @@ const TierMetrics& TierCounters() {
 }
 
 enum class TierState {
-  kUnknown,      // never asked: look in the persistent levels, then queue tier 1
-  kCompiling,    // tier 1 is queued or compiling: run the stand-in
-  kFailed,       // tier 1 failed in the background: the stand-in runs for good
-  kSynchronous,  // the graph cannot be copied for a background compile: compile tier 1 here
+  kUnknown,    // never asked: look in the persistent levels, then queue tier 1
+  kCompiling,  // tier 1 is queued or compiling: run the stand-in
+  kFailed,     // tier 1 failed in the background: the stand-in runs for good
 };
 
 class TierTable {
@@ -384,53 +431,45 @@ CompilePool& BackgroundPool() {
   return *pool;
 }
 
-// Queues the tier-1 compile of a copy of `g` (the canonical graph points into
-// IR the sync releases before the compile ends). False when the graph has no
-// self-contained form (an attribute without a serialized form).
-bool QueueTier1(const ir::CanonicalGraph& g, const compiler::CompileOptions& options, ir::hash_t key) {
-  absl::StatusOr<proto::CompileRequest> message = compiler::MakeCompileRequest(g, options);
-  if (!message.ok()) return false;
-  absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> copy =
-      compiler::ReadCompileRequest(*message, options.cxx);
-  if (!copy.ok()) return false;
+// Queues the tier-1 compile of `request` (its CompileRequest owns what the
+// compile needs: the sync that asked releases its IR before the compile ends).
+void QueueTier1(cache::ExecutableRequest request) {
   TierCounters().queued->Add(1);
-  std::shared_ptr<compiler::RequestGraph> graph = *std::move(copy);
-  BackgroundPool().Submit([graph, options, key] {
+  request.background = true;
+  BackgroundPool().Submit([request = std::move(request)] {
     runtime::profiler::Scope scope("compile", [&] {
-      return absl::StrCat("tier 1 of graph ", ir::HashToHex(graph->graph.hash).substr(0, 16), " (",
-                          graph->graph.size(), " nodes)");
+      return absl::StrCat("tier 1 of graph ", request.KeyHex().substr(0, 16), " (",
+                          request.compile->nodes_size(), " nodes)");
     });
     const auto start = std::chrono::steady_clock::now();
     bool ok = false;
     try {
-      cache::ExecutableRequest request = RequestFor(graph->graph, options);
-      request.background = true;
       ok = TheProviders().chain.Get(request).ok();
     } catch (...) {
       ok = false;  // the stand-in keeps running; counted below
     }
     TierCounters().background_ns->Add(metrics::NanosSince(start));
     if (ok) {
-      Tiers().Done(key);
+      Tiers().Done(request.key);
     } else {
       TierCounters().failed->Add(1);
-      Tiers().Set(key, TierState::kFailed);
+      Tiers().Set(request.key, TierState::kFailed);
     }
   });
-  return true;
 }
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompile(const ir::CanonicalGraph& g,
                                                                       bool* compiled) {
-  return FindOrCompileWith(g, CurrentCompileOptions(), compiled);
+  return FindOrCompileWith(g, CurrentCompileSettings(), compiled);
 }
 
 absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileWith(const ir::CanonicalGraph& g,
-                                                                          compiler::CompileOptions options,
+                                                                          const CompileSettings& settings,
                                                                           bool* compiled) {
-  return Provide(RequestFor(g, std::move(options)), compiled);
+  cache::ExecutableRequest request = RequestFor(g, settings);
+  return Provide(g, request, compiled);
 }
 
 namespace {
@@ -439,10 +478,13 @@ bool Tiered(const compiler::CompileOptions& options) {
   return GlobalConfig().tiered_compile && options.opt_level >= 1;
 }
 
-// The memory-only request of `g`'s tier-0 stand-in under `options`.
-cache::ExecutableRequest StandInRequest(const ir::CanonicalGraph& g, compiler::CompileOptions options) {
-  options.opt_level = 0;
-  cache::ExecutableRequest request = RequestFor(g, std::move(options));
+// The memory-only request of the tier-0 stand-in of `tier1`'s graph, sharing
+// its CompileRequest when it has one.
+cache::ExecutableRequest StandInRequest(const ir::CanonicalGraph& g, const cache::ExecutableRequest& tier1) {
+  CompileSettings settings{tier1.options, tier1.target};
+  settings.options.opt_level = 0;
+  cache::ExecutableRequest request = RequestFor(g, settings);
+  request.compile = tier1.compile;
   request.stand_in = true;
   return request;
 }
@@ -451,50 +493,54 @@ cache::ExecutableRequest StandInRequest(const ir::CanonicalGraph& g, compiler::C
 
 absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileTiered(const ir::CanonicalGraph& g,
                                                                             bool* compiled) {
-  return FindOrCompileTieredWith(g, CurrentCompileOptions(), compiled);
+  return FindOrCompileTieredWith(g, CurrentCompileSettings(), compiled);
 }
 
 absl::StatusOr<std::shared_ptr<const runtime::Program>> FindOrCompileTieredWith(
-    const ir::CanonicalGraph& g, compiler::CompileOptions options, bool* compiled) {
-  if (!Tiered(options)) return FindOrCompileWith(g, std::move(options), compiled);
+    const ir::CanonicalGraph& g, const CompileSettings& settings, bool* compiled) {
+  if (!Tiered(settings.options)) return FindOrCompileWith(g, settings, compiled);
   if (compiled != nullptr) *compiled = false;
-  cache::ExecutableRequest request = RequestFor(g, options);
+  cache::ExecutableRequest request = RequestFor(g, settings);
   cache::ProviderChain& chain = TheProviders().chain;
-  if (std::shared_ptr<const runtime::Program> program = chain.provider(0)->Lookup(request)) return program;
-  TierState state = Tiers().Get(request.key);
+  if (std::shared_ptr<const runtime::Program> program = chain.Lookup(request)) return program;
+  const TierState state = Tiers().Get(request.key);
   if (state == TierState::kUnknown) {
     request.stored_only = true;
     absl::StatusOr<cache::ProviderChain::Answer> stored = chain.Get(request);
     if (stored.ok()) return stored->program;
-    if (Tiers().Claim(request.key) && !QueueTier1(g, options, request.key)) {
-      Tiers().Set(request.key, TierState::kSynchronous);
+    request.stored_only = false;
+    if (Tiers().Claim(request.key)) {
+      if (absl::Status made = AddCompileRequest(g, request); !made.ok()) {
+        Tiers().Done(request.key);
+        return made;
+      }
+      QueueTier1(request);
     }
-    state = Tiers().Get(request.key);
   }
-  if (state == TierState::kSynchronous) return FindOrCompileWith(g, options, compiled);
   // kCompiling, kFailed, or kUnknown again (tier 1 finished meanwhile: the
   // stand-in is already cheaper to get than a disk read).
   TierCounters().stand_ins->Add(1);
-  return Provide(StandInRequest(g, std::move(options)), compiled);
+  cache::ExecutableRequest stand_in = StandInRequest(g, request);
+  return Provide(g, stand_in, compiled);
 }
 
 void WaitForBackgroundCompiles() { BackgroundPool().WaitIdle(); }
 
 void DropQueuedBackgroundCompiles() { BackgroundPool().DropQueued(); }
 
-ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const compiler::CompileOptions& options) {
-  return RequestFor(g, options).key;
+ir::hash_t ExecutableKey(const ir::CanonicalGraph& g, const CompileSettings& settings) {
+  return RequestFor(g, settings).key;
 }
 
 std::shared_ptr<const runtime::Program> FindInMemory(const ir::CanonicalGraph& g) {
-  compiler::CompileOptions options = CurrentCompileOptions();
-  cache::ExecutableRequest request = RequestFor(g, options);
-  cache::ExecutableProvider* memory = TheProviders().chain.provider(0);
-  if (std::shared_ptr<const runtime::Program> program = memory->Lookup(request)) return program;
-  if (!Tiered(options)) return nullptr;
+  const CompileSettings settings = CurrentCompileSettings();
+  const cache::ExecutableRequest request = RequestFor(g, settings);
+  cache::ProviderChain& chain = TheProviders().chain;
+  if (std::shared_ptr<const runtime::Program> program = chain.Lookup(request)) return program;
+  if (!Tiered(settings.options)) return nullptr;
   const TierState state = Tiers().Get(request.key);
   if (state != TierState::kCompiling && state != TierState::kFailed) return nullptr;
-  std::shared_ptr<const runtime::Program> stand_in = memory->Lookup(StandInRequest(g, std::move(options)));
+  std::shared_ptr<const runtime::Program> stand_in = chain.Lookup(StandInRequest(g, request));
   if (stand_in != nullptr) TierCounters().stand_ins->Add(1);
   return stand_in;
 }

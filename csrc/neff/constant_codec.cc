@@ -41,8 +41,12 @@ absl::Status EncodeConstant(const c10::IValue& v, proto::ConstantValue* out) {
       out->mutable_scalar()->set_int_value(s.toLong());
     } else if (s.isFloatingPoint()) {
       out->mutable_scalar()->set_double_value(s.toDouble());
+    } else if (s.isComplex()) {
+      const c10::complex<double> z = s.toComplexDouble();
+      out->mutable_scalar()->mutable_complex_value()->set_real(z.real());
+      out->mutable_scalar()->mutable_complex_value()->set_imag(z.imag());
     } else {
-      return absl::UnimplementedError("complex scalars have no NEFF form");
+      return absl::UnimplementedError("a symbolic scalar has no NEFF form");
     }
   } else if (v.isIntList()) {
     // mutable_* first: an empty list still sets the kind.
@@ -108,6 +112,9 @@ absl::StatusOr<c10::IValue> DecodeConstant(const proto::ConstantValue& v) {
           return c10::IValue(c10::Scalar(v.scalar().double_value()));
         case proto::ScalarValue::kBoolValue:
           return c10::IValue(c10::Scalar(v.scalar().bool_value()));
+        case proto::ScalarValue::kComplexValue:
+          return c10::IValue(
+              c10::complex<double>(v.scalar().complex_value().real(), v.scalar().complex_value().imag()));
         default:
           return DataLoss("scalar without a value");
       }

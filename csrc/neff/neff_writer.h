@@ -1,26 +1,16 @@
-// Writing NEFF files: a compiled Program with its fingerprint, graph hash,
-// signature and source map, in the layout of neff_format.h.
+// Writing NEFF files: a payload the compiler filled (fingerprint, graph hash,
+// signature, program, native objects, source map) in the layout of
+// neff_format.h, with the format version, the header and the checksum.
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "ir/hash.h"
 #include "proto/neff.pb.h"
-#include "runtime/program.h"
 
 namespace torch_neuron::neff {
 
-struct NeffContents {
-  const runtime::Program* program = nullptr;
-  proto::CompilerFingerprint fingerprint;
-  ir::hash_t graph_hash = 0;
-  proto::Signature signature;
-};
-
-// The NEFF bytes. UNIMPLEMENTED if a constant of the program has no
-// serialized form (the executable then lives in memory only).
-absl::StatusOr<std::string> WriteNeff(const NeffContents& contents);
+// The NEFF bytes of `payload` (its format_version is set here).
+absl::StatusOr<std::string> WriteNeff(proto::NeffPayload payload);
 
 }  // namespace torch_neuron::neff

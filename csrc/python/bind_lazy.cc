@@ -236,7 +236,11 @@ void BindLazy(py::module_& m) {
   // IR after the passes and the generated kernels' sources.
   m.def("_compiled_text", [](const py::list& tensors) {
     ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
-    absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, lazy::CurrentCompileOptions());
+    const lazy::CompileSettings settings = lazy::CurrentCompileSettings();
+    absl::StatusOr<proto::CompileRequest> request = compiler::MakeCompileRequest(g, settings.options);
+    runtime::ThrowIfError(request.status());
+    absl::StatusOr<compiler::CompileResult> result =
+        compiler::Compile(*request, settings.options, *settings.target);
     runtime::ThrowIfError(result.status());
     return py::make_tuple(result->optimized_text, result->kernel_sources);
   });
@@ -246,17 +250,18 @@ void BindLazy(py::module_& m) {
   m.def("_compile_request", [](const py::list& tensors) {
     ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
     absl::StatusOr<proto::CompileRequest> request =
-        compiler::MakeCompileRequest(g, lazy::CurrentCompileOptions());
+        compiler::MakeCompileRequest(g, lazy::CurrentCompileSettings().options);
     RaiseIfError(request.status());
     return py::bytes(request->SerializeAsString());
   });
   m.def("_compile_from_request", [](const py::bytes& bytes) {
     const std::string data = bytes;
-    const compiler::CompileOptions current = lazy::CurrentCompileOptions();
-    absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> read =
-        compiler::ParseCompileRequest(data, current.cxx);
+    absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> read = compiler::ParseCompileRequest(data);
     RaiseIfError(read.status());
-    absl::StatusOr<compiler::CompileResult> result = compiler::Compile((*read)->graph, (*read)->options);
+    proto::CompileRequest request;
+    request.ParseFromString(data);  // parsed above
+    absl::StatusOr<compiler::CompileResult> result =
+        compiler::Compile(request, (*read)->options, *lazy::CurrentCompileSettings().target);
     RaiseIfError(result.status());
     return py::make_tuple(ir::HashToHex((*read)->graph.hash), (*read)->graph.size(), result->optimized_text,
                           result->kernel_sources);

@@ -19,8 +19,8 @@
 #include "base/owned_file.h"
 #include "c10/util/Exception.h"
 #include "cache/disk_cache.h"
-#include "compiler/compile_request.h"
 #include "compiler/fingerprint.h"
+#include "compiler/host/host_target.h"
 #include "neff/neff_reader.h"
 #include "runtime/native_library.h"
 
@@ -169,8 +169,8 @@ std::string ServiceDirFor(const ClientOptions& options) {
   }
   compiler::CompileOptions identity;
   identity.opt_level = 1;
-  identity.cxx = options.toolchain;
-  const std::string hex = ir::HashToHex(compiler::FingerprintFor(identity).hash);
+  const compiler::HostTarget target(options.toolchain);
+  const std::string hex = ir::HashToHex(compiler::FingerprintFor(identity, target).hash);
   const std::string root = options.cache_dir.empty() ? cache::DefaultCacheDir() : options.cache_dir;
   return ServiceDir(root, hex.substr(0, 16));
 }
@@ -329,14 +329,8 @@ absl::StatusOr<cache::ProvidedExecutable> ServiceProvider::AskService(
     if (found.ok()) Counters().lookups->Add(1);
     return found;
   }
-  if (request.graph == nullptr) return absl::NotFoundError("no graph");
-  absl::StatusOr<proto::CompileRequest> compile =
-      compiler::MakeCompileRequest(*request.graph, request.options);
-  if (!compile.ok()) {
-    NoteFallback(compile.status(), Counters().errors);
-    return absl::UnavailableError(compile.status().message());
-  }
-  *message.mutable_compile()->mutable_request() = *std::move(compile);
+  if (request.compile == nullptr) return absl::NotFoundError("no graph");
+  *message.mutable_compile()->mutable_request() = *request.compile;
   *message.mutable_compile()->mutable_fingerprint() = *request.fingerprint;
   message.mutable_compile()->set_remote_cache(options_.remote_cache);
   message.mutable_compile()->set_remote_cache_key(options_.remote_cache_key);

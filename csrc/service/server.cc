@@ -19,15 +19,14 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "cache/compile_provider.h"
 #include "base/metrics.h"
 #include "cache/disk_cache.h"
 #include "cache/remote_provider.h"
 #include "compiler/compile_request.h"
 #include "compiler/fingerprint.h"
-#include "compiler/native_build.h"
+#include "compiler/host/host_target.h"
+#include "compiler/host/native_build.h"
 #include "neff/neff_reader.h"
-#include "neff/neff_writer.h"
 #include "proto/service.pb.h"
 #include "service/framing.h"
 
@@ -66,6 +65,7 @@ class Server {
     kernel_objects_ = std::make_unique<compiler::KernelObjectCache>(
         options.cache_dir.empty() ? "" : options.cache_dir + "/kernels", 4096,
         (options.cache_max_mb << 20) / 10);
+    target_ = std::make_unique<compiler::HostTarget>(options.toolchain, kernel_objects_.get());
   }
 
   absl::Status Run();
@@ -76,9 +76,9 @@ class Server {
   proto::ServiceReply Compile(const proto::ServiceCompile& compile,
                               std::unique_ptr<compiler::RequestGraph> graph);
   proto::ServiceReply Lookup(const proto::ServiceLookup& lookup);
-  void CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
-                     ir::hash_t key, cache::RedisConnection* redis, const std::string& fleet_key,
-                     Flight& flight);
+  void CompileFlight(const proto::CompileRequest& request, const compiler::RequestGraph& graph,
+                     const compiler::KeyedFingerprint& fingerprint, ir::hash_t key,
+                     cache::RedisConnection* redis, const std::string& fleet_key, Flight& flight);
   // The executable stored under `key_hex` on the disk or in Redis (written to
   // the disk when Redis had it, and signed by `fleet_key` when there is one),
   // verified against `fingerprint`; "" if none.
@@ -100,6 +100,7 @@ class Server {
   std::unique_ptr<cache::DiskCache> disk_;
   // Kernels shared by different graphs are built once (content-addressed).
   std::unique_ptr<compiler::KernelObjectCache> kernel_objects_;
+  std::unique_ptr<compiler::HostTarget> target_;  // builds with kernel_objects_
   std::atomic<bool> stop_{false};
 
   absl::Mutex mu_;
@@ -256,7 +257,7 @@ void Server::Connection(int fd) {
 }
 
 proto::ServiceReply Server::Handle(const std::string& frame) {
-  absl::StatusOr<ParsedRequest> parsed = ParseServiceRequest(frame, options_.toolchain);
+  absl::StatusOr<ParsedRequest> parsed = ParseServiceRequest(frame);
   if (!parsed.ok()) return ErrorReply(parsed.status());
   const proto::ServiceRequest& request = parsed->message;
   proto::ServiceReply reply;
@@ -280,7 +281,7 @@ proto::ServiceReply Server::Handle(const std::string& frame) {
 
 proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile,
                                     std::unique_ptr<compiler::RequestGraph> graph) {
-  const compiler::KeyedFingerprint& fingerprint = compiler::FingerprintFor(graph->options);
+  const compiler::KeyedFingerprint& fingerprint = compiler::FingerprintFor(graph->options, *target_);
   if (fingerprint.fingerprint.SerializeAsString() != compile.fingerprint().SerializeAsString()) {
     return ErrorReply(absl::FailedPreconditionError(
         absl::StrCat("the client compiles with ", compiler::FingerprintText(compile.fingerprint()),
@@ -299,8 +300,8 @@ proto::ServiceReply Server::Compile(const proto::ServiceCompile& compile,
     flight = slot;
   }
   if (leader) {
-    CompileFlight(*graph, fingerprint, key, Redis(compile.remote_cache()), compile.remote_cache_key(),
-                  *flight);
+    CompileFlight(compile.request(), *graph, fingerprint, key, Redis(compile.remote_cache()),
+                  compile.remote_cache_key(), *flight);
     absl::MutexLock lock(&mu_);
     flights_.erase(key);
   } else {
@@ -385,9 +386,9 @@ proto::ServiceReply Server::Lookup(const proto::ServiceLookup& lookup) {
   return reply;
 }
 
-void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::KeyedFingerprint& fingerprint,
-                           ir::hash_t key, cache::RedisConnection* redis, const std::string& fleet_key,
-                           Flight& flight) {
+void Server::CompileFlight(const proto::CompileRequest& request, const compiler::RequestGraph& graph,
+                           const compiler::KeyedFingerprint& fingerprint, ir::hash_t key,
+                           cache::RedisConnection* redis, const std::string& fleet_key, Flight& flight) {
   absl::Status status;
   std::string source;
   const std::string key_hex = ir::HashToHex(key);
@@ -404,9 +405,7 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
     if (options_.test_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.test_delay_ms));
     try {
-      compiler::CompileOptions options = graph.options;
-      options.kernel_objects = kernel_objects_.get();
-      absl::StatusOr<compiler::CompileResult> result = compiler::Compile(graph.graph, options);
+      absl::StatusOr<compiler::CompileResult> result = compiler::Compile(request, graph.options, *target_);
       if (!result.ok()) {
         status = result.status();
       } else if (!result->tier1_error.empty()) {
@@ -414,22 +413,15 @@ void Server::CompileFlight(const compiler::RequestGraph& graph, const compiler::
         // (and reports the toolchain's error) itself.
         status = absl::UnavailableError(absl::StrCat("tier 1 did not build here: ", result->tier1_error));
       } else {
-        absl::StatusOr<std::string> bytes =
-            neff::WriteNeff({result->program.get(), fingerprint.fingerprint, graph.graph.hash,
-                             cache::SignatureFor(graph.graph)});
-        if (!bytes.ok()) {
-          status = absl::UnavailableError(absl::StrCat("no NEFF form: ", bytes.status().message()));
-        } else {
-          neff = *std::move(bytes);
-          source = "compiled";
-          compiles_++;
-          if (disk_ != nullptr) {
-            absl::Status stored = disk_->Store(key_hex, neff);
-            if (!stored.ok()) Log(absl::StrCat("could not write ", key_hex, ": ", stored.message()));
-          }
-          if (redis != nullptr && cache::StoreRemoteEntry(*redis, fleet_key, key_hex, neff).ok())
-            remote_stores_++;
+        neff = std::move(result->neff);
+        source = "compiled";
+        compiles_++;
+        if (disk_ != nullptr) {
+          absl::Status stored = disk_->Store(key_hex, neff);
+          if (!stored.ok()) Log(absl::StrCat("could not write ", key_hex, ": ", stored.message()));
         }
+        if (redis != nullptr && cache::StoreRemoteEntry(*redis, fleet_key, key_hex, neff).ok())
+          remote_stores_++;
       }
     } catch (const std::exception& e) {
       status = absl::InvalidArgumentError(absl::StrCat("the compile failed: ", e.what()));
@@ -470,7 +462,7 @@ proto::ServiceStatus Server::Status() {
 
 }  // namespace
 
-absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const std::string& toolchain) {
+absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame) {
   ParsedRequest parsed;
   if (!parsed.message.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
     return absl::InvalidArgumentError("malformed request: not a ServiceRequest message");
@@ -482,7 +474,7 @@ absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const 
   switch (parsed.message.body_case()) {
     case proto::ServiceRequest::kCompile: {
       absl::StatusOr<std::unique_ptr<compiler::RequestGraph>> graph =
-          compiler::ReadCompileRequest(parsed.message.compile().request(), toolchain);
+          compiler::ReadCompileRequest(parsed.message.compile().request());
       if (!graph.ok()) return graph.status();
       parsed.graph = *std::move(graph);
       break;

@@ -33,7 +33,7 @@ struct ParsedRequest {
   std::unique_ptr<compiler::RequestGraph> graph;  // compile requests
 };
 // INVALID_ARGUMENT for anything but a request a client of this protocol makes.
-absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame, const std::string& toolchain);
+absl::StatusOr<ParsedRequest> ParseServiceRequest(std::string_view frame);
 
 struct ServerOptions {
   std::string dir;        // the service directory (0700): socket, lock, log, pid

@@ -50,7 +50,7 @@ TEST(CompileRequestFuzzSmoke, TwentyThousandMutationsNeverCrash) {
     const int mutations = 1 + static_cast<int>(fuzz::Pick(rng, 4));
     for (int m = 0; m < mutations; ++m) fuzz::MutateOnce(input, seed, rng);
     // Half with the hash taken from the mutated nodes: they reach the compiler.
-    read += compiler::ParseCompileRequest(input, "", compiler::StoredHash::kReplace).ok();
+    read += compiler::ParseCompileRequest(input, compiler::StoredHash::kReplace).ok();
     input.insert(input.begin(), static_cast<char>(i % 2));
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }

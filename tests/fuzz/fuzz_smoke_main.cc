@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "compiler/compile_request.h"
 #include "compiler/compiler.h"
-#include "compiler/fingerprint.h"
+#include "compiler/host/host_target.h"
 #include "ir/graph.h"
-#include "neff/neff_writer.h"
 #include "mutate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -32,18 +32,11 @@ std::string SeedNeff() {
                                {ir::Shape(c10::ScalarType::Float, {})}),
               0};
   ir::CanonicalGraph g = ir::Canonicalize({z, y});
-  auto compiled = compiler::Compile(g, compiler::CompileOptions());
+  auto request = compiler::MakeCompileRequest(g, compiler::CompileOptions());
+  EXPECT_TRUE(request.ok());
+  auto compiled = compiler::Compile(*request, compiler::CompileOptions(), compiler::HostTarget());
   EXPECT_TRUE(compiled.ok());
-  proto::Signature signature;
-  for (int i = 0; i < 2; ++i) {
-    signature.add_input_kinds(i == 0 ? proto::Signature::DEVICE_DATA : proto::Signature::SCALAR);
-    signature.add_inputs()->set_dtype(6);
-  }
-  for (int i = 0; i < 2; ++i) signature.add_outputs()->set_dtype(6);
-  auto bytes = neff::WriteNeff({compiled->program.get(), compiler::MakeFingerprint(compiler::CompileOptions()),
-                                g.hash, signature});
-  EXPECT_TRUE(bytes.ok());
-  return *bytes;
+  return compiled.ok() ? compiled->neff : "";
 }
 
 TEST(NeffReaderFuzzSmoke, TwentyThousandMutationsNeverCrash) {

@@ -43,7 +43,7 @@ TEST(ServiceRequestFuzzSmoke, TwentyThousandMutationsNeverCrash) {
   status.set_protocol_version(service::kProtocolVersion);
   status.mutable_status();
   const std::string seeds[2] = {SeedCompile(), status.SerializeAsString()};
-  for (const std::string& seed : seeds) ASSERT_TRUE(service::ParseServiceRequest(seed, "").ok());
+  for (const std::string& seed : seeds) ASSERT_TRUE(service::ParseServiceRequest(seed).ok());
   std::mt19937_64 rng(20261202);
   for (int i = 0; i < 20000; ++i) {
     const std::string& seed = seeds[i % 5 == 0 ? 1 : 0];

@@ -10,6 +10,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view frame(reinterpret_cast<const char*>(data), size);
-  (void)torch_neuron::service::ParseServiceRequest(frame, "");
+  (void)torch_neuron::service::ParseServiceRequest(frame);
   return 0;
 }

@@ -15,7 +15,9 @@
 #include "base/metrics.h"
 #include "cache/compile_provider.h"
 #include "cache/disk_cache.h"
+#include "compiler/compile_request.h"
 #include "compiler/fingerprint.h"
+#include "compiler/host/host_target.h"
 #include "ir/graph.h"
 
 namespace torch_neuron::cache {
@@ -223,8 +225,11 @@ class RealChainTest : public ::testing::Test {
         ir::Node::MakeOp("aten::mul.Tensor", {a, b}, {ir::Arg::Operand(0), ir::Arg::Operand(1)}, {f32}), 0}};
     graph_ = ir::Canonicalize(roots_);  // points into roots_' nodes, kept alive below
     request_.key = graph_.hash;
-    request_.graph = &graph_;
     request_.options.opt_level = 0;
+    absl::StatusOr<proto::CompileRequest> compile = compiler::MakeCompileRequest(graph_, request_.options);
+    ASSERT_TRUE(compile.ok()) << compile.status();
+    request_.compile = std::make_shared<const proto::CompileRequest>(*std::move(compile));
+    request_.target = &target_;
     request_.fingerprint = &compiler::FingerprintFor(0);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -244,6 +249,7 @@ class RealChainTest : public ::testing::Test {
   std::unique_ptr<DiskCache> disk_;
   std::vector<ir::Value> roots_;
   ir::CanonicalGraph graph_;
+  compiler::HostTarget target_;
   ExecutableRequest request_;
 };
 

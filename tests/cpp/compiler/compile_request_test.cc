@@ -5,9 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "ir/printer.h"
-#include "neff/neff_writer.h"
 #include "compiler/fingerprint.h"
+#include "compiler/host/host_target.h"
+#include "ir/printer.h"
+#include "neff/neff_reader.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -82,8 +83,7 @@ TEST(CompileRequestTest, RoundTripGivesTheSameGraphHashTextAndOptions) {
   options.cse = false;
   options.max_fold_elements = 77;
   options.fault_op = "aten::mul.Tensor";
-  absl::StatusOr<std::unique_ptr<RequestGraph>> read =
-      ParseCompileRequest(Serialized(s.graph, options), "g++");
+  absl::StatusOr<std::unique_ptr<RequestGraph>> read = ParseCompileRequest(Serialized(s.graph, options));
   ASSERT_TRUE(read.ok()) << read.status();
   const ir::CanonicalGraph& g = (*read)->graph;
   EXPECT_EQ(g.hash, s.graph.hash);
@@ -102,13 +102,13 @@ TEST(CompileRequestTest, RoundTripGivesTheSameGraphHashTextAndOptions) {
   EXPECT_FALSE(o.cse);
   EXPECT_EQ(o.max_fold_elements, 77);
   EXPECT_EQ(o.fault_op, "aten::mul.Tensor");
-  EXPECT_EQ(o.cxx, "g++");
   // Written again, the graph read back gives the same bytes.
   EXPECT_EQ(Serialized(g, o), Serialized(s.graph, options));
 }
 
-// A graph of real ops compiled from its request gives the program compiled
-// from the live IR, byte for byte in its NEFF.
+// A graph of real ops: the request of the live IR and the request written
+// again from the graph read back compile to the same NEFF, byte for byte, and
+// the NEFF names the graph's hash and the compiler's fingerprint.
 TEST(CompileRequestTest, CompilingTheRequestGivesTheSameExecutable) {
   const Shape shape(c10::ScalarType::Float, {3});
   Value x{Node::MakeDeviceData(shape, nullptr), 0};
@@ -122,15 +122,20 @@ TEST(CompileRequestTest, CompilingTheRequestGivesTheSameExecutable) {
   options.opt_level = 0;
   absl::StatusOr<std::unique_ptr<RequestGraph>> read = ParseCompileRequest(Serialized(live, options));
   ASSERT_TRUE(read.ok()) << read.status();
+  const HostTarget target;
   auto neff_of = [&](const ir::CanonicalGraph& g, const CompileOptions& o) {
-    absl::StatusOr<CompileResult> compiled = Compile(g, o);
+    absl::StatusOr<proto::CompileRequest> request = MakeCompileRequest(g, o);
+    EXPECT_TRUE(request.ok()) << request.status();
+    absl::StatusOr<CompileResult> compiled = Compile(*request, o, target);
     EXPECT_TRUE(compiled.ok()) << compiled.status();
-    absl::StatusOr<std::string> bytes =
-        neff::WriteNeff({compiled->program.get(), MakeFingerprint(o), g.hash, proto::Signature()});
-    EXPECT_TRUE(bytes.ok()) << bytes.status();
-    return *bytes;
+    return compiled.ok() ? compiled->neff : "";
   };
-  EXPECT_EQ(neff_of((*read)->graph, (*read)->options), neff_of(live, options));
+  const std::string neff = neff_of(live, options);
+  EXPECT_EQ(neff_of((*read)->graph, (*read)->options), neff);
+  absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(neff, &FingerprintFor(0));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->payload.graph_hash(), GraphHashBytes(live.hash));
+  EXPECT_EQ(loaded->program->instructions.size(), 2u);
 }
 
 TEST(CompileRequestTest, AnythingButAWritersRequestIsAnErrorNamingWhatIsWrong) {
@@ -193,17 +198,20 @@ TEST(CompileRequestTest, AnythingButAWritersRequestIsAnErrorNamingWhatIsWrong) {
   EXPECT_NE(oversized.status().message().find("the limit is"), std::string::npos);
 }
 
-TEST(CompileRequestTest, AComplexAttributeHasNoRequestForm) {
+TEST(CompileRequestTest, AComplexAttributeReadsBackAsTheSameComplexValue) {
   Value x{Node::MakeDeviceData(kF32_2x3, nullptr), 0};
   Value y{Node::MakeOp("aten::add.Scalar", {x},
                        {Arg::Operand(0), Arg::Attr(c10::IValue(c10::complex<double>(1.0, 2.0))),
                         Arg::Attr(int64_t{1})},
                        {kF32_2x3}),
           0};
-  absl::StatusOr<proto::CompileRequest> request = MakeCompileRequest(ir::Canonicalize({y}), CompileOptions());
-  ASSERT_FALSE(request.ok());
-  EXPECT_EQ(request.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(request.status().message().find("aten::add.Scalar"), std::string::npos) << request.status();
+  const ir::CanonicalGraph live = ir::Canonicalize({y});
+  absl::StatusOr<std::unique_ptr<RequestGraph>> read = ParseCompileRequest(Serialized(live));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)->graph.hash, live.hash);
+  const c10::IValue& attr = (*read)->graph.nodes.back()->args()[1].attr;
+  ASSERT_TRUE(attr.isComplexDouble()) << attr.tagKind();
+  EXPECT_EQ(attr.toComplexDouble(), c10::complex<double>(1.0, 2.0));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
 #include "compiler/lowering.h"
+#include "lowered_program.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
 
@@ -127,7 +128,7 @@ TEST(MemoryScheduleTest, FreesABufferBeforeAllocatingTheNext) {
 
   // Lowering runs that order, and the executor's own count of the bytes its
   // instructions hold agrees with the model byte for byte.
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(g);
   ASSERT_TRUE(program.ok()) << program.status();
   std::vector<std::string> ran;
   for (const runtime::Instruction& inst : program->instructions) ran.push_back(inst.op_name);
@@ -154,7 +155,7 @@ TEST(MemoryScheduleTest, DefersAnAllocationUntilItIsNeeded) {
   EXPECT_EQ(SchedulePeakBytes(g, no_views, order), 2 * 16384);
   const std::vector<std::string> ops = OpsInOrder(g, order);
   EXPECT_EQ(ops[ops.size() - 2], "%1 aten::neg");  // just before the add that reads it
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(g);
   ASSERT_TRUE(program.ok()) << program.status();
   EXPECT_EQ(b.RunAndCheck(canonical, *program), 2 * 16384);
 }
@@ -223,7 +224,7 @@ TEST(MemoryScheduleTest, AnOutputNobodyReadsIsReleasedWhereItIsMade) {
   b.Remember(max, std::get<0>(at::max(b.ValueOf(x), 1)));
   Value root = b.Neg(max);
   const CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({root}));
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(g);
   ASSERT_TRUE(program.ok()) << program.status();
   ASSERT_EQ(program->instructions.size(), 2u);
   const runtime::Instruction& first = program->instructions[0];
@@ -274,7 +275,7 @@ TEST(MemoryScheduleTest, RandomGraphsNeverHoldMoreAndComputeTheSameValues) {
     ASSERT_GE(after, 0) << "trial " << trial;
     EXPECT_LE(after, before) << "trial " << trial;
     improved += after < before ? 1 : 0;
-    absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+    absl::StatusOr<runtime::Program> program = Lowered(g);
     ASSERT_TRUE(program.ok()) << program.status();
     EXPECT_EQ(b.RunAndCheck(canonical, *program), after) << "trial " << trial;
   }

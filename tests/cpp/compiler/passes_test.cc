@@ -6,6 +6,7 @@
 #include "compiler/dce.h"
 #include "compiler/foreach_expansion.h"
 #include "compiler/lowering.h"
+#include "lowered_program.h"
 #include "compiler/pass_pipeline.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
@@ -161,7 +162,7 @@ TEST(CompileGraphTest, OutlivesTheIrItWasMadeFrom) {
             "  %4 = aten::sub.Tensor(%3, %1, 1) : f32[4]\n"
             "  return (%4)\n"
             "}\n");
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(g);
   ASSERT_TRUE(program.ok()) << program.status();
   ExpectComputesMulAddSub(*program);
 }
@@ -171,7 +172,7 @@ TEST(LoweringTest, RunsTheGraphAndReleasesRegistersAfterLastUse) {
   Value prod = Op("aten::mul.Tensor", {a, b});
   Value out = Op("aten::sub.Tensor", {Op("aten::add.Tensor", {prod, a}), b});
   CompileGraph g = CompileGraph::FromCanonical(ir::Canonicalize({out}));
-  absl::StatusOr<runtime::Program> program = LowerToProgram(g, /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(g);
   ASSERT_TRUE(program.ok()) << program.status();
   ASSERT_EQ(program->instructions.size(), 3u);
   // The product dies at the add; the inputs live until their last readers.
@@ -184,8 +185,7 @@ TEST(ExecutorTest, AFailingOpNamesItselfInTheError) {
   Value bad{Node::MakeOp("aten::reshape", {a}, {Arg::Operand(0), Arg::Attr(std::vector<int64_t>{3})},
                          {Shape(c10::ScalarType::Float, {3})}),
             0};
-  absl::StatusOr<runtime::Program> program =
-      LowerToProgram(CompileGraph::FromCanonical(ir::Canonicalize({bad})), /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(CompileGraph::FromCanonical(ir::Canonicalize({bad})));
   ASSERT_TRUE(program.ok());
   absl::StatusOr<std::vector<at::Tensor>> result = runtime::Execute(*program, {at::arange(4, at::kFloat)});
   ASSERT_FALSE(result.ok());

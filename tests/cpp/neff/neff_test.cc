@@ -13,8 +13,10 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/compile_request.h"
 #include "compiler/compiler.h"
 #include "compiler/fingerprint.h"
+#include "compiler/host/host_target.h"
 #include "ir/graph.h"
 #include "neff/constant_codec.h"
 #include "neff/neff_format.h"
@@ -55,6 +57,33 @@ Value SampleRoot() {
   return Value{Node::MakeOp("aten::mul.Tensor", {x, twos}, {Arg::Operand(0), Arg::Operand(1)}, {kF32_4}), 0};
 }
 
+const compiler::HostTarget& Host() {
+  static const compiler::HostTarget* host = new compiler::HostTarget();
+  return *host;
+}
+
+proto::CompilerFingerprint Fingerprint(const compiler::CompileOptions& options) {
+  return compiler::MakeFingerprint(options, Host());
+}
+
+// `g` compiled as every graph is: its CompileRequest through the compiler.
+std::string CompileToNeff(const ir::CanonicalGraph& g,
+                          const compiler::CompileOptions& options = compiler::CompileOptions()) {
+  absl::StatusOr<proto::CompileRequest> request = compiler::MakeCompileRequest(g, options);
+  EXPECT_TRUE(request.ok()) << request.status();
+  if (!request.ok()) return "";
+  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(*request, options, Host());
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? result->neff : "";
+}
+
+// The program the NEFF reader makes of `bytes` (checked against no fingerprint).
+std::shared_ptr<const runtime::Program> ProgramOf(const std::string& bytes) {
+  absl::StatusOr<LoadedNeff> loaded = ReadNeff(bytes, nullptr);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  return loaded.ok() ? loaded->program : nullptr;
+}
+
 struct Compiled {
   Value root;
   ir::CanonicalGraph graph;
@@ -66,19 +95,8 @@ Compiled CompileSample() {
   Compiled c;
   c.root = SampleRoot();
   c.graph = ir::Canonicalize({c.root});
-  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(c.graph, compiler::CompileOptions());
-  EXPECT_TRUE(result.ok()) << result.status();
-  c.program = result->program;
-  proto::Signature signature;
-  signature.add_input_kinds(proto::Signature::DEVICE_DATA);
-  signature.add_inputs()->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
-  signature.mutable_inputs(0)->add_sizes(4);
-  signature.add_outputs()->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
-  signature.mutable_outputs(0)->add_sizes(4);
-  absl::StatusOr<std::string> bytes = WriteNeff(
-      {c.program.get(), compiler::MakeFingerprint(compiler::CompileOptions()), c.graph.hash, signature});
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  c.bytes = *bytes;
+  c.bytes = CompileToNeff(c.graph);
+  c.program = ProgramOf(c.bytes);
   return c;
 }
 
@@ -100,19 +118,26 @@ proto::NeffPayload Payload(const std::string& bytes) {
   return p;
 }
 
-TEST(NeffTest, RoundTripRunsTheSameProgram) {
+TEST(NeffTest, TheCompilersNeffRunsAndWritesBackTheSameBytes) {
   Compiled c = CompileSample();
-  const proto::CompilerFingerprint fp = compiler::MakeFingerprint(compiler::CompileOptions());
+  const proto::CompilerFingerprint fp = Fingerprint(compiler::CompileOptions());
   absl::StatusOr<LoadedNeff> loaded = ReadNeff(c.bytes, &fp);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->program->instructions.size(), c.program->instructions.size());
   at::Tensor x = at::arange(4, at::kFloat);
-  auto original = runtime::Execute(*c.program, {x});
-  auto reloaded = runtime::Execute(*loaded->program, {x});
-  ASSERT_TRUE(original.ok() && reloaded.ok());
-  EXPECT_TRUE(at::equal((*reloaded)[0], at::mul(x, 2.0)));
-  EXPECT_TRUE(at::equal((*reloaded)[0], (*original)[0]));
-  EXPECT_EQ(loaded->payload.graph_hash().size(), 16u);
+  auto run = runtime::Execute(*loaded->program, {x});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(at::equal((*run)[0], at::mul(x, 2.0)));
+  EXPECT_EQ(loaded->payload.graph_hash(), compiler::GraphHashBytes(c.graph.hash));
+  // The signature the compiler wrote: one f32[4] device-data input, one f32[4]
+  // output that may take its buffer.
+  const proto::Signature& signature = loaded->payload.signature();
+  ASSERT_EQ(signature.inputs_size(), 1);
+  EXPECT_EQ(signature.input_kinds(0), proto::Signature::DEVICE_DATA);
+  EXPECT_EQ(loaded->program->donation_candidates, std::vector<std::vector<int32_t>>{{0}});
+  // The writer adds nothing the payload does not say.
+  absl::StatusOr<std::string> again = WriteNeff(Payload(c.bytes));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, c.bytes);
 }
 
 // GradScaler's unscale step: `(Tensor[] self_out, Tensor found_inf_out)`, a
@@ -131,27 +156,12 @@ TEST(NeffTest, ListAndTensorReturnsRoundTripAndRun) {
                    {Arg::OperandList({0, 1}), Arg::Operand(2), Arg::Operand(3)}, {f32_3, f32_3, f32_1});
   std::vector<Value> roots{{unscale, 0}, {unscale, 1}, {unscale, 2}};
   ir::CanonicalGraph g = ir::Canonicalize(roots);
-  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(g, compiler::CompileOptions());
-  ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->program->instructions.size(), 1u);
-  EXPECT_EQ(result->program->instructions[0].return_widths, (std::vector<int32_t>{2, -1}));
-  proto::Signature signature;
-  for (int i = 0; i < 4; ++i) {
-    signature.add_input_kinds(proto::Signature::DEVICE_DATA);
-    proto::TensorSpec* spec = signature.add_inputs();
-    spec->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
-    spec->add_sizes(i < 2 ? 3 : 1);
-  }
-  for (const auto& [node, index] : g.outputs) {
-    proto::TensorSpec* spec = signature.add_outputs();
-    spec->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
-    for (int64_t d : g.nodes[node]->shape(index).sizes()) spec->add_sizes(d);
-  }
-  const proto::CompilerFingerprint fp = compiler::MakeFingerprint(compiler::CompileOptions());
-  absl::StatusOr<std::string> bytes = WriteNeff({result->program.get(), fp, g.hash, signature});
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  absl::StatusOr<LoadedNeff> loaded = ReadNeff(*bytes, &fp);
+  const std::string bytes = CompileToNeff(g);
+  const proto::CompilerFingerprint fp = Fingerprint(compiler::CompileOptions());
+  absl::StatusOr<LoadedNeff> loaded = ReadNeff(bytes, &fp);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->program->instructions.size(), 1u);
+  EXPECT_EQ(loaded->program->instructions[0].return_widths, (std::vector<int32_t>{2, -1}));
 
   at::Tensor grad_a = at::arange(3, at::kFloat);
   at::Tensor grad_b = at::full({3}, std::numeric_limits<float>::infinity());
@@ -173,7 +183,7 @@ TEST(NeffTest, ListAndTensorReturnsRoundTripAndRun) {
   EXPECT_EQ((*run)[g.root_to_output[2]].item<float>(), 1.0f);  // found an inf
 
   // Widths that do not fit the schema or the outputs are malformed.
-  proto::NeffPayload p = Payload(*bytes);
+  proto::NeffPayload p = Payload(bytes);
   proto::NeffPayload short_list = p;
   short_list.mutable_program()->mutable_instructions(0)->set_return_widths(0, 1);
   EXPECT_EQ(ReadNeff(Reframe(short_list), nullptr).status().message(),
@@ -222,7 +232,7 @@ TEST(NeffTest, AnotherCompilersNeffIsRejected) {
   Compiled c = CompileSample();
   compiler::CompileOptions options;
   options.cse = false;
-  const proto::CompilerFingerprint other = compiler::MakeFingerprint(options);
+  const proto::CompilerFingerprint other = Fingerprint(options);
   absl::StatusOr<LoadedNeff> loaded = ReadNeff(c.bytes, &other);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -230,7 +240,7 @@ TEST(NeffTest, AnotherCompilersNeffIsRejected) {
 TEST(NeffTest, AChangedCompilersSourcesRejectTheOldNeffs) {
   // Same version, same options, other compiler sources (a rebuilt compiler).
   Compiled c = CompileSample();
-  const proto::CompilerFingerprint current = compiler::MakeFingerprint(compiler::CompileOptions());
+  const proto::CompilerFingerprint current = Fingerprint(compiler::CompileOptions());
   ASSERT_TRUE(ReadNeff(c.bytes, &current).ok());
   ASSERT_EQ(current.compiler_source_id().size(), 16u);
   EXPECT_EQ(current.compiler_source_id().find_first_not_of("0123456789abcdef"), std::string::npos);
@@ -292,37 +302,38 @@ KernelSample CompileKernelSample() {
                 0};
   Value tripled{Node::MakeOp("aten::mul.Scalar", {shifted}, {Arg::Operand(0), Arg::Attr(3.0)}, {f32}), 0};
   k.graph = ir::Canonicalize({t, soft, tripled});
-  absl::StatusOr<compiler::CompileResult> result = compiler::Compile(k.graph, compiler::CompileOptions());
-  EXPECT_TRUE(result.ok()) << result.status();
-  k.program = result->program;
-  proto::Signature signature;
-  signature.add_input_kinds(proto::Signature::DEVICE_DATA);
-  proto::TensorSpec* in = signature.add_inputs();
-  in->set_dtype(static_cast<int32_t>(c10::ScalarType::Float));
-  in->add_sizes(4);
-  in->add_sizes(8);
-  for (int i = 0; i < 3; ++i) *signature.add_outputs() = *in;
-  absl::StatusOr<std::string> bytes = WriteNeff(
-      {k.program.get(), compiler::MakeFingerprint(compiler::CompileOptions()), k.graph.hash, signature});
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  k.bytes = *bytes;
+  k.bytes = CompileToNeff(k.graph);
+  k.program = ProgramOf(k.bytes);
   return k;
 }
 
-void ExpectSameCall(const runtime::KernelCall& a, const runtime::KernelCall& b) {
-  EXPECT_EQ(a.form, b.form);
-  EXPECT_EQ(a.library, b.library);
-  EXPECT_EQ(a.kernel, b.kernel);
-  EXPECT_EQ(a.inputs, b.inputs);
-  EXPECT_EQ(a.scalars, b.scalars);
-  EXPECT_EQ(a.input_dtypes, b.input_dtypes);
-  EXPECT_EQ(a.output_dtypes, b.output_dtypes);
-  EXPECT_EQ(a.sizes, b.sizes);
-  EXPECT_EQ(a.rows, b.rows);
-  EXPECT_EQ(a.row_length, b.row_length);
-  EXPECT_EQ(a.input_extents, b.input_extents);
-  EXPECT_EQ(a.output_extents, b.output_extents);
-  EXPECT_EQ(a.output_sizes, b.output_sizes);
+// A kernel call as the NEFF says it and as the reader made it.
+void ExpectSameCall(const proto::KernelCall& a, const runtime::KernelCall& b) {
+  EXPECT_EQ(a.form() == proto::KernelCall::FLAT, b.form == runtime::KernelCall::Form::kFlat);
+  EXPECT_EQ(a.library(), b.library);
+  EXPECT_EQ(a.kernel(), b.kernel);
+  EXPECT_EQ(std::vector<int32_t>(a.inputs().begin(), a.inputs().end()), b.inputs);
+  EXPECT_EQ(std::vector<int32_t>(a.scalars().begin(), a.scalars().end()), b.scalars);
+  ASSERT_EQ(static_cast<size_t>(a.input_dtypes_size()), b.input_dtypes.size());
+  for (size_t i = 0; i < b.input_dtypes.size(); ++i)
+    EXPECT_EQ(a.input_dtypes(i), static_cast<int32_t>(b.input_dtypes[i]));
+  ASSERT_EQ(static_cast<size_t>(a.output_dtypes_size()), b.output_dtypes.size());
+  for (size_t i = 0; i < b.output_dtypes.size(); ++i)
+    EXPECT_EQ(a.output_dtypes(i), static_cast<int32_t>(b.output_dtypes[i]));
+  EXPECT_EQ(std::vector<int64_t>(a.sizes().begin(), a.sizes().end()), b.sizes);
+  EXPECT_EQ(a.rows(), b.rows);
+  EXPECT_EQ(a.row_length(), b.row_length);
+  ASSERT_EQ(static_cast<size_t>(a.input_extents_size()), b.input_extents.size());
+  for (size_t i = 0; i < b.input_extents.size(); ++i)
+    EXPECT_EQ(a.input_extents(i), static_cast<int32_t>(b.input_extents[i]));
+  ASSERT_EQ(static_cast<size_t>(a.output_extents_size()), b.output_extents.size());
+  for (size_t i = 0; i < b.output_extents.size(); ++i)
+    EXPECT_EQ(a.output_extents(i), static_cast<int32_t>(b.output_extents[i]));
+  ASSERT_EQ(static_cast<size_t>(a.output_sizes_size()), b.output_sizes.size());
+  for (size_t i = 0; i < b.output_sizes.size(); ++i) {
+    EXPECT_EQ(std::vector<int64_t>(a.output_sizes(i).values().begin(), a.output_sizes(i).values().end()),
+              b.output_sizes[i]);
+  }
 }
 
 // The index of the program's first kernel call of `form`, or -1.
@@ -348,19 +359,21 @@ TEST(NeffTest, KernelCallsRoundTripTypedAndRun) {
     EXPECT_EQ(inst.kernel.has_value(), !inst.op.has_value()) << inst.op_name;
   }
 
-  const proto::CompilerFingerprint fp = compiler::MakeFingerprint(compiler::CompileOptions());
+  const proto::CompilerFingerprint fp = Fingerprint(compiler::CompileOptions());
   absl::StatusOr<LoadedNeff> loaded = ReadNeff(k.bytes, &fp);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const runtime::Program& read = *loaded->program;
-  ASSERT_EQ(read.instructions.size(), k.program->instructions.size());
+  const proto::NeffPayload payload = Payload(k.bytes);
+  const proto::Program& written = payload.program();
+  ASSERT_EQ(read.instructions.size(), static_cast<size_t>(written.instructions_size()));
   for (size_t i = 0; i < read.instructions.size(); ++i) {
-    const runtime::Instruction& a = k.program->instructions[i];
+    const proto::Instruction& a = written.instructions(static_cast<int>(i));
     const runtime::Instruction& b = read.instructions[i];
-    EXPECT_EQ(a.op_name, b.op_name);
-    EXPECT_EQ(a.outputs, b.outputs);
-    EXPECT_EQ(a.release, b.release);
-    ASSERT_EQ(a.kernel.has_value(), b.kernel.has_value());
-    if (a.kernel) ExpectSameCall(*a.kernel, *b.kernel);
+    EXPECT_EQ(a.op(), b.op_name);
+    EXPECT_EQ(std::vector<int32_t>(a.outputs().begin(), a.outputs().end()), b.outputs);
+    EXPECT_EQ(std::vector<int32_t>(a.release().begin(), a.release().end()), b.release);
+    ASSERT_EQ(a.has_kernel(), b.kernel.has_value());
+    if (a.has_kernel()) ExpectSameCall(a.kernel(), *b.kernel);
   }
 
   runtime::LoadNativeObjects(read.native_objects);
@@ -435,6 +448,7 @@ TEST(NeffTest, MalformedKernelCallsAreRejected) {
 // buffer too small for it.
 TEST(NeffTest, DonationsAreReadAndChecked) {
   proto::NeffPayload p = Payload(CompileSample().bytes);
+  p.mutable_signature()->clear_donations();
   absl::StatusOr<LoadedNeff> none = ReadNeff(Reframe(p), nullptr);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(none->program->donation_candidates, std::vector<std::vector<int32_t>>{{}});
@@ -475,9 +489,9 @@ TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
   Value root = SampleRoot();
   const ir::hash_t graph = ir::Canonicalize({root}).hash;
   compiler::CompileOptions base;
-  const ir::hash_t key = compiler::CacheKey(graph, compiler::MakeFingerprint(base));
+  const ir::hash_t key = compiler::CacheKey(graph, Fingerprint(base));
   Value other_data = SampleRoot();  // a new device-data leaf: same key
-  EXPECT_EQ(key, compiler::CacheKey(ir::Canonicalize({other_data}).hash, compiler::MakeFingerprint(base)));
+  EXPECT_EQ(key, compiler::CacheKey(ir::Canonicalize({other_data}).hash, Fingerprint(base)));
 
   compiler::CompileOptions no_cse = base;
   no_cse.cse = false;
@@ -488,9 +502,9 @@ TEST(CacheKeyTest, FingerprintAndEveryOptionChangeTheKeyDataDoesNot) {
   compiler::CompileOptions tier0 = base;
   tier0.opt_level = 0;
   for (const auto& options : {no_cse, no_fold, small_fold, tier0}) {
-    EXPECT_NE(key, compiler::CacheKey(graph, compiler::MakeFingerprint(options)));
+    EXPECT_NE(key, compiler::CacheKey(graph, Fingerprint(options)));
   }
-  proto::CompilerFingerprint fp = compiler::MakeFingerprint(base);
+  proto::CompilerFingerprint fp = Fingerprint(base);
   for (int field = 0; field < 5; ++field) {
     proto::CompilerFingerprint changed = fp;
     switch (field) {

@@ -1,4 +1,4 @@
-#include "compiler/native_build.h"
+#include "compiler/host/native_build.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
