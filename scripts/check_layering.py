@@ -6,8 +6,9 @@
 
 A file in csrc/<folder>/ may include headers of its own folder and of folders
 below it in LAYERS, never above; a folder missing from LAYERS is a violation too
-(place it before adding it). Outside python/, no file includes Python or pybind11
-headers. Only quoted project includes (`#include "ir/node.h"`) are edges; system
+(place it before adding it). Some downward edges are narrowed to named headers
+(NAMED_EDGES): compiler/ sees of runtime/ only the kernel ABI. Outside python/,
+no file includes Python or pybind11 headers. Only quoted project includes (`#include "ir/node.h"`) are edges; system
 and third-party includes (`<...>`) are checked for Python headers alone.
 """
 
@@ -38,7 +39,15 @@ LAYERS = (
     "python",    # pybind11 bindings: the only folder that sees Python
 )
 
-PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/[^"]+"', re.M)
+# (from folder, to folder) -> the only headers of `to` that `from` may include.
+# DESIGN.md: the compiler knows nothing of the runtime beyond the kernel ABI
+# (it emits NEFF bytes; neff/ builds the runtime's programs); ir/ nothing of it.
+NAMED_EDGES = {
+    ("compiler", "runtime"): ("runtime/kernel_abi.h",),
+    ("ir", "runtime"): (),
+}
+
+PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"(([A-Za-z0-9_]+)/[^"]+)"', re.M)
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', re.M)
 PYTHON_HEADERS = re.compile(r"^(Python\.h|pybind11/|torch/python\.h|torch/extension\.h|torch/csrc/(utils/)?python)")
 SOURCES = (".h", ".cc", ".cpp", ".hpp", ".inc")
@@ -63,7 +72,7 @@ def violations(csrc: str) -> List[str]:
                 with open(path, encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 for m in PROJECT_INCLUDE.finditer(text):
-                    target = m.group(1)
+                    header, target = m.group(1), m.group(2)
                     line = text.count("\n", 0, m.start()) + 1
                     if target not in rank:
                         if os.path.isdir(os.path.join(csrc, target)):
@@ -72,6 +81,10 @@ def violations(csrc: str) -> List[str]:
                     if rank[target] > rank[folder]:
                         found.append(f"{rel}:{line}: {folder}/ includes {m.group(0).split('include', 1)[1].strip()}"
                                      f" from {target}/, which is above it")
+                    elif (folder, target) in NAMED_EDGES and header not in NAMED_EDGES[folder, target]:
+                        allowed = NAMED_EDGES[folder, target]
+                        found.append(f"{rel}:{line}: {folder}/ includes \"{header}\"; of {target}/ it may include "
+                                     + (", ".join(allowed) if allowed else "nothing"))
                 if folder != "python":
                     for m in ANY_INCLUDE.finditer(text):
                         if PYTHON_HEADERS.match(m.group(1)):
@@ -81,15 +94,18 @@ def violations(csrc: str) -> List[str]:
 
 
 def self_test() -> int:
-    """A fixture tree with one upward include, one Python include and one unknown
-    folder: each must be reported; the same tree without them must pass."""
+    """A fixture tree with one upward include, one Python include, one unknown
+    folder and two includes outside a named edge: each must be reported; the
+    same tree without them must pass."""
     with tempfile.TemporaryDirectory() as tmp:
         csrc = os.path.join(tmp, "csrc")
         files = {
             "ir/node.h": '#include "base/config.h"\n#include "absl/status/status.h"\n',
             "lazy/tracer.cc": '#include "ir/node.h"\n#include "cache/executable_provider.h"\n',
             "cache/executable_provider.h": '#include "compiler/compiler.h"\n',
-            "compiler/compiler.h": '#include "ir/node.h"\n',
+            "compiler/compiler.h": '#include "ir/node.h"\n#include "runtime/kernel_abi.h"\n',
+            "runtime/kernel_abi.h": "#include <cstdint>\n",
+            "runtime/program.h": '#include "runtime/kernel_abi.h"\n',
             "base/config.h": "#include <string>\n",
             "python/module.cc": "#include <pybind11/pybind11.h>\n",
         }
@@ -103,18 +119,25 @@ def self_test() -> int:
             return 1
         with open(os.path.join(csrc, "ir/node.h"), "a") as f:
             f.write('#include "lazy/tracer.h"\n')  # ir/ includes lazy/: upward
-        os.makedirs(os.path.join(csrc, "runtime"))
         with open(os.path.join(csrc, "runtime/hooks.cc"), "w") as f:
             f.write("#include <Python.h>\n")
+        with open(os.path.join(csrc, "compiler/lowering.cc"), "w") as f:
+            f.write('#include "runtime/program.h"\n')  # compiler/ sees only the kernel ABI
+        with open(os.path.join(csrc, "ir/shape.cc"), "w") as f:
+            f.write('#include "runtime/kernel_abi.h"\n')  # ir/ sees nothing of runtime/
         os.makedirs(os.path.join(csrc, "misc"))
         found = violations(csrc)
         expected = ["csrc/ir/node.h:3: ir/ includes \"lazy/tracer.h\" from lazy/, which is above it",
                     "csrc/runtime/hooks.cc:1: includes the Python header Python.h outside python/",
+                    "csrc/compiler/lowering.cc:1: compiler/ includes \"runtime/program.h\"; of runtime/ it may "
+                    "include runtime/kernel_abi.h",
+                    "csrc/ir/shape.cc:1: ir/ includes \"runtime/kernel_abi.h\"; of runtime/ it may include nothing",
                     "csrc/misc/: a folder that is not in check_layering.LAYERS (place it in the picture)"]
         if sorted(found) != sorted(expected):
             print("self-test: expected", *expected, "got", *found, sep="\n  ")
             return 1
-    print("self-test: an upward include, a Python header below python/ and an unplaced folder are reported")
+    print("self-test: an upward include, a Python header below python/, an unplaced folder and includes "
+          "outside a named edge are reported")
     return 0
 
 

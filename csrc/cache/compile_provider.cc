@@ -7,7 +7,7 @@
 #include "base/metrics.h"
 #include "neff/neff_reader.h"
 #include "runtime/native_library.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace torch_neuron::cache {
 namespace {
@@ -41,7 +41,7 @@ absl::StatusOr<ProvidedExecutable> LocalCompileProvider::Get(const ExecutableReq
   if (request.stored_only) return absl::NotFoundError("only stored executables were asked for");
   const proto::CompileRequest& compile = *request.compile;
   CompileCounters().misses->Add(1);
-  runtime::profiler::Scope scope("compile", [&] {
+  profiler::Scope scope("compile", [&] {
     return absl::StrCat("graph ", request.KeyHex().substr(0, 16), " (", compile.nodes_size(), " nodes)");
   });
   const auto start = std::chrono::steady_clock::now();

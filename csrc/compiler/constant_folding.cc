@@ -4,8 +4,8 @@
 #include <ATen/ops/scalar_tensor.h>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/collectives.h"
-#include "runtime/op_lookup.h"
+#include "ir/op_traits.h"
+#include "ir/op_lookup.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -36,12 +36,12 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
     }
     if (n.shape().numel() > max_elements_) continue;
     // A collective waits for its peers: it runs with the graph, never here.
-    if (runtime::IsCollectiveOp(n.op)) continue;
+    if (ir::IsCollectiveOp(n.op)) continue;
     bool all_constant = true;
     for (ValueRef v : n.operands) all_constant &= g.nodes[v.node].is_constant();
     if (!all_constant) continue;
 
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(n.op);
+    absl::StatusOr<c10::OperatorHandle> op = ir::FindOperator(n.op);
     if (!op.ok()) return op.status();
     const auto& schema_args = op->schema().arguments();
     torch::jit::Stack stack;
@@ -50,7 +50,7 @@ absl::StatusOr<bool> ConstantFolding::Run(CompileGraph& g) {
       const ir::Arg& arg = n.args[a];
       switch (arg.kind) {
         case ir::Arg::Kind::kAttr:
-          stack.push_back(runtime::HostAttr(arg.attr));
+          stack.push_back(ir::HostAttr(arg.attr));
           break;
         case ir::Arg::Kind::kOperand:
           stack.push_back(ConstantValue(g.nodes[n.operands[arg.operands[0]].node], schema_args[a].type()));

@@ -12,7 +12,7 @@
 #include "compiler/kernel_helpers.h"
 #include "compiler/kernel_rules.h"
 #include "ir/hash.h"
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -20,7 +20,7 @@ namespace {
 // The C type of one element of `dtype` in a kernel's buffers (bfloat16 and
 // float16: their bits).
 const char* CType(c10::ScalarType dtype) {
-  const runtime::DtypeFacts* facts = runtime::FactsOf(dtype);
+  const DtypeFacts* facts = FactsOf(dtype);
   return facts != nullptr ? facts->kernel_c_type : nullptr;
 }
 
@@ -588,7 +588,7 @@ bool RoundsTo(const std::string& rule, c10::ScalarType dtype) {
 }
 
 bool ExactInFloat(c10::ScalarType dtype) {
-  const runtime::DtypeFacts* facts = runtime::FactsOf(dtype);
+  const DtypeFacts* facts = FactsOf(dtype);
   return facts != nullptr && facts->exact_in_float32;
 }
 

@@ -9,16 +9,16 @@
 #include "compiler/memory_schedule.h"
 #include "ir/op_traits.h"
 #include "neff/constant_codec.h"
-#include "runtime/op_lookup.h"
-#include "runtime/schema_types.h"
+#include "ir/op_lookup.h"
+#include "ir/op_schema.h"
 
 namespace torch_neuron::compiler {
 namespace {
 
-using runtime::IsGeneratorType;
-using runtime::IsTensorType;
+using ir::IsGeneratorType;
+using ir::IsTensorType;
 
-bool IsScalarListType(const c10::TypePtr& type) { return runtime::IsListOf(type, c10::TypeKind::NumberType); }
+bool IsScalarListType(const c10::TypePtr& type) { return ir::IsListOf(type, c10::TypeKind::NumberType); }
 
 // Writes the typed call of node `n`'s fused kernel into `call`, its registers
 // left to the caller. The NEFF reader checks the call's fields against the
@@ -185,7 +185,7 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
     }
     // A view run as a view is named as such in the program (and its NEFF).
     const std::string op_name = as_view[i] ? std::string(ir::TraitsOf(n.op).view_form) : n.op;
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(op_name);
+    absl::StatusOr<c10::OperatorHandle> op = ir::FindOperator(op_name);
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();
     if (schema.arguments().size() != n.args.size()) {
@@ -199,12 +199,11 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
       if (arg.kind == ir::Arg::Kind::kOperandList) {
         list_lengths.push_back(static_cast<int64_t>(arg.operands.size()));
       } else {
-        const bool tensor_list = runtime::IsListOf(schema.arguments()[a].type(), c10::TypeKind::TensorType);
+        const bool tensor_list = ir::IsListOf(schema.arguments()[a].type(), c10::TypeKind::TensorType);
         list_lengths.push_back(arg.kind == ir::Arg::Kind::kAttr && tensor_list ? 0 : -1);
       }
     }
-    absl::StatusOr<std::vector<int32_t>> widths =
-        runtime::ReturnWidths(schema, n.num_outputs(), list_lengths);
+    absl::StatusOr<std::vector<int32_t>> widths = ir::ReturnWidths(schema, n.num_outputs(), list_lengths);
     if (!widths.ok()) return widths.status();
     proto::Instruction inst;
     inst.set_op(op_name);
@@ -218,7 +217,7 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
       pa.set_wrapped_number(true);
       if (arg.kind == ir::Arg::Kind::kAttr) {
         pa.set_kind(proto::ProgramArg::CONSTANT);
-        absl::Status s = neff::EncodeConstant(runtime::HostAttr(arg.attr), pa.mutable_constant());
+        absl::Status s = neff::EncodeConstant(ir::HostAttr(arg.attr), pa.mutable_constant());
         if (!s.ok()) return absl::Status(s.code(), absl::StrCat(n.op, ": ", s.message()));
       } else if (arg.kind == ir::Arg::Kind::kOperand) {
         ValueRef v = n.operands[arg.operands[0]];

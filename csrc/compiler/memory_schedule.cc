@@ -7,7 +7,7 @@
 #include <span>
 #include <tuple>
 
-#include "runtime/collectives.h"
+#include "ir/op_traits.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -122,7 +122,7 @@ struct Model {
           bytes.push_back(ShapeBytes(n.shape(k)));
         }
       }
-      if (g.IsRandom(node) || runtime::IsCollectiveOp(n.op)) {
+      if (g.IsRandom(node) || ir::IsCollectiveOp(n.op)) {
         if (last_ordered >= 0) {
           chain_next[last_ordered] = node;
           ++waits[i];

@@ -1,7 +1,7 @@
 #include "compiler/pass_pipeline.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace torch_neuron::compiler {
 
@@ -10,7 +10,7 @@ absl::StatusOr<bool> PassPipeline::Run(CompileGraph& graph) const {
   if (!status.ok()) return absl::InternalError(absl::StrCat("input graph: ", status.message()));
   bool changed = false;
   for (const auto& pass : passes_) {
-    runtime::profiler::Scope scope("compile", pass->name());
+    profiler::Scope scope("compile", pass->name());
     absl::StatusOr<bool> result = pass->Run(graph);
     if (!result.ok()) {
       return absl::Status(result.status().code(),

@@ -23,7 +23,7 @@
 #include "lazy/lazy_tensor.h"
 #include "lazy/ran_values.h"
 #include "lazy/scheduler.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace torch_neuron::eager {
 namespace {
@@ -405,7 +405,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
     Counters().compiles->Add(1);
     const bool fail = GlobalConfig().test_fail_group_compiles;
     pool_.Submit([this, group, hash, key, prefixes = d.prefixes, settings, fail, ops = d.ops] {
-      runtime::profiler::Scope scope("compile", [&] {
+      profiler::Scope scope("compile", [&] {
         char name[64];
         std::snprintf(name, sizeof(name), "group %016llx (%d ops)", static_cast<unsigned long long>(key),
                       ops);

@@ -46,6 +46,14 @@ constexpr std::array<std::string_view, 2> kAddressesStorage = {"aten::as_strided
                                                                "aten::_reshape_alias_copy"};
 
 // view_copy's form is reshape: its input may itself be a strided view.
+constexpr std::array<std::string_view, 7> kCollectiveOps = {"neuron::all_reduce",
+                                                            "neuron::broadcast",
+                                                            "neuron::all_gather_into_tensor",
+                                                            "neuron::reduce_scatter_tensor",
+                                                            "neuron::all_to_all_single",
+                                                            "neuron::send",
+                                                            "neuron::recv"};
+
 const std::vector<std::pair<std::string_view, std::string_view>> kViewForms = {
     {"aten::view_copy", "aten::reshape"},
     {"aten::_unsafe_view", "aten::reshape"},
@@ -200,5 +208,12 @@ const OpTraits& TraitsOf(std::string_view op) {
 }
 
 const std::vector<std::pair<std::string_view, std::string_view>>& ViewForms() { return kViewForms; }
+
+bool IsCollectiveOp(std::string_view op) {
+  for (std::string_view c : kCollectiveOps) {
+    if (op == c) return true;
+  }
+  return false;
+}
 
 }  // namespace torch_neuron::ir

@@ -110,4 +110,10 @@ const OpTraits& TraitsOf(std::string_view op);
 // real operators taking the same arguments).
 const std::vector<std::pair<std::string_view, std::string_view>>& ViewForms();
 
+// The neuron:: collective ops (schemas in aten/registration.cc, host kernels
+// in runtime/collectives.cc): they have effects beyond their result, so the
+// tracer runs each once and in trace order and the compiler never folds or
+// reorders one.
+bool IsCollectiveOp(std::string_view op);
+
 }  // namespace torch_neuron::ir

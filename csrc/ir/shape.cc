@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 
 namespace torch_neuron::ir {
 
@@ -23,7 +23,7 @@ hash_t HashShape(c10::ScalarType dtype, c10::IntArrayRef sizes) {
 }
 
 const char* DtypeShortName(c10::ScalarType dtype) {
-  const runtime::DtypeFacts* facts = runtime::FactsOf(dtype);
+  const DtypeFacts* facts = FactsOf(dtype);
   return facts != nullptr ? facts->short_name : c10::toString(dtype);
 }
 

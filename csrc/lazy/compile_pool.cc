@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "runtime/fork_guard.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace torch_neuron::lazy {
 
@@ -18,7 +18,7 @@ void CompilePool::StartWorkers() {
   const unsigned n = std::min(4u, std::max(1u, cores - 1));
   for (unsigned i = 0; i < n; ++i) {
     std::thread([this, i] {
-      runtime::profiler::NameThisThread(name_ + " " + std::to_string(i + 1));
+      profiler::NameThisThread(name_ + " " + std::to_string(i + 1));
       Work();
     }).detach();
   }

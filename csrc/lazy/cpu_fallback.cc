@@ -12,10 +12,10 @@
 #include "lazy/layouts.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_observer.h"
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
-#include "runtime/schema_types.h"
+#include "ir/op_schema.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -44,7 +44,7 @@ at::Tensor ToCpu(const LazyTensorPtr& lazy, const at::Tensor& t) {
     at::Tensor index = at::arange(storage.numel(), storage.options().dtype(at::kLong))
                            .as_strided(dense.sizes(), t.strides(), layout.storage_offset);
     at::Tensor target = storage, values = dense;
-    if (runtime::IsHostOnlyDtype(storage.scalar_type())) {
+    if (IsHostOnlyDtype(storage.scalar_type())) {
       const c10::ScalarType bits = storage.element_size() == 2   ? at::kShort
                                    : storage.element_size() == 4 ? at::kInt
                                                                  : at::kLong;
@@ -147,7 +147,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
         }
       }
       v = list;
-    } else if (runtime::IsGeneratorType(arg.type())) {
+    } else if (ir::IsGeneratorType(arg.type())) {
       // Random ops draw from the neuron generator's stream, after everything
       // already queued on the device has drawn.
       GraphExecutor::Get().WaitDevice(device);

@@ -24,9 +24,9 @@
 #include "lazy/cpu_parity_rules.h"
 #include "lazy/neuron_inplace.h"
 #include "lazy/neuron_meta.h"
+#include "ir/op_schema.h"
 #include "lazy/op_signature.h"
 #include "lazy/trace_info.h"
-#include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
 
@@ -102,7 +102,7 @@ bool ProbeArguments(const c10::OperatorHandle& op, const torch::jit::Stack& stac
   for (size_t i = 0; i < arguments.size(); ++i) {
     const c10::IValue& v = stack[base + i];
     const c10::Argument& arg = arguments[i];
-    if (runtime::IsGeneratorType(arg.type())) {
+    if (ir::IsGeneratorType(arg.type())) {
       cpu->emplace_back(at::make_generator<at::CPUGeneratorImpl>());
     } else if (v.isTensor() && v.toTensor().defined()) {
       const at::Tensor& t = v.toTensor();

@@ -25,7 +25,7 @@
 #include "ir/printer.h"
 #include "lazy/compile_pool.h"
 #include "lazy/execution_mode.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 #include "runtime/torch_status.h"
 #include "service/client.h"
 
@@ -437,7 +437,7 @@ void QueueTier1(cache::ExecutableRequest request) {
   TierCounters().queued->Add(1);
   request.background = true;
   BackgroundPool().Submit([request = std::move(request)] {
-    runtime::profiler::Scope scope("compile", [&] {
+    profiler::Scope scope("compile", [&] {
       return absl::StrCat("tier 1 of graph ", request.KeyHex().substr(0, 16), " (",
                           request.compile->nodes_size(), " nodes)");
     });

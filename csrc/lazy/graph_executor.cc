@@ -23,7 +23,7 @@
 #include "runtime/execution_queue.h"
 #include "runtime/launch.h"
 #include "runtime/generator.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 #include "runtime/kernel_team.h"
 #include "runtime/torch_status.h"
 
@@ -66,7 +66,7 @@ absl::Status RunGraph(const std::shared_ptr<const runtime::Program>& program, st
                       const std::vector<runtime::DeviceDataPtr>& outputs,
                       const std::optional<std::string>& source, const std::string& launched_at) {
   try {
-    runtime::profiler::Scope scope(
+    profiler::Scope scope(
         "execute", [&] { return absl::StrCat("graph (", program->num_nodes, " nodes)"); },
         source ? std::string_view(*source) : std::string_view());
     absl::Status status = runtime::Launch(*program, std::move(params), std::move(inputs), outputs,
@@ -544,10 +544,9 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
   // meanwhile).
   queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
                  threads = GlobalConfig().kernel_threads, source = std::move(source),
-                 launched_at = std::move(launched_at),
-                 listeners = runtime::profiler::CaptureTorchListeners()]() {
-    std::get<2>(*job).clear();                                   // the graph's IR, before donation is decided
-    runtime::profiler::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
+                 launched_at = std::move(launched_at), listeners = profiler::CaptureTorchListeners()]() {
+    std::get<2>(*job).clear();                          // the graph's IR, before donation is decided
+    profiler::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
     runtime::ScopedKernelThreads team(threads);
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source,
                     launched_at);

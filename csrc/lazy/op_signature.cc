@@ -7,7 +7,7 @@
 
 #include "ir/node.h"
 #include "ir/shape.h"
-#include "runtime/schema_types.h"
+#include "ir/op_schema.h"
 
 namespace torch_neuron::lazy {
 
@@ -84,17 +84,17 @@ bool AddArguments(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
     const c10::IValue& v = stack[base + i];
     // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
     const c10::TypePtr& type = arguments[i].real_type();
-    const c10::TypeKind kind = runtime::Unwrapped(type)->kind();
+    const c10::TypeKind kind = ir::Unwrapped(type)->kind();
     if (v.isTensor()) {
       if (!AddTensor(v.toTensor(), values, cut_sizes, signature)) return false;
-    } else if (runtime::IsListOf(type, c10::TypeKind::TensorType) && v.isList()) {
+    } else if (ir::IsListOf(type, c10::TypeKind::TensorType) && v.isList()) {
       return false;
-    } else if (runtime::IsNumberType(type) && !v.isNone()) {
+    } else if (ir::IsNumberType(type) && !v.isNone()) {
       if (v.isSymInt() || v.isSymFloat() || v.isSymBool()) return false;
       AddScalar(v.toScalar(), values, signature);
-    } else if (runtime::IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
+    } else if (ir::IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
       for (const c10::IValue& e : v.toListRef()) AddScalar(e.toScalar(), values, signature);
-    } else if (runtime::IsGeneratorType(type)) {
+    } else if (ir::IsGeneratorType(type)) {
       signature->Tagged(OpSignature::kGenerator);
     } else if (kind == c10::TypeKind::ScalarTypeType && v.isInt()) {
       signature->Tagged(OpSignature::kDtype).Word(static_cast<uint64_t>(v.toInt()));

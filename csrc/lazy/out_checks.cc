@@ -21,7 +21,7 @@
 #include "lazy/cpu_parity_rules.h"
 #include "lazy/map_tensors.h"
 #include "lazy/neuron_meta.h"
-#include "runtime/schema_types.h"
+#include "ir/op_schema.h"
 
 namespace torch_neuron::lazy {
 namespace {
@@ -89,7 +89,7 @@ bool RunOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t ba
   std::vector<at::Tensor> outs;
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[base + i];
-    if (v.isGenerator() || runtime::IsGeneratorType(schema.arguments()[i].type())) return false;
+    if (v.isGenerator() || ir::IsGeneratorType(schema.arguments()[i].type())) return false;
     if (schema.arguments()[i].is_out()) {
       if (!v.isTensor() || !IsNeuron(v.toTensor())) return false;
       outs.push_back(v.toTensor());

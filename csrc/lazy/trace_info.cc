@@ -6,16 +6,16 @@
 #include "absl/strings/match.h"
 #include "lazy/cpu_fallback.h"
 #include "lazy/hidden_mutations.h"
-#include "runtime/collectives.h"
+#include "ir/op_schema.h"
+#include "ir/op_traits.h"
 #include "runtime/device_assert.h"
-#include "runtime/schema_types.h"
 
 namespace torch_neuron::lazy {
 namespace {
 
-using runtime::IsGeneratorType;
-using runtime::IsListOf;
-using runtime::IsTensorType;
+using ir::IsGeneratorType;
+using ir::IsListOf;
+using ir::IsTensorType;
 
 FillFactory FillFactoryFor(const c10::FunctionSchema& schema, const ir::OpTraits& traits) {
   FillFactory f;
@@ -124,7 +124,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
                                    (traits.probes_on_cpu && !traits.probe_by_kinds) ||
                                    traits.probes_random_parameters;
     // A collective's world size and split sizes shape its result.
-    slot->collective = runtime::IsCollectiveOp(slot->name);
+    slot->collective = ir::IsCollectiveOp(slot->name);
     slot->scalar_values_key_meta |= slot->collective;
     slot->tensor_assert = traits.tensor_assert;
     slot->device_assert = slot->name == runtime::kDeviceAssertOp;

@@ -33,12 +33,12 @@
 #include "runtime/device_registry.h"
 #include "runtime/device_assert.h"
 #include "runtime/device_data.h"
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 #include "runtime/fork_guard.h"
-#include "runtime/schema_types.h"
+#include "ir/op_schema.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -49,11 +49,11 @@ thread_local bool size_generic_trace = false;
 
 using Clock = std::chrono::steady_clock;
 
-using runtime::IsGeneratorType;
-using runtime::IsListOf;
-using runtime::IsNumberType;
-using runtime::IsTensorType;
-using runtime::Unwrapped;
+using ir::IsGeneratorType;
+using ir::IsListOf;
+using ir::IsNumberType;
+using ir::IsTensorType;
+using ir::Unwrapped;
 
 struct TraceMetrics {
   metrics::Counter* ops = metrics::GetCounter("trace.op.count");
@@ -449,7 +449,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
       TORCH_CHECK(false, "neuron devices only hold strided tensors, got layout ",
                   static_cast<c10::Layout>(v.toInt()), " (in ", name, ")");
     } else if (Unwrapped(type)->kind() == c10::TypeKind::ScalarTypeType && v.isInt()) {
-      runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
+      CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
       args_.push_back(ir::Arg::Attr(v));
       meta_stack_.push_back(v);
       signature_.Tagged(OpSignature::kDtype).Word(static_cast<uint64_t>(v.toInt()));
@@ -608,8 +608,8 @@ bool FillFactoryResult(const Call& c, int device, const MetaResult& meta) {
 std::optional<std::string> HostOnlyReason(const Call& c, const MetaResult& meta,
                                           const std::vector<ir::Value>& operands) {
   bool host_only = false;
-  for (const ir::Shape& s : meta.shapes) host_only |= runtime::IsHostOnlyDtype(s.dtype());
-  for (const ir::Value& v : operands) host_only |= runtime::IsHostOnlyDtype(v.shape().dtype());
+  for (const ir::Shape& s : meta.shapes) host_only |= IsHostOnlyDtype(s.dtype());
+  for (const ir::Value& v : operands) host_only |= IsHostOnlyDtype(v.shape().dtype());
   if (ABSL_PREDICT_TRUE(!host_only) || c.info.view_of) return std::nullopt;
   return "it reads or writes uint16, uint32 or uint64, which run on PyTorch's CPU kernels";
 }
@@ -746,7 +746,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       InferMeta(op, op_key, c.info.view_of, c.info.meta_fixup, [&bound] { return bound.TakeMetaStack(); });
   if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
   for (const ir::Shape& s : meta->shapes) {
-    if (s.dtype() != c10::ScalarType::Undefined) runtime::CheckSupportedDtype(s.dtype());
+    if (s.dtype() != c10::ScalarType::Undefined) CheckSupportedDtype(s.dtype());
   }
 
   if (FillFactoryResult(c, *device, *meta)) return;
@@ -784,7 +784,7 @@ void TraceObserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 void TraceOp(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  runtime::profiler::Scope scope("trace", op.operator_name().name);
+  profiler::Scope scope("trace", op.operator_name().name);
   if (ABSL_PREDICT_FALSE(scope.recording())) scope.set_source(CurrentSourceLocation());
   if (ABSL_PREDICT_FALSE(HasTraceObservers())) return TraceObserved(op, stack);
   TraceUnobserved(op, stack);

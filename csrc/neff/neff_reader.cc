@@ -15,8 +15,8 @@
 #include "neff/constant_codec.h"
 #include "neff/neff_format.h"
 #include "runtime/kernel_call.h"
-#include "runtime/op_lookup.h"
-#include "runtime/schema_types.h"
+#include "ir/op_lookup.h"
+#include "ir/op_schema.h"
 
 namespace torch_neuron::neff {
 namespace {
@@ -195,7 +195,7 @@ class ProgramBuilder {
 
   absl::StatusOr<runtime::Instruction> BuildInstruction(const proto::Instruction& pi, int index) {
     if (pi.has_kernel()) return BuildKernelCall(pi, index);
-    absl::StatusOr<c10::OperatorHandle> op = runtime::FindOperator(pi.op());
+    absl::StatusOr<c10::OperatorHandle> op = ir::FindOperator(pi.op());
     if (!op.ok()) return Malformed(absl::StrCat("instruction ", index, ": ", op.status().message()));
     const c10::FunctionSchema& schema = op->schema();
     if (static_cast<size_t>(pi.args_size()) != schema.arguments().size()) {
@@ -265,7 +265,7 @@ class ProgramBuilder {
     int64_t spread = 0;
     for (int r = 0; r < pi.return_widths_size(); ++r) {
       const int32_t width = pi.return_widths(r);
-      const bool list = runtime::Unwrapped(schema.returns()[r].type())->kind() == c10::TypeKind::ListType;
+      const bool list = ir::Unwrapped(schema.returns()[r].type())->kind() == c10::TypeKind::ListType;
       if (list ? width < 0 : width != -1) {
         return Malformed(
             absl::StrCat("instruction ", index, " return ", r, " of ", pi.op(), " has width ", width));

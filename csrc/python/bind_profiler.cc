@@ -1,18 +1,17 @@
-// Bindings of the device profiler (runtime/profiler.h), which
+// Bindings of the device profiler (base/profiler.h), which
 // torch_neuron.profiler.trace turns into a Chrome / Perfetto trace file.
 #include <pybind11/stl.h>
 
 #include <tuple>
 
+#include "base/profiler.h"
 #include "python/bindings.h"
-#include "runtime/profiler.h"
 
 namespace py = pybind11;
 
 namespace torch_neuron::python {
 
 void BindProfiler(py::module_& m) {
-  namespace profiler = runtime::profiler;
   m.def("_profiler_start", [] { profiler::Start(); });
   // (events as (category, name, source, start_ns, duration_ns, thread), dropped).
   m.def("_profiler_stop", [] {

@@ -8,17 +8,17 @@
 #include <cstdio>
 
 #include "absl/strings/str_split.h"
-#include "runtime/dtypes.h"
-#include "runtime/schema_types.h"
+#include "base/dtypes.h"
+#include "ir/op_schema.h"
 
 namespace torch_neuron::registry {
 namespace {
 
-using runtime::Unwrapped;
+using ir::Unwrapped;
 
 // torch's Python names of the dtypes ("float32", not c10's "Float").
 const char* DtypeName(c10::ScalarType t) {
-  const runtime::DtypeFacts* facts = runtime::FactsOf(t);
+  const DtypeFacts* facts = FactsOf(t);
   return facts != nullptr ? facts->python_name : c10::toString(t);
 }
 
@@ -136,7 +136,7 @@ void Value(const c10::TypePtr& declared, const c10::IValue& v, std::string* out)
   } else if (v.isTensor()) {
     Tensor(v.toTensor(), out);
   } else if (v.isTensorList() || v.isOptionalTensorList() ||
-             (v.isList() && runtime::IsListOf(declared, c10::TypeKind::TensorType))) {
+             (v.isList() && ir::IsListOf(declared, c10::TypeKind::TensorType))) {
     out->append("{\"tensors\":[");
     bool first = true;
     for (const c10::IValue& e : v.toListRef()) {

@@ -12,14 +12,6 @@
 namespace torch_neuron::runtime {
 namespace {
 
-constexpr std::array<std::string_view, 7> kCollectiveOps = {"neuron::all_reduce",
-                                                            "neuron::broadcast",
-                                                            "neuron::all_gather_into_tensor",
-                                                            "neuron::reduce_scatter_tensor",
-                                                            "neuron::all_to_all_single",
-                                                            "neuron::send",
-                                                            "neuron::recv"};
-
 // The gloo backend that carries the collectives of `group`. It is registered
 // by the Python backend for the queue threads alone: collectives on CPU tensors
 // go over another one, so the two streams never interleave on one channel.
@@ -205,12 +197,5 @@ at::Tensor SendMeta(const at::Tensor& self, int64_t, int64_t, c10::string_view) 
   return at::empty({0}, self.options());
 }
 at::Tensor RecvMeta(const at::Tensor& self, int64_t, int64_t, c10::string_view) { return LikeMeta(self); }
-
-bool IsCollectiveOp(std::string_view op) {
-  for (std::string_view c : kCollectiveOps) {
-    if (op == c) return true;
-  }
-  return false;
-}
 
 }  // namespace torch_neuron::runtime

@@ -28,8 +28,8 @@ namespace torch_neuron::runtime {
 //   send(Tensor self, int dst, int tag, str group) -> Tensor   (an empty token)
 //   recv(Tensor self, int src, int tag, str group) -> Tensor   (like self)
 // reduce_op is one of sum, avg, product, min, max, band, bor, bxor; avg is a
-// sum divided by the group's size (gloo has no average).
-bool IsCollectiveOp(std::string_view op);
+// sum divided by the group's size (gloo has no average). ir::IsCollectiveOp
+// (ir/op_traits.h) names them for the tracer and the compiler.
 
 // Their host kernels (CPU key: the collective on the buffers behind device
 // memory, when the graph runs) ...

@@ -11,7 +11,7 @@
 
 #include "runtime/device_event.h"
 #include "runtime/device_registry.h"
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 #include "runtime/execution_queue.h"
 #include "runtime/torch_status.h"
 

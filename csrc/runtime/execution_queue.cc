@@ -12,7 +12,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/fork_guard.h"
 #include "runtime/kernel_team.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {

@@ -18,7 +18,7 @@
 #include "runtime/kernel_call.h"
 #include "runtime/kernel_team.h"
 #include "runtime/neuron_allocator.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::runtime {

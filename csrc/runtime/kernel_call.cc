@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/metrics.h"
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/kernel_team.h"
 #include "runtime/native_library.h"

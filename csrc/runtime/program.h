@@ -82,7 +82,7 @@ struct Instruction {
   std::vector<ProgramArg> args;
   std::vector<int32_t> outputs;  // register per returned value (-1: unused)
   // Per schema return: -1 for one value, n for a Tensor[] of n whose elements
-  // take the next n outputs (runtime/schema_types.h ReturnWidths).
+  // take the next n outputs (ir/op_schema.h ReturnWidths).
   std::vector<int32_t> return_widths;
   std::vector<int32_t> release;  // registers whose last use this is
 };

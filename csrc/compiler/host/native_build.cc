@@ -19,7 +19,7 @@
 #include "base/metrics.h"
 #include "base/owned_file.h"
 #include "ir/hash.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace torch_neuron::compiler {
 namespace {
@@ -216,8 +216,8 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<std::pair<std::s
                                               const Toolchain& toolchain, KernelObjectCache* objects) {
   static metrics::Counter* const builds = metrics::GetCounter("compile.kernel.build.count");
   static metrics::Counter* const reuses = metrics::GetCounter("compile.kernel.reuse.count");
-  runtime::profiler::Scope scope("compile",
-                                 [&] { return absl::StrCat("kernel build (", kernels.size(), " kernels)"); });
+  profiler::Scope scope("compile",
+                        [&] { return absl::StrCat("kernel build (", kernels.size(), " kernels)"); });
   if (toolchain.version.empty()) {
     return absl::UnavailableError(
         absl::StrCat("the C++ compiler '", toolchain.compiler, "' does not run (set CXX to one that does)"));

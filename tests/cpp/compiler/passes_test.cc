@@ -11,7 +11,7 @@
 #include "ir/graph.h"
 #include "runtime/executor.h"
 #include "ir/op_traits.h"
-#include "runtime/op_lookup.h"
+#include "ir/op_lookup.h"
 #include "absl/strings/str_split.h"
 
 #include <ATen/ops/arange.h>
@@ -210,8 +210,8 @@ TEST(ForeachExpansionTest, EveryFormMatchesBothSchemas) {
     std::vector<std::string> parts = absl::StrSplit(line, ' ');
     ASSERT_GE(parts.size(), 4u);
     ASSERT_EQ(parts[1], "->");
-    absl::StatusOr<c10::OperatorHandle> list_op = runtime::FindOperator(parts[0]);
-    absl::StatusOr<c10::OperatorHandle> one_op = runtime::FindOperator(parts[2]);
+    absl::StatusOr<c10::OperatorHandle> list_op = ir::FindOperator(parts[0]);
+    absl::StatusOr<c10::OperatorHandle> one_op = ir::FindOperator(parts[2]);
     ASSERT_TRUE(list_op.ok()) << list_op.status();
     ASSERT_TRUE(one_op.ok()) << one_op.status();
     const auto& list_args = list_op->schema().arguments();
@@ -233,8 +233,8 @@ TEST(ForeachExpansionTest, EveryFormMatchesBothSchemas) {
 TEST(ViewFormsTest, EveryCopyOpHasAViewTakingTheSameArguments) {
   for (const auto& [copy, view] : ir::ViewForms()) {
     SCOPED_TRACE(std::string(copy));
-    absl::StatusOr<c10::OperatorHandle> traced = runtime::FindOperator(std::string(copy));
-    absl::StatusOr<c10::OperatorHandle> run = runtime::FindOperator(std::string(view));
+    absl::StatusOr<c10::OperatorHandle> traced = ir::FindOperator(std::string(copy));
+    absl::StatusOr<c10::OperatorHandle> run = ir::FindOperator(std::string(view));
     ASSERT_TRUE(traced.ok()) << traced.status();
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(ir::TraitsOf(copy).view_form, view);

@@ -1,4 +1,4 @@
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 #include <ATen/record_function.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
-namespace torch_neuron::runtime::profiler {
+namespace torch_neuron::profiler {
 
 namespace internal {
 std::atomic<bool> active{false};
@@ -150,4 +150,4 @@ Scope::~Scope() {
   s.events.push_back(std::move(e));
 }
 
-}  // namespace torch_neuron::runtime::profiler
+}  // namespace torch_neuron::profiler

@@ -1,11 +1,11 @@
-#include "runtime/op_lookup.h"
+#include "ir/op_lookup.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
-namespace torch_neuron::runtime {
+namespace torch_neuron::ir {
 
 absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op) {
   static absl::Mutex mu;
@@ -34,4 +34,4 @@ c10::IValue HostAttr(const c10::IValue& attr) {
   return attr;
 }
 
-}  // namespace torch_neuron::runtime
+}  // namespace torch_neuron::ir

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-namespace torch_neuron::runtime {
+namespace torch_neuron {
 
 struct DtypeFacts {
   c10::ScalarType type;
@@ -40,4 +40,4 @@ bool IsHostOnlyDtype(c10::ScalarType dtype);
 // Raises TypeError naming the dtype and the supported ones.
 void CheckSupportedDtype(c10::ScalarType dtype);
 
-}  // namespace torch_neuron::runtime
+}  // namespace torch_neuron

@@ -1,11 +1,11 @@
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 
 #include <c10/util/Exception.h>
 
 #include <array>
 #include <string>
 
-namespace torch_neuron::runtime {
+namespace torch_neuron {
 namespace {
 
 using c10::ScalarType;
@@ -70,4 +70,4 @@ void CheckSupportedDtype(ScalarType dtype) {
                    "; supported: ", supported);
 }
 
-}  // namespace torch_neuron::runtime
+}  // namespace torch_neuron

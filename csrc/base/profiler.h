@@ -20,7 +20,7 @@ namespace at {
 class RecordFunction;
 }
 
-namespace torch_neuron::runtime::profiler {
+namespace torch_neuron::profiler {
 
 struct Event {
   std::string category;  // "trace", "compile", "execute", "instruction"
@@ -96,4 +96,4 @@ class Scope {
   std::unique_ptr<at::RecordFunction> record_;
 };
 
-}  // namespace torch_neuron::runtime::profiler
+}  // namespace torch_neuron::profiler

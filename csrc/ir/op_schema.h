@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-namespace torch_neuron::runtime {
+namespace torch_neuron::ir {
 
 // The type inside an Optional, or the type itself.
 inline c10::TypePtr Unwrapped(const c10::TypePtr& type) {
@@ -84,4 +84,4 @@ inline absl::StatusOr<std::vector<int32_t>> ReturnWidths(const c10::FunctionSche
   return widths;
 }
 
-}  // namespace torch_neuron::runtime
+}  // namespace torch_neuron::ir

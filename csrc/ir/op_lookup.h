@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace torch_neuron::runtime {
+namespace torch_neuron::ir {
 
 // "aten::add.Tensor" -> the handle of aten::add, overload Tensor. Cached.
 absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op);
@@ -20,4 +20,4 @@ absl::StatusOr<c10::OperatorHandle> FindOperator(const std::string& op);
 // (the emulated device's kernels run on the host).
 c10::IValue HostAttr(const c10::IValue& attr);
 
-}  // namespace torch_neuron::runtime
+}  // namespace torch_neuron::ir

@@ -1,4 +1,4 @@
-#include "runtime/dtypes.h"
+#include "base/dtypes.h"
 
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-namespace torch_neuron::runtime {
+namespace torch_neuron {
 namespace {
 
 using c10::ScalarType;
@@ -72,4 +72,4 @@ TEST(DtypeTableTest, TheFactsStagesReadAgreeWithTorch) {
 }
 
 }  // namespace
-}  // namespace torch_neuron::runtime
+}  // namespace torch_neuron
