@@ -345,6 +345,8 @@ cache::ExecutableRequest RequestFor(const ir::CanonicalGraph& g, const CompileSe
 // that has no serialized form.
 absl::Status AddCompileRequest(const ir::CanonicalGraph& g, cache::ExecutableRequest& request) {
   if (request.compile != nullptr) return absl::OkStatus();
+  static metrics::Counter* const written = metrics::GetCounter("graph.compile_request.count");
+  written->Add(1);
   absl::StatusOr<proto::CompileRequest> made = compiler::MakeCompileRequest(g, request.options);
   if (!made.ok()) return made.status();
   request.compile = std::make_shared<const proto::CompileRequest>(*std::move(made));

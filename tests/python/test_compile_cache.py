@@ -35,7 +35,8 @@ for x, y in make_batches("mlp", 3, batch=8):
 c = torch_neuron.metrics.counters()
 print(json.dumps({{"losses": losses, "compiles": c.get("graph.compile.count", 0),
                   "disk_hits": c.get("cache.disk_hit.count", 0), "misses": c.get("cache.miss.count", 0),
-                  "corrupt": c.get("cache.corrupt.count", 0), "writes": c.get("cache.write.count", 0)}}))
+                  "corrupt": c.get("cache.corrupt.count", 0), "writes": c.get("cache.write.count", 0),
+                  "requests": c.get("graph.compile_request.count", 0)}}))
 """
 
 
@@ -77,6 +78,9 @@ def reference(tmp_path_factory):
     """Losses and graph count of a cold run."""
     cold = run(tmp_path_factory.mktemp("reference"))
     assert cold["compiles"] == 2 and cold["disk_hits"] == 0 and cold["writes"] == 2
+    # A graph is written out as a CompileRequest on a memory miss only: the
+    # third step, a memory hit, writes none.
+    assert cold["requests"] == 2
     return cold
 
 
@@ -86,6 +90,7 @@ def test_a_second_process_compiles_nothing_and_loads_from_disk(tmp_path, referen
     assert first["compiles"] == 2 and first["writes"] == 2
     assert second["compiles"] == 0 and second["misses"] == 0 and second["writes"] == 0
     assert second["disk_hits"] == 2
+    assert second["requests"] == 2  # the memory level missed twice, the disk answered
     assert second["losses"] == first["losses"] == reference["losses"]
     assert len(entries(tmp_path)) == 2
 
