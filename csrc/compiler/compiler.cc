@@ -75,8 +75,13 @@ std::vector<std::string> PassNames(const CompileOptions& options) {
 
 namespace {
 
+// `fingerprint`: what the NEFF says compiled it, the caller's options' even
+// when the kernels did not build and this is the tier-0 fallback (which the
+// provider keeps out of persistent caches), or a size-generic graph compiled at
+// tier 0 whatever was asked.
 absl::StatusOr<CompileResult> CompileRead(const RequestGraph& read, const CompileOptions& given,
-                                          const Target& target) {
+                                          const Target& target,
+                                          const proto::CompilerFingerprint& fingerprint) {
   CompileOptions options = given;
   // A size-generic graph's program serves every size with its hash: only the
   // passes that decide nothing from sizes run (CSE merges equal computations,
@@ -96,7 +101,7 @@ absl::StatusOr<CompileResult> CompileRead(const RequestGraph& read, const Compil
     if (!built.ok()) {
       CompileOptions tier0 = options;
       tier0.opt_level = 0;
-      absl::StatusOr<CompileResult> fallback = CompileRead(read, tier0, target);
+      absl::StatusOr<CompileResult> fallback = CompileRead(read, tier0, target, fingerprint);
       if (fallback.ok()) {
         fallback->kernel_sources = std::move(result.kernel_sources);
         fallback->tier1_error = std::string(built.status().message());
@@ -110,7 +115,7 @@ absl::StatusOr<CompileResult> CompileRead(const RequestGraph& read, const Compil
       LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1, library.first, &payload);
   if (!lowered.ok()) return lowered;
   payload.mutable_program()->set_size_generic(read.graph.size_generic);
-  *payload.mutable_fingerprint() = FingerprintFor(options, target).fingerprint;
+  *payload.mutable_fingerprint() = fingerprint;
   payload.set_graph_hash(GraphHashBytes(read.graph.hash));
   if (!library.first.empty()) {
     proto::NativeObject* object = payload.add_native_objects();
@@ -130,7 +135,7 @@ absl::StatusOr<CompileResult> Compile(const proto::CompileRequest& request, cons
                                       const Target& target) {
   absl::StatusOr<std::unique_ptr<RequestGraph>> read = ReadCompileRequest(request);
   if (!read.ok()) return read.status();
-  return CompileRead(**read, options, target);
+  return CompileRead(**read, options, target, FingerprintFor(options, target).fingerprint);
 }
 
 }  // namespace torch_neuron::compiler
