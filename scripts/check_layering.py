@@ -8,7 +8,8 @@ A file in csrc/<folder>/ may include headers of its own folder and of folders
 below it in LAYERS, never above; a folder missing from LAYERS is a violation too
 (place it before adding it). Some downward edges are narrowed to named headers
 (NAMED_EDGES): compiler/ sees of runtime/ only the kernel ABI. Outside python/,
-no file includes Python or pybind11 headers. Only quoted project includes (`#include "ir/node.h"`) are edges; system
+no file includes Python or pybind11 headers; in TORCH_FREE folders, none includes
+torch's (ATen, c10, torch). Only quoted project includes (`#include "ir/node.h"`) are edges; system
 and third-party includes (`<...>`) are checked for Python headers alone.
 """
 
@@ -47,8 +48,13 @@ NAMED_EDGES = {
     ("ir", "runtime"): (),
 }
 
+# Folders that know nothing of torch (DESIGN.md: base/ is config, status and
+# metrics; proto/ is generated).
+TORCH_FREE = ("proto", "base")
+
 PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"(([A-Za-z0-9_]+)/[^"]+)"', re.M)
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', re.M)
+TORCH_HEADERS = re.compile(r"^(ATen/|c10/|torch/)")
 PYTHON_HEADERS = re.compile(r"^(Python\.h|pybind11/|torch/python\.h|torch/extension\.h|torch/csrc/(utils/)?python)")
 SOURCES = (".h", ".cc", ".cpp", ".hpp", ".inc")
 
@@ -85,18 +91,19 @@ def violations(csrc: str) -> List[str]:
                         allowed = NAMED_EDGES[folder, target]
                         found.append(f"{rel}:{line}: {folder}/ includes \"{header}\"; of {target}/ it may include "
                                      + (", ".join(allowed) if allowed else "nothing"))
-                if folder != "python":
-                    for m in ANY_INCLUDE.finditer(text):
-                        if PYTHON_HEADERS.match(m.group(1)):
-                            line = text.count("\n", 0, m.start()) + 1
-                            found.append(f"{rel}:{line}: includes the Python header {m.group(1)} outside python/")
+                for m in ANY_INCLUDE.finditer(text):
+                    line = text.count("\n", 0, m.start()) + 1
+                    if folder != "python" and PYTHON_HEADERS.match(m.group(1)):
+                        found.append(f"{rel}:{line}: includes the Python header {m.group(1)} outside python/")
+                    elif folder in TORCH_FREE and TORCH_HEADERS.match(m.group(1)):
+                        found.append(f"{rel}:{line}: {folder}/ includes the torch header {m.group(1)}")
     return found
 
 
 def self_test() -> int:
     """A fixture tree with one upward include, one Python include, one unknown
-    folder and two includes outside a named edge: each must be reported; the
-    same tree without them must pass."""
+    folder, two includes outside a named edge and a torch header in base/: each
+    must be reported; the same tree without them must pass."""
     with tempfile.TemporaryDirectory() as tmp:
         csrc = os.path.join(tmp, "csrc")
         files = {
@@ -125,6 +132,8 @@ def self_test() -> int:
             f.write('#include "runtime/program.h"\n')  # compiler/ sees only the kernel ABI
         with open(os.path.join(csrc, "ir/shape.cc"), "w") as f:
             f.write('#include "runtime/kernel_abi.h"\n')  # ir/ sees nothing of runtime/
+        with open(os.path.join(csrc, "base/dtypes.cc"), "w") as f:
+            f.write("#include <c10/core/ScalarType.h>\n")  # base/ sees no torch
         os.makedirs(os.path.join(csrc, "misc"))
         found = violations(csrc)
         expected = ["csrc/ir/node.h:3: ir/ includes \"lazy/tracer.h\" from lazy/, which is above it",
@@ -132,12 +141,13 @@ def self_test() -> int:
                     "csrc/compiler/lowering.cc:1: compiler/ includes \"runtime/program.h\"; of runtime/ it may "
                     "include runtime/kernel_abi.h",
                     "csrc/ir/shape.cc:1: ir/ includes \"runtime/kernel_abi.h\"; of runtime/ it may include nothing",
+                    "csrc/base/dtypes.cc:1: base/ includes the torch header c10/core/ScalarType.h",
                     "csrc/misc/: a folder that is not in check_layering.LAYERS (place it in the picture)"]
         if sorted(found) != sorted(expected):
             print("self-test: expected", *expected, "got", *found, sep="\n  ")
             return 1
-    print("self-test: an upward include, a Python header below python/, an unplaced folder and includes "
-          "outside a named edge are reported")
+    print("self-test: an upward include, a Python header below python/, an unplaced folder, includes "
+          "outside a named edge and a torch header in base/ are reported")
     return 0
 
 

@@ -1,43 +1,61 @@
 #include "base/dtypes.h"
 
-#include <c10/util/Exception.h>
-
 #include <array>
-#include <string>
 
 namespace torch_neuron {
 namespace {
 
-using c10::ScalarType;
+// c10::ScalarType's numbers of the supported dtypes (c10/core/ScalarType.h;
+// dtypes_test checks them against torch).
+enum Code : int8_t {
+  kByte = 0,
+  kChar = 1,
+  kShort = 2,
+  kInt = 3,
+  kLong = 4,
+  kHalf = 5,
+  kFloat = 6,
+  kDouble = 7,
+  kComplexFloat = 9,
+  kComplexDouble = 10,
+  kBool = 11,
+  kBFloat16 = 15,
+  kUInt16 = 27,
+  kUInt32 = 28,
+  kUInt64 = 29,
+};
+
+// Above every supported code: the index's size.
+constexpr int kCodes = 64;
 
 const std::vector<DtypeFacts>& Table() {
-  // type, short, python, kernel C type, host only, exact in float32
+  // code, short, python, kernel C type, host only, exact in float32
   static const auto* table = new std::vector<DtypeFacts>{
-      {ScalarType::Float, "f32", "float32", "float", false, true},
-      {ScalarType::Double, "f64", "float64", "double", false, false},
-      {ScalarType::Half, "f16", "float16", "uint16_t", false, true},
-      {ScalarType::BFloat16, "bf16", "bfloat16", "uint16_t", false, true},
-      {ScalarType::ComplexFloat, "c64", "complex64", nullptr, false, false},
-      {ScalarType::ComplexDouble, "c128", "complex128", nullptr, false, false},
-      {ScalarType::Byte, "u8", "uint8", "uint8_t", false, true},
-      {ScalarType::UInt16, "u16", "uint16", nullptr, true, false},
-      {ScalarType::UInt32, "u32", "uint32", nullptr, true, false},
-      {ScalarType::UInt64, "u64", "uint64", nullptr, true, false},
-      {ScalarType::Char, "i8", "int8", "int8_t", false, true},
-      {ScalarType::Short, "i16", "int16", "int16_t", false, true},
-      {ScalarType::Int, "i32", "int32", "int32_t", false, false},
-      {ScalarType::Long, "i64", "int64", "int64_t", false, false},
-      {ScalarType::Bool, "b8", "bool", "bool", false, true},
+      {kFloat, "f32", "float32", "float", false, true},
+      {kDouble, "f64", "float64", "double", false, false},
+      {kHalf, "f16", "float16", "uint16_t", false, true},
+      {kBFloat16, "bf16", "bfloat16", "uint16_t", false, true},
+      {kComplexFloat, "c64", "complex64", nullptr, false, false},
+      {kComplexDouble, "c128", "complex128", nullptr, false, false},
+      {kByte, "u8", "uint8", "uint8_t", false, true},
+      {kUInt16, "u16", "uint16", nullptr, true, false},
+      {kUInt32, "u32", "uint32", nullptr, true, false},
+      {kUInt64, "u64", "uint64", nullptr, true, false},
+      {kChar, "i8", "int8", "int8_t", false, true},
+      {kShort, "i16", "int16", "int16_t", false, true},
+      {kInt, "i32", "int32", "int32_t", false, false},
+      {kLong, "i64", "int64", "int64_t", false, false},
+      {kBool, "b8", "bool", "bool", false, true},
   };
   return *table;
 }
 
-// FactsOf by enum value: a direct index, no search on the hot path.
-const std::array<const DtypeFacts*, static_cast<size_t>(ScalarType::NumOptions)>& Index() {
+// FactsOfCode by code: a direct index, no search on the hot path.
+const std::array<const DtypeFacts*, kCodes>& Index() {
   static const auto* index = [] {
-    auto* built = new std::array<const DtypeFacts*, static_cast<size_t>(ScalarType::NumOptions)>();
+    auto* built = new std::array<const DtypeFacts*, kCodes>();
     built->fill(nullptr);
-    for (const DtypeFacts& row : Table()) (*built)[static_cast<size_t>(row.type)] = &row;
+    for (const DtypeFacts& row : Table()) (*built)[row.code] = &row;
     return built;
   }();
   return *index;
@@ -47,27 +65,6 @@ const std::array<const DtypeFacts*, static_cast<size_t>(ScalarType::NumOptions)>
 
 const std::vector<DtypeFacts>& SupportedDtypes() { return Table(); }
 
-const DtypeFacts* FactsOf(ScalarType dtype) {
-  const auto i = static_cast<size_t>(dtype);
-  return i < Index().size() ? Index()[i] : nullptr;
-}
-
-bool IsSupportedDtype(ScalarType dtype) { return FactsOf(dtype) != nullptr; }
-
-bool IsHostOnlyDtype(ScalarType dtype) {
-  const DtypeFacts* facts = FactsOf(dtype);
-  return facts != nullptr && facts->host_only;
-}
-
-void CheckSupportedDtype(ScalarType dtype) {
-  if (IsSupportedDtype(dtype)) return;
-  std::string supported;
-  for (const DtypeFacts& row : Table()) {
-    if (!supported.empty()) supported += ", ";
-    supported += row.python_name;
-  }
-  TORCH_CHECK_TYPE(false, "neuron devices do not support dtype ", c10::toString(dtype),
-                   "; supported: ", supported);
-}
+const DtypeFacts* FactsOfCode(int code) { return code >= 0 && code < kCodes ? Index()[code] : nullptr; }
 
 }  // namespace torch_neuron

@@ -2,16 +2,23 @@
 // every per-dtype fact a stage needs (IR text, torch's name, the element type
 // of generated kernels, host-only, exact in float32). A stage that needs a
 // new fact adds a column here, not a switch of its own.
+//
+// base/ sees no torch, so a row names its dtype by code: its number in torch's
+// c10::ScalarType, the number NEFFs and CompileRequests store (a format
+// contract already). Callers pass a c10::ScalarType itself (the lookups take
+// any enum and convert); tests/cpp/base/dtypes_test.cc checks every row
+// against torch's own names. Refusing a dtype with torch's TypeError is
+// runtime/dtype_checks.h's. Thread-safe (immutable).
 #pragma once
 
-#include <c10/core/ScalarType.h>
-
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace torch_neuron {
 
 struct DtypeFacts {
-  c10::ScalarType type;
+  int8_t code;              // c10::ScalarType's number
   const char* short_name;   // in IR text and shapes: "f32"
   const char* python_name;  // torch's name: "float32"
   // The element's C type in generated kernels (bfloat16 and float16 are their
@@ -31,13 +38,25 @@ struct DtypeFacts {
 // and bit-packed types are not supported.
 const std::vector<DtypeFacts>& SupportedDtypes();
 
-// The row of `dtype`, or nullptr when it is not supported.
-const DtypeFacts* FactsOf(c10::ScalarType dtype);
+// The row of the dtype numbered `code`, or nullptr when it is not supported.
+const DtypeFacts* FactsOfCode(int code);
 
-bool IsSupportedDtype(c10::ScalarType dtype);
-bool IsHostOnlyDtype(c10::ScalarType dtype);
+// The lookups by dtype: `Dtype` is c10::ScalarType (an enum numbered as the
+// codes are).
+template <typename Dtype, typename = std::enable_if_t<std::is_enum_v<Dtype>>>
+const DtypeFacts* FactsOf(Dtype dtype) {
+  return FactsOfCode(static_cast<int>(dtype));
+}
 
-// Raises TypeError naming the dtype and the supported ones.
-void CheckSupportedDtype(c10::ScalarType dtype);
+template <typename Dtype, typename = std::enable_if_t<std::is_enum_v<Dtype>>>
+bool IsSupportedDtype(Dtype dtype) {
+  return FactsOf(dtype) != nullptr;
+}
+
+template <typename Dtype, typename = std::enable_if_t<std::is_enum_v<Dtype>>>
+bool IsHostOnlyDtype(Dtype dtype) {
+  const DtypeFacts* facts = FactsOf(dtype);
+  return facts != nullptr && facts->host_only;
+}
 
 }  // namespace torch_neuron

@@ -1,8 +1,5 @@
 #include "base/profiler.h"
 
-#include <ATen/record_function.h>
-#include <c10/util/ThreadLocalDebugInfo.h>
-
 #include <chrono>
 #include <deque>
 
@@ -15,6 +12,12 @@ namespace torch_neuron::profiler {
 namespace internal {
 std::atomic<bool> active{false};
 }  // namespace internal
+
+namespace {
+std::atomic<ScopeListener*> listener{nullptr};
+}  // namespace
+
+void SetScopeListener(ScopeListener* installed) { listener.store(installed, std::memory_order_release); }
 
 namespace {
 
@@ -85,37 +88,11 @@ std::vector<std::pair<int64_t, std::string>> ThreadNames() {
   return s.names;
 }
 
-// The listeners (RecordFunction's thread-local callbacks) and the profiler's
-// state they record into (kept in c10's thread-local debug info).
-struct TorchListeners {
-  at::RecordFunctionTLS tls;
-  std::shared_ptr<c10::ThreadLocalDebugInfo> debug_info;
-  std::unique_ptr<c10::DebugInfoGuard> guard;  // where they are installed
-};
-
-std::shared_ptr<const TorchListeners> CaptureTorchListeners() {
-  if (!at::hasThreadLocalCallbacks()) return nullptr;
-  auto listeners = std::make_shared<TorchListeners>();
-  listeners->tls = at::get_record_function_tls_();
-  listeners->debug_info = c10::ThreadLocalDebugInfo::current();
-  return listeners;
+bool Listening() {
+  if (Active()) return true;
+  const ScopeListener* other = listener.load(std::memory_order_acquire);
+  return other != nullptr && other->Listening();
 }
-
-ScopedTorchListeners::ScopedTorchListeners(const std::shared_ptr<const TorchListeners>& listeners) {
-  if (listeners == nullptr) return;
-  saved_ = std::make_unique<TorchListeners>();
-  saved_->tls = at::get_record_function_tls_();
-  at::set_record_function_tls_(listeners->tls);
-  saved_->guard = std::make_unique<c10::DebugInfoGuard>(listeners->debug_info);
-}
-
-ScopedTorchListeners::~ScopedTorchListeners() {
-  if (saved_ == nullptr) return;
-  saved_->guard.reset();
-  at::set_record_function_tls_(saved_->tls);
-}
-
-bool Listening() { return Active() || at::hasCallbacks(); }
 
 Scope::Scope(const char* category) : category_(category) {}
 
@@ -127,18 +104,15 @@ void Scope::Begin(std::string name, std::string_view source) {
   name_ = std::move(name);
   source_ = std::string(source);
   if (Active()) start_ns_ = NowNs();
-  if (at::hasCallbacks()) {
-    record_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
-    if (record_->isActive()) {
-      record_->before(absl::StrCat("neuron::", category_, " ", name_));
-    } else {
-      record_.reset();
-    }
+  ScopeListener* other = listener.load(std::memory_order_acquire);
+  if (other != nullptr && other->Listening()) {
+    token_ = other->Begin(category_, name_);
+    if (token_ != nullptr) listener_ = other;
   }
 }
 
 Scope::~Scope() {
-  record_.reset();  // ends the torch.profiler event
+  if (token_ != nullptr) listener_->End(token_);  // ends the torch.profiler event
   if (start_ns_ < 0) return;
   Event e{category_, std::move(name_), std::move(source_), start_ns_, NowNs() - start_ns_, ThisThread()};
   Store& s = TheStore();

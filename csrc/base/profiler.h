@@ -1,11 +1,12 @@
 // The device's profiler (torch_neuron.profiler.trace): timed events of the
 // threads that trace, compile and execute, kept while a trace is being taken,
-// for a Chrome / Perfetto trace file. Each event is also a RecordFunction
-// (a torch.profiler user scope, "neuron::<category> <name>") whenever
-// torch.profiler records, so the same events appear in its traces.
+// for a Chrome / Perfetto trace file. A scope is also told to one listener
+// installed beside it: torch.profiler's bridge (runtime/torch_profiler.h), so
+// the same events appear in its traces. base/ sees no torch: the bridge is
+// installed from above.
 //
 // With neither on, a Scope costs one relaxed atomic load and one call that
-// asks RecordFunction whether anything listens. Thread-safe.
+// asks the listener whether it listens. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -15,10 +16,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-namespace at {
-class RecordFunction;
-}
 
 namespace torch_neuron::profiler {
 
@@ -48,21 +45,20 @@ std::vector<Event> Stop(int64_t* dropped = nullptr);
 void NameThisThread(std::string name);
 std::vector<std::pair<int64_t, std::string>> ThreadNames();
 
-// torch.profiler listens on the threads that start it only: work queued for
-// another thread (a device queue) carries the queuing thread's listeners
-// there. Capture returns nullptr when the calling thread has none.
-struct TorchListeners;
-std::shared_ptr<const TorchListeners> CaptureTorchListeners();
-class ScopedTorchListeners {
+// A second audience of scopes: torch.profiler, through
+// runtime/torch_profiler.h. Begin returns what End is given (nullptr: nothing
+// recorded for this scope). Called from any thread.
+class ScopeListener {
  public:
-  explicit ScopedTorchListeners(const std::shared_ptr<const TorchListeners>& listeners);
-  ~ScopedTorchListeners();
-  ScopedTorchListeners(const ScopedTorchListeners&) = delete;
-  ScopedTorchListeners& operator=(const ScopedTorchListeners&) = delete;
-
- private:
-  std::unique_ptr<TorchListeners> saved_;
+  virtual ~ScopeListener() = default;
+  virtual bool Listening() const = 0;
+  virtual void* Begin(const char* category, const std::string& name) = 0;
+  virtual void End(void* token) = 0;
 };
+
+// Installs `listener` (not owned; it lives as long as the process), replacing
+// any installed before.
+void SetScopeListener(ScopeListener* listener);
 
 // Whether a trace is being taken or torch.profiler listens on this thread:
 // what a Scope checks first.
@@ -93,7 +89,8 @@ class Scope {
   std::string name_;
   std::string source_;
   int64_t start_ns_ = -1;
-  std::unique_ptr<at::RecordFunction> record_;
+  ScopeListener* listener_ = nullptr;  // the one that began `token_`
+  void* token_ = nullptr;
 };
 
 }  // namespace torch_neuron::profiler

@@ -237,7 +237,7 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
         for (int32_t k : arg.operands) pa.add_registers(k < 0 ? -1 : reg_of(n.operands[k]));
         if (IsScalarListType(type)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Double));
         // SymInt[] of positions (a size-generic graph's sizes): a list of ints.
-        if (runtime::IsListOf(type, c10::TypeKind::IntType)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Long));
+        if (ir::IsListOf(type, c10::TypeKind::IntType)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Long));
       }
       const c10::AliasInfo* alias = schema.arguments()[a].alias_info();
       pa.set_copy_before_use(alias != nullptr && alias->isWrite());

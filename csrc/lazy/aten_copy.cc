@@ -19,7 +19,7 @@
 #include "lazy/tensor_impl.h"
 #include "lazy/tracer.h"
 #include "runtime/device_registry.h"
-#include "base/dtypes.h"
+#include "runtime/dtype_checks.h"
 #include "runtime/execution_queue.h"
 #include "runtime/fork_guard.h"
 #include "runtime/torch_status.h"
@@ -45,7 +45,7 @@ void CheckNotInBadFork() {
 
 // Uploads `host`, converted to `dtype` and broadcast to `sizes`, to `device`.
 LazyTensorPtr Upload(const at::Tensor& host, c10::ScalarType dtype, c10::IntArrayRef sizes, int device) {
-  CheckSupportedDtype(dtype);
+  runtime::CheckSupportedDtype(dtype);
   at::Tensor ready = host.to(dtype).expand(sizes);
   return LazyTensor::FromData(runtime::ValueOrThrow(runtime::DeviceData::FromHost(device, ready)));
 }

@@ -25,6 +25,7 @@
 #include "runtime/generator.h"
 #include "base/profiler.h"
 #include "runtime/kernel_team.h"
+#include "runtime/torch_profiler.h"
 #include "runtime/torch_status.h"
 
 namespace torch_neuron::lazy {
@@ -544,9 +545,9 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
   // meanwhile).
   queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
                  threads = GlobalConfig().kernel_threads, source = std::move(source),
-                 launched_at = std::move(launched_at), listeners = profiler::CaptureTorchListeners()]() {
+                 launched_at = std::move(launched_at), listeners = runtime::CaptureTorchListeners()]() {
     std::get<2>(*job).clear();                          // the graph's IR, before donation is decided
-    profiler::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
+    runtime::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
     runtime::ScopedKernelThreads team(threads);
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source,
                     launched_at);

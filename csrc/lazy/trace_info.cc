@@ -69,10 +69,10 @@ namespace {
 // SymInt, SymInt? or SymInt[] (a schema's sizes; plain int arguments are
 // never sizes Dynamo can make symbolic).
 bool IsSymIntType(const c10::TypePtr& type) {
-  const c10::TypePtr t = runtime::Unwrapped(type);
+  const c10::TypePtr t = ir::Unwrapped(type);
   if (t->kind() == c10::TypeKind::SymIntType) return true;
   auto list = t->cast<c10::ListType>();
-  return list != nullptr && runtime::Unwrapped(list->getElementType())->kind() == c10::TypeKind::SymIntType;
+  return list != nullptr && ir::Unwrapped(list->getElementType())->kind() == c10::TypeKind::SymIntType;
 }
 
 // The position arguments of an op (TraceInfo::position_args): functionalization's

@@ -34,6 +34,7 @@
 #include "runtime/device_assert.h"
 #include "runtime/device_data.h"
 #include "base/dtypes.h"
+#include "runtime/dtype_checks.h"
 #include "runtime/execution_queue.h"
 #include "runtime/generator.h"
 #include "base/profiler.h"
@@ -449,7 +450,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
       TORCH_CHECK(false, "neuron devices only hold strided tensors, got layout ",
                   static_cast<c10::Layout>(v.toInt()), " (in ", name, ")");
     } else if (Unwrapped(type)->kind() == c10::TypeKind::ScalarTypeType && v.isInt()) {
-      CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
+      runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
       args_.push_back(ir::Arg::Attr(v));
       meta_stack_.push_back(v);
       signature_.Tagged(OpSignature::kDtype).Word(static_cast<uint64_t>(v.toInt()));
@@ -746,7 +747,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       InferMeta(op, op_key, c.info.view_of, c.info.meta_fixup, [&bound] { return bound.TakeMetaStack(); });
   if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
   for (const ir::Shape& s : meta->shapes) {
-    if (s.dtype() != c10::ScalarType::Undefined) CheckSupportedDtype(s.dtype());
+    if (s.dtype() != c10::ScalarType::Undefined) runtime::CheckSupportedDtype(s.dtype());
   }
 
   if (FillFactoryResult(c, *device, *meta)) return;

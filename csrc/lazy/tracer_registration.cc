@@ -9,7 +9,7 @@
 #include "lazy/cpu_fallback.h"
 #include "lazy/trace_info.h"
 #include "lazy/tracer.h"
-#include "base/dtypes.h"
+#include "runtime/dtype_checks.h"
 #include "ir/op_schema.h"
 
 namespace torch_neuron::lazy {
@@ -54,10 +54,10 @@ void RejectQuantized(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = stack->size() - num_args; i < stack->size(); ++i) {
     const c10::IValue& v = (*stack)[i];
     if (v.isTensor() && v.toTensor().defined() && c10::isQIntType(v.toTensor().scalar_type())) {
-      CheckSupportedDtype(v.toTensor().scalar_type());
+      runtime::CheckSupportedDtype(v.toTensor().scalar_type());
     }
     if (op.schema().arguments()[i - (stack->size() - num_args)].name() == "dtype" && v.isInt()) {
-      CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
+      runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
     }
   }
   TORCH_CHECK_TYPE(false, "neuron devices do not support quantized tensors (in ", OpName(op), ")");

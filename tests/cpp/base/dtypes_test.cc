@@ -1,24 +1,42 @@
 #include "base/dtypes.h"
 
+#include <c10/core/ScalarType.h>
+
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
+#include "runtime/dtype_checks.h"
+
 namespace torch_neuron {
 namespace {
 
 using c10::ScalarType;
 
+ScalarType TypeOf(const DtypeFacts& row) { return static_cast<ScalarType>(row.code); }
+
+// The table is torch-free: its codes and names must be torch's.
+TEST(DtypeTableTest, CodesAndNamesAreTorchs) {
+  for (const DtypeFacts& row : SupportedDtypes()) {
+    SCOPED_TRACE(row.python_name);
+    EXPECT_EQ(std::string(c10::getDtypeNames(TypeOf(row)).first), row.python_name);
+    EXPECT_EQ(FactsOfCode(row.code), &row);
+  }
+  EXPECT_EQ(FactsOf(ScalarType::UInt64)->code, static_cast<int>(ScalarType::UInt64));
+  EXPECT_EQ(FactsOfCode(-1), nullptr);
+  EXPECT_EQ(FactsOfCode(1000), nullptr);
+}
+
 TEST(DtypeTableTest, FifteenDtypesOnceEachWithDistinctNames) {
   std::set<ScalarType> types;
   std::set<std::string> short_names, python_names;
   for (const DtypeFacts& row : SupportedDtypes()) {
-    types.insert(row.type);
+    types.insert(TypeOf(row));
     short_names.insert(row.short_name);
     python_names.insert(row.python_name);
-    EXPECT_EQ(FactsOf(row.type), &row);
+    EXPECT_EQ(FactsOf(TypeOf(row)), &row);
   }
   EXPECT_EQ(SupportedDtypes().size(), 15u);
   EXPECT_EQ(types.size(), 15u);
@@ -33,7 +51,7 @@ TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
     EXPECT_FALSE(IsSupportedDtype(t));
   }
   try {
-    CheckSupportedDtype(ScalarType::ComplexHalf);
+    runtime::CheckSupportedDtype(ScalarType::ComplexHalf);
     FAIL() << "ComplexHalf was accepted";
   } catch (const c10::TypeError& e) {
     EXPECT_NE(
@@ -44,25 +62,25 @@ TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
         std::string::npos)
         << e.what_without_backtrace();
   }
-  CheckSupportedDtype(ScalarType::BFloat16);  // no throw
+  runtime::CheckSupportedDtype(ScalarType::BFloat16);  // no throw
 }
 
 TEST(DtypeTableTest, TheFactsStagesReadAgreeWithTorch) {
   for (const DtypeFacts& row : SupportedDtypes()) {
     SCOPED_TRACE(row.python_name);
     // Host-only: exactly the unsigned types wider than a byte.
-    EXPECT_EQ(row.host_only, row.type == ScalarType::UInt16 || row.type == ScalarType::UInt32 ||
-                                 row.type == ScalarType::UInt64);
-    EXPECT_EQ(IsHostOnlyDtype(row.type), row.host_only);
+    EXPECT_EQ(row.host_only, TypeOf(row) == ScalarType::UInt16 || TypeOf(row) == ScalarType::UInt32 ||
+                                 TypeOf(row) == ScalarType::UInt64);
+    EXPECT_EQ(IsHostOnlyDtype(TypeOf(row)), row.host_only);
     // Exact in float32: float32's 24-bit significand holds every value.
     const bool exact =
-        row.type == ScalarType::Float || row.type == ScalarType::Half || row.type == ScalarType::BFloat16 ||
-        row.type == ScalarType::Bool ||
-        (c10::isIntegralType(row.type, false) && c10::elementSize(row.type) <= 2 && !row.host_only);
+        TypeOf(row) == ScalarType::Float || TypeOf(row) == ScalarType::Half || TypeOf(row) == ScalarType::BFloat16 ||
+        TypeOf(row) == ScalarType::Bool ||
+        (c10::isIntegralType(TypeOf(row), false) && c10::elementSize(TypeOf(row)) <= 2 && !row.host_only);
     EXPECT_EQ(row.exact_in_float32, exact);
     // Kernels store every non-complex dtype they load, in a C type of its size.
     if (row.kernel_c_type != nullptr) {
-      EXPECT_FALSE(c10::isComplexType(row.type));
+      EXPECT_FALSE(c10::isComplexType(TypeOf(row)));
       EXPECT_FALSE(row.host_only);
     }
   }

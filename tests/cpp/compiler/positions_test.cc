@@ -10,10 +10,15 @@
 #include <ATen/ops/slice.h>
 
 #include "base/error_kind.h"
+#include "compiler/compile_request.h"
 #include "compiler/compiler.h"
+#include "compiler/fingerprint.h"
+#include "compiler/host/host_target.h"
 #include "compiler/hlo_graph.h"
 #include "compiler/lowering.h"
 #include "ir/graph.h"
+#include "lowered_program.h"
+#include "neff/neff_reader.h"
 #include "runtime/executor.h"
 
 namespace torch_neuron::compiler {
@@ -56,8 +61,7 @@ Value Arange(int64_t start, int64_t end) {
 }
 
 runtime::Program Lower(const ir::CanonicalGraph& g) {
-  absl::StatusOr<runtime::Program> program =
-      LowerToProgram(CompileGraph::FromCanonical(g), /*views_in_place=*/true);
+  absl::StatusOr<runtime::Program> program = Lowered(CompileGraph::FromCanonical(g));
   EXPECT_TRUE(program.ok()) << program.status();
   return *program;
 }
@@ -144,9 +148,16 @@ TEST(PositionsTest, ASizeGenericProgramRunsTheTraceOfAnotherSize) {
   ir::CanonicalGraph at3x5 = ir::Canonicalize({FlatTimesTwo(f32_3x5)}, {}, nullptr, /*size_generic=*/true);
   EXPECT_EQ(at4x6.hash, at3x5.hash);
   CompileOptions options;  // tier 1 asked for: a size-generic graph compiles at tier 0
-  absl::StatusOr<CompileResult> compiled = Compile(at4x6, options);
+  absl::StatusOr<proto::CompileRequest> request = MakeCompileRequest(at4x6, options);
+  ASSERT_TRUE(request.ok()) << request.status();
+  const HostTarget host;
+  absl::StatusOr<CompileResult> compiled = Compile(*request, options, host);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  const runtime::Program& program = *compiled->program;
+  // The NEFF names the fingerprint asked for (tier 1), though it holds a tier-0 program.
+  const proto::CompilerFingerprint asked = FingerprintFor(options, host).fingerprint;
+  absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(compiled->neff, &asked);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const runtime::Program& program = *loaded->program;
   EXPECT_TRUE(program.size_generic);
   EXPECT_TRUE(program.native_objects.empty());
   const at::Tensor x = at::arange(15, at::kFloat).reshape({3, 5});
