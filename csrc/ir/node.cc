@@ -283,8 +283,47 @@ int ConstantSlot(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_n
 
 }  // namespace
 
-NodePtr Node::MakeScalarLeaf(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number,
+c10::IValue Arg::ConcreteValue(c10::IValue value) {
+  if (value.isSymInt()) return c10::IValue(value.toSymInt().guard_int(__FILE__, __LINE__));
+  if (value.isSymFloat()) return c10::IValue(value.toSymFloat().guard_float(__FILE__, __LINE__));
+  if (value.isSymBool()) return c10::IValue(value.toSymBool().guard_bool(__FILE__, __LINE__));
+  if (!value.isList()) return value;
+  const c10::ArrayRef<c10::IValue> elements = value.toListRef();
+  bool symbolic = false;
+  for (const c10::IValue& e : elements)
+    symbolic |= e.isSymInt() || e.isSymFloat() || e.isSymBool() || e.isList();
+  if (!symbolic) return value;
+  std::vector<c10::IValue> concrete;
+  bool ints = true;  // SymInt[]: an int list, as its plain form
+  for (const c10::IValue& e : elements) {
+    concrete.push_back(ConcreteValue(e));
+    ints &= concrete.back().isInt();
+  }
+  if (ints) {
+    std::vector<int64_t> values;
+    for (const c10::IValue& e : concrete) values.push_back(e.toInt());
+    return c10::IValue(std::move(values));
+  }
+  c10::impl::GenericList list(c10::AnyType::get());
+  for (c10::IValue& e : concrete) list.push_back(std::move(e));
+  return c10::IValue(std::move(list));
+}
+
+namespace {
+
+// The plain value of a symbolic scalar (Arg::ConcreteValue's rule).
+c10::Scalar ConcreteScalar(const c10::Scalar& value) {
+  if (!value.isSymbolic()) return value;
+  if (value.isBoolean()) return c10::Scalar(value.toBool());
+  if (value.isIntegral(false)) return c10::Scalar(value.toLong());
+  return c10::Scalar(value.toDouble());
+}
+
+}  // namespace
+
+NodePtr Node::MakeScalarLeaf(const c10::Scalar& given, c10::ScalarType dtype, bool wrapped_number,
                              NodeKind kind) {
+  const c10::Scalar value = ConcreteScalar(given);
   auto node = std::make_shared<Node>(Token{});
   static const OpName wrapped("wrapped"), tensor("tensor");
   node->op_ = wrapped_number ? wrapped : tensor;
@@ -300,7 +339,8 @@ NodePtr Node::MakePosition(int64_t value) {
                         NodeKind::kScalar);
 }
 
-NodePtr Node::MakeScalar(const c10::Scalar& value, c10::ScalarType dtype, bool wrapped_number) {
+NodePtr Node::MakeScalar(const c10::Scalar& given, c10::ScalarType dtype, bool wrapped_number) {
+  const c10::Scalar value = ConcreteScalar(given);
   // A node is never changed once made, so one node per thread serves every use
   // of a constant: the default alpha of add and sub is traced on every call (a
   // node and its hashes each time before).

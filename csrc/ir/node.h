@@ -70,7 +70,20 @@ struct Arg {
   static Arg OperandList(const std::vector<int32_t>& indices) {
     return {Kind::kOperandList, {indices.begin(), indices.end()}, {}};
   }
-  static Arg Attr(c10::IValue value) { return {Kind::kAttr, {}, std::move(value)}; }
+  // A symbolic value (a SymInt, SymFloat or SymBool, or a list holding one)
+  // is kept as the value its guard gives: see ConcreteValue.
+  static Arg Attr(c10::IValue value) {
+    if (value.isSymInt() || value.isSymFloat() || value.isSymBool() || value.isList()) {
+      value = ConcreteValue(std::move(value));
+    }
+    return {Kind::kAttr, {}, std::move(value)};
+  }
+
+  // `value` with every symbolic scalar in it replaced by the value its guard
+  // gives (a ShapeEnv's backed SymInt: its hint, recorded as a guard). A graph
+  // holds plain values only, so its hash, its text, its CompileRequest and its
+  // program agree (an ATen kernel given the symbolic value guards on it alike).
+  static c10::IValue ConcreteValue(c10::IValue value);
 };
 
 // An op's name, interned: one copy per distinct name in the process (names

@@ -64,3 +64,37 @@ def test_bytes_that_are_not_a_request_raise_a_clear_error():
     changed = request.replace(b"\x03", b"\x05", 1)
     with pytest.raises(RuntimeError, match="do not hash to its graph hash"):
         _C._compile_from_request(changed)
+
+
+def test_a_graph_of_symbolic_scalars_compiles_through_its_request_as_the_cpu_computes():
+    """Scalars that are a ShapeEnv's SymInts (backed: each has a value) are
+    hashed by that value (ir/node.cc guards them) and written into the request
+    as the same value, so their graph has a request form and compiles through
+    it like any other; 0 and 1 are graph constants, 3 a parameter."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv(specialize_zero_one=False)
+    zero, one, three = (env.create_symintnode(env.create_symbol(v, ConstantSource(f"s{v}")), hint=v)
+                        for v in (0, 1, 3))
+    assert all(isinstance(s, torch.SymInt) for s in (zero, one, three))
+
+    def compute(x, y):
+        return torch.add(x * three, y, alpha=one), torch.add(y, x, alpha=zero), x.clamp(min=zero)
+
+    x_cpu, y_cpu = torch.arange(-3.0, 3.0), torch.linspace(0.5, 3.0, 6)
+    expected = compute(x_cpu, y_cpu)
+    x, y = x_cpu.to("neuron"), y_cpu.to("neuron")
+    torch_neuron.mark_step()
+    before = torch_neuron.metrics.counters()
+    roots = list(compute(x, y))
+    request = _C._compile_request(roots)
+    graph_hash, nodes, _, _ = _C._compile_from_request(request)
+    assert graph_hash == _C._graph_hash(roots)
+    assert nodes == _C._ir_text(roots).count("\n  %")
+    torch_neuron.mark_step()
+    after = torch_neuron.metrics.counters()
+    assert after["graph.compile_request.count"] - before.get("graph.compile_request.count", 0) == 1
+    assert after["graph.compile.count"] - before.get("graph.compile.count", 0) == 1
+    for got, want in zip(roots, expected):
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
