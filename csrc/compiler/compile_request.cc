@@ -185,6 +185,15 @@ absl::StatusOr<ir::NodePtr> ReadNode(size_t i, const proto::GraphNode& n,
 absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGraph& graph,
                                                          const CompileOptions& options) {
   proto::CompileRequest request;
+  absl::Status written = WriteCompileRequest(graph, options, &request);
+  if (!written.ok()) return written;
+  return request;
+}
+
+absl::Status WriteCompileRequest(const ir::CanonicalGraph& graph, const CompileOptions& options,
+                                 proto::CompileRequest* out_request) {
+  proto::CompileRequest& request = *out_request;
+  request.Clear();
   request.set_format_version(kCompileRequestFormat);
   request.set_graph_hash(GraphHashBytes(graph.hash));
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -241,7 +250,7 @@ absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGrap
   o->set_fold_constants(options.fold_constants);
   o->set_max_fold_elements(options.max_fold_elements);
   o->set_fault_op(options.fault_op);
-  return request;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<RequestGraph>> ReadCompileRequest(const proto::CompileRequest& request,

@@ -31,6 +31,11 @@ inline constexpr size_t kMaxCompileRequestBytes = size_t{256} << 20;
 absl::StatusOr<proto::CompileRequest> MakeCompileRequest(const ir::CanonicalGraph& graph,
                                                          const CompileOptions& options);
 
+// MakeCompileRequest into `out` (cleared first), which may live on an arena:
+// a request is thousands of small messages, freed together.
+absl::Status WriteCompileRequest(const ir::CanonicalGraph& graph, const CompileOptions& options,
+                                 proto::CompileRequest* out);
+
 // A graph read from a request: the nodes it owns and the canonical graph over
 // them (parameter leaves carry no data), with the request's options.
 struct RequestGraph {

@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "compiler/compile_request.h"
 #include "compiler/constant_folding.h"
 #include "compiler/cse.h"
@@ -110,7 +111,10 @@ absl::StatusOr<CompileResult> CompileRead(const RequestGraph& read, const Compil
     }
     library = *std::move(built);
   }
-  proto::NeffPayload payload;
+  // On an arena, as the request (lazy/executable_cache.cc): thousands of small
+  // messages, freed at once.
+  google::protobuf::Arena arena;
+  proto::NeffPayload& payload = *google::protobuf::Arena::CreateMessage<proto::NeffPayload>(&arena);
   absl::Status lowered =
       LowerToProgram(g, /*views_in_place=*/options.opt_level >= 1, library.first, &payload);
   if (!lowered.ok()) return lowered;
@@ -122,7 +126,7 @@ absl::StatusOr<CompileResult> CompileRead(const RequestGraph& read, const Compil
     object->set_name(std::move(library.first));
     object->set_code(std::move(library.second));
   }
-  absl::StatusOr<std::string> neff = neff::WriteNeff(std::move(payload));
+  absl::StatusOr<std::string> neff = neff::WriteNeff(payload);
   if (!neff.ok()) return neff.status();
   result.neff = *std::move(neff);
   result.optimized_text = g.ToText();

@@ -127,18 +127,20 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
 
   for (int32_t p : g.parameters) program.add_parameter_registers(new_reg(p, 0));
 
+  // Instructions are written in place (the payload may live on an arena:
+  // compiler.cc), so the one being lowered is the last one added.
   std::vector<int32_t> last_use;  // per register: instruction index of its last read
   auto record_read = [&](int32_t r) {
     if (r < 0) return;
     if (static_cast<size_t>(r) >= last_use.size()) last_use.resize(r + 1, -1);
-    last_use[r] = program.instructions_size();
+    last_use[r] = program.instructions_size() - 1;
   };
   auto reg_of = [&](const ValueRef& v) { return reg.at({v.node, g.nodes[v.node].folded ? 0 : v.index}); };
   std::vector<int32_t> made_by;  // per register: the instruction that makes it, or -1
   auto new_output = [&](int32_t node, int32_t index) {
     const int32_t r = new_reg(node, index);
     made_by.resize(r + 1, -1);
-    made_by[r] = program.instructions_size();
+    made_by[r] = program.instructions_size() - 1;
     return r;
   };
   auto add_constant = [&](int32_t node, const c10::IValue& value) -> absl::Status {
@@ -146,11 +148,11 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
     c->set_register_(new_reg(node, 0));
     return neff::EncodeConstant(value, c->mutable_value());
   };
-  // The instruction about to be added came from the user's line `source`.
+  // The instruction being lowered came from the user's line `source`.
   auto note_source = [&](const std::string& source) {
     if (source.empty()) return;
     proto::SourceEntry* entry = payload->add_source_map();
-    entry->set_instruction(program.instructions_size());
+    entry->set_instruction(program.instructions_size() - 1);
     entry->set_location(source);
   };
   for (const int32_t node : MemorySchedule(g, as_view)) {
@@ -165,7 +167,7 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
     if (n.kernel) {
       if (library.empty())
         return absl::InternalError(absl::StrCat("kernel ", n.kernel->name, " was not built"));
-      proto::Instruction inst;
+      proto::Instruction& inst = *program.add_instructions();
       inst.set_op(n.op);
       proto::KernelCall* call = inst.mutable_kernel();
       if (absl::Status s = WriteKernelCall(n, library, call); !s.ok()) return s;
@@ -180,7 +182,6 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
       }
       for (int32_t k = 0; k < n.num_outputs(); ++k) inst.add_outputs(new_output(node, k));
       note_source(n.source);
-      *program.add_instructions() = std::move(inst);
       continue;
     }
     // A view run as a view is named as such in the program (and its NEFF).
@@ -205,7 +206,7 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
     }
     absl::StatusOr<std::vector<int32_t>> widths = ir::ReturnWidths(schema, n.num_outputs(), list_lengths);
     if (!widths.ok()) return widths.status();
-    proto::Instruction inst;
+    proto::Instruction& inst = *program.add_instructions();
     inst.set_op(op_name);
     for (int32_t w : *widths) inst.add_return_widths(w);
     for (size_t a = 0; a < n.args.size(); ++a) {
@@ -237,7 +238,8 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
         for (int32_t k : arg.operands) pa.add_registers(k < 0 ? -1 : reg_of(n.operands[k]));
         if (IsScalarListType(type)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Double));
         // SymInt[] of positions (a size-generic graph's sizes): a list of ints.
-        if (ir::IsListOf(type, c10::TypeKind::IntType)) pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Long));
+        if (ir::IsListOf(type, c10::TypeKind::IntType))
+          pa.set_dtype(static_cast<int32_t>(c10::ScalarType::Long));
       }
       const c10::AliasInfo* alias = schema.arguments()[a].alias_info();
       pa.set_copy_before_use(alias != nullptr && alias->isWrite());
@@ -245,7 +247,6 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
     }
     for (int32_t k = 0; k < n.num_outputs(); ++k) inst.add_outputs(new_output(node, k));
     note_source(n.source);
-    *program.add_instructions() = std::move(inst);
   }
 
   std::vector<bool> is_output(num_registers, false);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "google/protobuf/arena.h"
 #include "base/config.h"
 #include "base/metrics.h"
 #include "c10/util/Exception.h"
@@ -347,9 +348,19 @@ absl::Status AddCompileRequest(const ir::CanonicalGraph& g, cache::ExecutableReq
   if (request.compile != nullptr) return absl::OkStatus();
   static metrics::Counter* const written = metrics::GetCounter("graph.compile_request.count");
   written->Add(1);
-  absl::StatusOr<proto::CompileRequest> made = compiler::MakeCompileRequest(g, request.options);
-  if (!made.ok()) return made.status();
-  request.compile = std::make_shared<const proto::CompileRequest>(*std::move(made));
+  // On an arena: the request's thousands of small messages are a few blocks,
+  // allocated and freed at once. Freed one by one, they filled malloc's fast
+  // bins, and the next sync's first large allocation consolidated them all
+  // (callgrind: a cached mark_step of 1,000 nodes after a compile cost 1.9M
+  // instructions instead of 0.6M).
+  struct ArenaRequest {
+    google::protobuf::Arena arena;
+    proto::CompileRequest* request = google::protobuf::Arena::CreateMessage<proto::CompileRequest>(&arena);
+  };
+  auto made = std::make_shared<ArenaRequest>();
+  if (absl::Status s = compiler::WriteCompileRequest(g, request.options, made->request); !s.ok()) return s;
+  proto::CompileRequest* message = made->request;
+  request.compile = std::shared_ptr<const proto::CompileRequest>(std::move(made), message);
   return absl::OkStatus();
 }
 

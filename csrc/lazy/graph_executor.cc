@@ -546,7 +546,7 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
   queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
                  threads = GlobalConfig().kernel_threads, source = std::move(source),
                  launched_at = std::move(launched_at), listeners = runtime::CaptureTorchListeners()]() {
-    std::get<2>(*job).clear();                          // the graph's IR, before donation is decided
+    std::get<2>(*job).clear();                         // the graph's IR, before donation is decided
     runtime::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
     runtime::ScopedKernelThreads team(threads);
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source,

@@ -15,7 +15,7 @@ void PutLittleEndian(std::string* out, uint64_t value, int bytes) {
 
 }  // namespace
 
-absl::StatusOr<std::string> WriteNeff(proto::NeffPayload payload) {
+absl::StatusOr<std::string> WriteNeff(proto::NeffPayload& payload) {
   payload.set_format_version(kFormatVersion);
   std::string body;
   if (!payload.SerializeToString(&body)) return absl::InternalError("NEFF payload did not serialize");

@@ -10,7 +10,8 @@
 
 namespace torch_neuron::neff {
 
-// The NEFF bytes of `payload` (its format_version is set here).
-absl::StatusOr<std::string> WriteNeff(proto::NeffPayload payload);
+// The NEFF bytes of `payload` (its format_version is set here; it may live on
+// an arena).
+absl::StatusOr<std::string> WriteNeff(proto::NeffPayload& payload);
 
 }  // namespace torch_neuron::neff

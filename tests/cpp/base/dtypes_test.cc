@@ -74,8 +74,8 @@ TEST(DtypeTableTest, TheFactsStagesReadAgreeWithTorch) {
     EXPECT_EQ(IsHostOnlyDtype(TypeOf(row)), row.host_only);
     // Exact in float32: float32's 24-bit significand holds every value.
     const bool exact =
-        TypeOf(row) == ScalarType::Float || TypeOf(row) == ScalarType::Half || TypeOf(row) == ScalarType::BFloat16 ||
-        TypeOf(row) == ScalarType::Bool ||
+        TypeOf(row) == ScalarType::Float || TypeOf(row) == ScalarType::Half ||
+        TypeOf(row) == ScalarType::BFloat16 || TypeOf(row) == ScalarType::Bool ||
         (c10::isIntegralType(TypeOf(row), false) && c10::elementSize(TypeOf(row)) <= 2 && !row.host_only);
     EXPECT_EQ(row.exact_in_float32, exact);
     // Kernels store every non-complex dtype they load, in a C type of its size.

@@ -17,7 +17,7 @@ inline absl::StatusOr<runtime::Program> Lowered(const CompileGraph& g, bool view
   proto::NeffPayload payload;
   if (absl::Status s = LowerToProgram(g, views_in_place, "", &payload); !s.ok()) return s;
   payload.set_graph_hash(std::string(16, '\0'));
-  absl::StatusOr<std::string> bytes = neff::WriteNeff(std::move(payload));
+  absl::StatusOr<std::string> bytes = neff::WriteNeff(payload);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<neff::LoadedNeff> loaded = neff::ReadNeff(*bytes, /*expected=*/nullptr);
   if (!loaded.ok()) return loaded.status();

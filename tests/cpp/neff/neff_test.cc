@@ -135,7 +135,8 @@ TEST(NeffTest, TheCompilersNeffRunsAndWritesBackTheSameBytes) {
   EXPECT_EQ(signature.input_kinds(0), proto::Signature::DEVICE_DATA);
   EXPECT_EQ(loaded->program->donation_candidates, std::vector<std::vector<int32_t>>{{0}});
   // The writer adds nothing the payload does not say.
-  absl::StatusOr<std::string> again = WriteNeff(Payload(c.bytes));
+  proto::NeffPayload payload = Payload(c.bytes);
+  absl::StatusOr<std::string> again = WriteNeff(payload);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, c.bytes);
 }
