@@ -42,8 +42,11 @@ constexpr std::array<std::string_view, 4> kShapeFromScalarValuesPrefixes = {
 constexpr std::array<std::string_view, 2> kMetaChecksScalarValuesPrefixes = {"aten::linalg_vector_norm",
                                                                              "aten::renorm"};
 
-constexpr std::array<std::string_view, 2> kAddressesStorage = {"aten::as_strided_copy",
-                                                               "aten::_reshape_alias_copy"};
+// Functionalization's copies, and the views themselves: those reach the tracer
+// when a composite kernel runs below functionalization (under inference_mode,
+// which skips the autograd keys, matmul's reshape calls _reshape_alias).
+constexpr std::array<std::string_view, 4> kAddressesStorage = {
+    "aten::as_strided_copy", "aten::_reshape_alias_copy", "aten::as_strided", "aten::_reshape_alias"};
 
 // view_copy's form is reshape: its input may itself be a strided view.
 constexpr std::array<std::string_view, 7> kCollectiveOps = {"neuron::all_reduce",

@@ -107,7 +107,7 @@ void TraceAddressingStorage(const c10::OperatorHandle& op, torch::jit::Stack* st
   const std::vector<int64_t> sizes = (*stack)[base + 1].toIntVector();
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   at::Tensor result;
-  if (name == "aten::_reshape_alias_copy") {
+  if (name == "aten::_reshape_alias_copy" || name == "aten::_reshape_alias") {
     // Only ever asked for where a view of these sizes exists: the view's
     // elements, in order, are the reshape's.
     result = at::view_copy(self, sizes);

@@ -31,7 +31,10 @@ TensorLayout CloneLayout(const at::Tensor& input, const c10::IValue& memory_form
 
 // Traces an op whose arguments address its first tensor's storage
 // (ir::OpTraits::addresses_storage) (its first tensor reporting a layout other than the
-// default) as the same op on the dense data, reporting the CPU's layout.
+// default) as the same op on the dense data, reporting the CPU's layout. The
+// view forms (as_strided, _reshape_alias) come here from composite kernels run
+// below functionalization, and are traced as the copying forms: nothing below
+// functionalization aliases.
 // as_strided of a view that reaches storage outside the view's own elements
 // raises NotImplementedError: the device does not keep them.
 void TraceAddressingStorage(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -69,6 +69,36 @@ def test_in_place_update_inside_the_mode_equals_cpu():
     assert torch.equal(results["cpu-after"], results["neuron-after"])
 
 
+# Composite ops whose kernels reshape or restride a strided view. Under the mode
+# they run below functionalization (the autograd keys are skipped), where
+# reshape calls _reshape_alias with strides that address the view's storage
+# layout, not the device's dense data: matmul of a transposed batch was wrong
+# there (a diffusers UNet's attention under inference_mode, silently).
+STRIDED_COMPOSITES = {
+    "matmul_transposed_3d_by_2d": lambda x, w: x.transpose(1, 2).matmul(w),
+    "linear_of_a_transposed_batch": lambda x, w: torch.nn.functional.linear(x.transpose(1, 2), w.t()),
+    "matmul_of_a_permuted_4d": lambda x, w: x[None].permute(0, 1, 3, 2).matmul(w),
+    "matmul_of_a_sliced_batch": lambda x, w: x[:, :, 1:].matmul(w[1:]),
+    "einsum_over_a_transpose": lambda x, w: torch.einsum("bij,jk->bik", x.transpose(1, 2), w),
+    "tensordot_of_a_transpose": lambda x, w: torch.tensordot(x.transpose(1, 2), w, dims=1),
+    "flatten_of_a_transpose": lambda x, w: x.transpose(1, 2).flatten(1) * 2,
+    "reshape_of_an_expand": lambda x, w: x[:, :1].expand(2, 6, 6).reshape(12, 6) + 1,
+    "as_strided_of_a_transpose": lambda x, w: torch.as_strided(x.transpose(1, 2).contiguous(), (2, 3), (6, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRIDED_COMPOSITES))
+def test_composites_over_strided_views_equal_the_cpu_in_the_mode(name):
+    fn = STRIDED_COMPOSITES[name]
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 6, 6, generator=g), torch.randn(6, 6, generator=g)
+    with torch.inference_mode():
+        expected = fn(x, w)
+        got = fn(x.to("neuron"), w.to("neuron"))
+        assert (got.shape, got.stride()) == (expected.shape, expected.stride())
+        torch.testing.assert_close(got.cpu(), expected)
+
+
 @pytest.mark.parametrize("device", ["cpu", "neuron"])
 def test_inference_tensors_raise_the_cpus_errors_outside_the_mode(device):
     with torch.inference_mode():
