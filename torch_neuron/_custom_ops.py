@@ -24,6 +24,19 @@ wrapped, since PyTorch calls nothing when a kernel is registered, and a
 backend's AutogradPrivateUse1 fallback cannot be replaced (PyTorch registers
 its own). The wrapper calls the original for every registration and adds the
 neuron kernel after a PrivateUse1 one only (``__wrapped__`` is the original).
+
+An operator with its own autograd (every ``torch.library.custom_op``) keeps it,
+so its kernel runs below autograd, and so below functionalization: a
+CompositeExplicitAutograd kernel (custom_op's default) or a PrivateUse1 one.
+There a view of a new tensor is a copy of a traced value, and a write through
+it (transformers' ``grouped_mm_fallback``: ``torch.mm(...,
+out=output[start:end])``) would be lost; the lazy tensor refuses it ("misses a
+write"). Such an operator, whatever its autograd, gets a Functionalize kernel
+(csrc/lazy/functionalized_custom_ops.h) that runs its kernel on the functional
+wrappers of neuron calls, functionalized as a CompositeImplicitAutograd kernel
+is; other calls run the kernel that was there. It lives as long as the library
+that registered the operator's kernel. Operators that declare a written
+argument get none (the header says why).
 """
 
 from __future__ import annotations
@@ -32,21 +45,30 @@ import functools
 
 import torch
 
+from . import _C
+
 _SKIPPED_NAMESPACES = ("aten::", "prims::", "neuron::", "c10d::", "_c10d_functional::")
 _lib_by_namespace = {}
 _installed = set()
 _original_library_impl = None
 
 
-def _has_python_neuron_kernel(name: str) -> bool:
-    if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
+def _has_python_kernel(name: str, key: str) -> bool:
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(name, key):
         return False
+    # "PrivateUse1: registered at /path/module.py:36 :: (none) [ boxed ]", and
+    # "CompositeExplicitAutograd[alias]: registered at ..." for an alias key.
+    prefixes = (f"{key}: registered at ", f"{key}[alias]: registered at ")
     for line in torch._C._dispatch_dump(name).splitlines():
-        # "PrivateUse1: registered at /path/module.py:36 :: (none) [ boxed ]"
-        if line.startswith("PrivateUse1: registered at "):
-            where = line[len("PrivateUse1: registered at "):].split(" :: ")[0]
-            return where.rsplit(":", 1)[0].endswith(".py")
+        for prefix in prefixes:
+            if line.startswith(prefix):
+                where = line[len(prefix):].split(" :: ")[0]
+                return where.rsplit(":", 1)[0].endswith(".py")
     return False
+
+
+def _has_python_neuron_kernel(name: str) -> bool:
+    return _has_python_kernel(name, "PrivateUse1")
 
 
 def _has_own_autograd(name: str) -> bool:
@@ -85,11 +107,38 @@ def _maybe_install(name: str) -> None:
                            "AutogradPrivateUse1")
 
 
+def _needs_functionalized_kernel(name: str) -> bool:
+    """Whether neuron calls of `name` reach a Python kernel of its own below
+    functionalization (module docstring)."""
+    if name.startswith(_SKIPPED_NAMESPACES) or "::" not in name:
+        return False
+    if torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+        return False  # runs above functionalization already
+    if name not in _C._functionalized_custom_ops() and torch._C._dispatch_has_kernel_for_dispatch_key(
+            name, "Functionalize"):
+        return False  # the library handles functionalization itself
+    if torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
+        # A PrivateUse1 kernel wins over a composite one; without autograd of
+        # its own it runs above functionalization (_maybe_install).
+        return name not in _installed and _has_python_kernel(name, "PrivateUse1") and _has_own_autograd(name)
+    return _has_python_kernel(name, "CompositeExplicitAutograd")
+
+
+def _maybe_functionalize(name: str, library=None) -> None:
+    if not _needs_functionalized_kernel(name) or not _C._functionalize_custom_op(name):
+        return
+    if library is not None:
+        library._registration_handles.append(
+            torch._library.utils.RegistrationHandle(lambda: _C._unfunctionalize_custom_op(name)))
+
+
 def _library_impl(self, op_name, fn, dispatch_key="", *args, **kwargs):
     result = _original_library_impl(self, op_name, fn, dispatch_key, *args, **kwargs)
-    if dispatch_key == "PrivateUse1" and isinstance(op_name, str):
+    if dispatch_key in ("PrivateUse1", "CompositeExplicitAutograd") and isinstance(op_name, str):
         name = op_name if "::" in op_name else f"{self.ns}::{op_name}"
-        _maybe_install(name)
+        if dispatch_key == "PrivateUse1":
+            _maybe_install(name)
+        _maybe_functionalize(name, self)
     return result
 
 
@@ -110,8 +159,14 @@ def install() -> None:
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith(_SKIPPED_NAMESPACES):
             _maybe_install(name)
+            _maybe_functionalize(name)
 
 
 def installed() -> list:
     """The operators this module gave a neuron kernel, sorted (for tests)."""
     return sorted(_installed)
+
+
+def functionalized() -> list:
+    """The operators whose kernels neuron calls run functionalized, sorted."""
+    return _C._functionalized_custom_ops()

@@ -31,6 +31,7 @@ namespace {
 // error reaches the user here, once: the queue forgets it.
 at::Tensor Materialize(const LazyTensorPtr& t) {
   t->CheckNoLostWrite();
+  GraphExecutor::Get().CheckReadAllowed(t->device());
   GraphExecutor::Get().Sync({t});
   absl::StatusOr<at::Tensor> host = t->data()->ToHost();
   if (!host.ok()) runtime::ExecutionQueue::ForDevice(t->device()).ForgetError(host.status());
@@ -272,6 +273,7 @@ void MaterializeVectorOf(const LazyTensor& t) {
 
 at::Scalar LocalScalarDense(const at::Tensor& self) {
   const LazyTensorPtr& t = GetLazy(self);
+  GraphExecutor::Get().CheckReadAllowed(t->device());
   MaterializeVectorOf(*t);
   if (auto element = ElementOfBuffer(*t)) {
     t->CheckNoLostWrite();

@@ -101,6 +101,12 @@ class GraphExecutor {
   void BeginCapture(int device);
   void EndCapture(int device);
   bool IsCapturing(int device) const;
+  // Before a read of a value of `device` (.item(), .tolist(), .cpu()): raises
+  // while the device is capturing a step or tracing a region, even when the
+  // value is at hand (an input's buffer), since the graph would keep the value
+  // read at trace time as a constant (a custom op's kernel looping over
+  // offsets.tolist()).
+  void CheckReadAllowed(int device) const { CheckNotCapturing(device, "a read of a value"); }
   // Syncs everything pending on the capturing `device` like mark_step and
   // fills `record` to run the same graph again.
   void CaptureStep(int device, StepRecord* record);

@@ -16,6 +16,7 @@
 #include "lazy/executable_cache.h"
 #include "lazy/bridge.h"
 #include "lazy/cpu_parity.h"
+#include "lazy/functionalized_custom_ops.h"
 #include "lazy/neuron_inplace.h"
 #include "lazy/neuron_meta.h"
 #include "lazy/functionalize_fast.h"
@@ -184,6 +185,18 @@ void BindLazy(py::module_& m) {
   m.def("_neuron_meta_ops", [] { return lazy::NeuronMetaKernelOps(); });
   m.def("_neuron_inplace_ops", [] { return lazy::NeuronInPlaceOps(); });
   m.def("_neuron_inplace_ops_run_functional", [] { return lazy::NeuronInPlaceOpsRunFunctional(); });
+  // Libraries' operators whose kernels run functionalized on neuron tensors
+  // (lazy/functionalized_custom_ops.h; torch_neuron/_custom_ops.py picks them).
+  m.def("_functionalize_custom_op", [](const std::string& name) {
+    const size_t dot = name.find('.', name.find("::"));
+    const std::string op = name.substr(0, dot);
+    const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+    return lazy::RegisterFunctionalizedCustomOp(
+        c10::Dispatcher::singleton().findSchemaOrThrow(op.c_str(), overload.c_str()));
+  });
+  m.def("_unfunctionalize_custom_op",
+        [](const std::string& name) { lazy::UnregisterFunctionalizedCustomOp(name); });
+  m.def("_functionalized_custom_ops", [] { return lazy::FunctionalizedCustomOps(); });
   // The CPU-parity traits of an op ("aten::add_.Tensor"), for tests.
   m.def("_cpu_parity_traits", [](const std::string& op) {
     const ir::OpTraits& t = ir::TraitsOf(op);
