@@ -54,6 +54,10 @@ WHY = {
     },
     "csrc/lazy/neuron_inplace.cc": "in-place ops on neuron tensors: the CPU's checks, then the functional form "
                                    "(any other call: the kernel that was there)",
+    "csrc/lazy/functionalized_custom_ops.cc": "libraries' own operators (torch.library.custom_op and the like) "
+                                              "with Python kernels that run below autograd: on neuron tensors "
+                                              "the kernel runs functionalized, so writes through views inside it "
+                                              "reach their tensors (any other call: the kernel that was there)",
     "csrc/lazy/functionalize_fast.cc": "unboxed functionalization of hot ops for neuron tensors "
                                        "(any other call: PyTorch's fallback)",
     "csrc/lazy/bridge.cc": {

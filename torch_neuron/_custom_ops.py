@@ -114,6 +114,9 @@ def _needs_functionalized_kernel(name: str) -> bool:
         return False
     if torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
         return False  # runs above functionalization already
+    entry = torch._library.simple_registry.singleton.get(name)
+    if entry is not None and entry.effect.effect is not None:
+        return False  # AOTAutograd threads effect tokens, and refuses a Functionalize kernel
     if name not in _C._functionalized_custom_ops() and torch._C._dispatch_has_kernel_for_dispatch_key(
             name, "Functionalize"):
         return False  # the library handles functionalization itself

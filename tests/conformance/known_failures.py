@@ -24,8 +24,4 @@ KNOWN_FAILURES = [
     ("addbmm", "float32", "inplace", "*broadcast shape*",
      "the CPU's addbmm_ resizes a [1] or scalar input to the result's shape; neuron "
      "raises the usual in-place broadcast error instead"),
-    ("nn.functional.linear_cross_entropy.chunked*", "*", "*", "*misses a write*",
-     "its chunked implementation is a Python custom op that writes into views of its "
-     "result below functionalization, where views of lazy tensors are copies: the "
-     "result would miss those writes, so reading it raises instead"),
 ]

@@ -11,6 +11,8 @@ tensor reaches the tensor it views, as on the CPU. Each test compares values
 the lazy path and under torch.compile(backend="neuron").
 """
 
+import copy
+
 import pytest
 import torch
 import torch._dynamo
@@ -276,7 +278,8 @@ def test_a_compiled_region_run_op_by_op_calls_the_loop_kernel_on_neuron_tensors(
             got = compiled(i, w, offs.to(N))
         want = _moe_like(ic, wc, offs)
         _close(got.detach(), want.detach())
-        got.sum().backward()
+        with pytest.warns(UserWarning, match="views_test.grouped_mm_backward.*runs op by op on the lazy path"):
+            got.sum().backward()
     want.sum().backward()
     _close(i.grad, ic.grad)
     _close(w.grad, wc.grad)
@@ -296,3 +299,70 @@ def test_cpu_graphs_of_such_operators_compile_as_without_torch_neuron():
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
     want = _scaled_copy(x)
     _close(torch.compile(_scaled_copy, backend="aot_eager", fullgraph=True)(x), want)
+
+
+# --- transformers' mixture of experts, op by op ----------------------------------------------------
+
+
+def _autograd_node_names(tensor):
+    names, stack, seen = set(), [tensor.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(node.name())
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_transformers_moe_through_grouped_mm_fallback_trains_as_on_cpu(monkeypatch):
+    # transformers takes its custom op grouped_mm_fallback where it cannot use
+    # torch's grouped_mm (under Dynamo with weights other than bfloat16, and on
+    # old torch on the CPU); here on both devices, so each runs the op's loop
+    # kernel (and its backward op's) on the lazy path.
+    transformers = pytest.importorskip("transformers")
+    import transformers.integrations.moe as moe
+
+    monkeypatch.setattr(moe, "_can_use_grouped_mm", lambda *args: False)
+    config = transformers.Qwen2MoeConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, moe_intermediate_size=8,
+        shared_expert_intermediate_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+        num_experts=4, num_experts_per_tok=2, max_position_embeddings=32, experts_implementation="grouped_mm")
+    torch.manual_seed(0)
+    model = transformers.Qwen2MoeForCausalLM(config)
+    ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(1))
+    results = {}
+    for device in ("cpu", N):
+        m = model if device == "cpu" else copy.deepcopy(model).to(N)
+        out = m(input_ids=ids.to(device), labels=ids.to(device))
+        assert "GeneratedBackwardFor_transformers_grouped_mm_fallback_defaultBackward" in _autograd_node_names(out.loss)
+        out.loss.backward()
+        grads = {name: p.grad.cpu() for name, p in m.named_parameters() if p.grad is not None}
+        results[device] = (out.logits.detach().cpu(), out.loss.detach().cpu(), grads)
+    want, got = results["cpu"], results[N]
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-5)
+    assert got[2].keys() == want[2].keys() and any("experts" in name for name in want[2])
+    for name in want[2]:
+        torch.testing.assert_close(got[2][name], want[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_chunked_linear_cross_entropy_gives_the_cpus_loss_and_grads(reduction):
+    # torch.nn's chunked linear_cross_entropy: custom ops (torch_nn::) whose
+    # kernels fill slices of their results chunk by chunk.
+    g = torch.Generator().manual_seed(6)
+    input, weight, target = torch.randn(7, 5, generator=g), torch.randn(6, 5, generator=g), torch.randint(
+        0, 6, (7,), generator=g)
+    options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=2, allow_retain_graph=reduction != "none")
+    results = {}
+    for device in ("cpu", N):
+        i, w = _leaf(input, device), _leaf(weight, device)
+        loss = torch.nn.functional.linear_cross_entropy(i, w, target.to(device), reduction=reduction,
+                                                        options=options)
+        (loss.sum() if reduction == "none" else loss).backward()
+        results[device] = (loss.detach().cpu(), i.grad.cpu(), w.grad.cpu())
+    assert any(name.startswith("torch_nn::") for name in torch_neuron._custom_ops.functionalized())
+    for got, want in zip(results[N], results["cpu"]):
+        _close(got, want)
