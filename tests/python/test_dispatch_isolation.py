@@ -41,6 +41,7 @@ NEURON_ONLY_KERNELS = (
     "csrc/lazy/bridge.cc",  # lift_fresh, copy_ from a neuron tensor into a plain one, factories under a mode
     "csrc/aten/registration.cc",  # direct *_copy calls give new contiguous tensors
     "csrc/lazy/out_checks.cc",  # out= checks under inference_mode
+    "csrc/lazy/functionalized_custom_ops.cc",  # libraries' custom ops: their kernels functionalized
 )
 # The two patched functions, for which PyTorch offers no hook: each calls the
 # original, and does more only for what concerns neuron (a PrivateUse1 kernel
