@@ -104,8 +104,9 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(aten, Functionalize, m) {
   lazy::SilenceOverrideWarnings silence;
-  RegisterViewCopies(m);        // every *_copy overload of a strided view, one kernel each
-  RegisterForwardAdKernels(m);  // make_dual's storage-size check, from the wrappers (forward_ad.h)
+  RegisterViewCopies(m);                 // every *_copy overload of a strided view, one kernel each
+  RegisterForwardAdKernels(m);           // make_dual's storage-size check, from the wrappers (forward_ad.h)
+  lazy::RegisterToCopyFunctionalize(m);  // a neuron tensor's .to() comes back wrapped (aten_copy.h)
   // The foreach ops' in-place forms with packed scalars: PyTorch's own kernel
   // here hands the CPU scalars to the Meta kernel as a meta tensor, which
   // refuses it; neuron's in-place kernel keeps them on the host (a neuron

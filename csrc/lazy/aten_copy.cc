@@ -4,6 +4,7 @@
 // Everything else is traced (tracer.cc).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/FunctionalTensorWrapper.h>
+#include <torch/library.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/MemoryFormat.h>
@@ -87,9 +88,7 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t base = stack->size() - 7;
   const at::Tensor source = (*stack)[base].toTensor();
   const std::optional<c10::ScalarType> dtype = (*stack)[base + 1].toOptional<c10::ScalarType>();
-  const std::optional<c10::Layout> layout = (*stack)[base + 2].toOptional<c10::Layout>();
   const std::optional<c10::Device> device = (*stack)[base + 3].toOptional<c10::Device>();
-  const std::optional<c10::MemoryFormat> memory_format = (*stack)[base + 6].toOptional<c10::MemoryFormat>();
   if (!IsNeuron(source)) {
     // Host to device: BackendSelect sends CPU tensors here by the device argument.
     TORCH_CHECK(source.device().is_cpu(), "cannot copy from ", source.device(),
@@ -120,18 +119,12 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       torch::jit::drop(*stack, 7);
       result = MakeTensor(Upload(host, target_dtype, host.sizes(), target), layout);
     }
-    // _to_copy's functionalization kernel hands our result straight to the user
-    // for devices other than XLA and Lazy, so it must already be wrapped. The
-    // one other caller below functionalization, FunctionalTensorWrapper::replace_
-    // (an in-place op whose functional form returns another dtype, like
-    // float.eq_), wants it unwrapped; it is the caller that passes a layout but
-    // neither a device nor a memory format (Tensor.to passes no layout, or a
-    // device with it).
-    const bool from_replace = layout.has_value() && !device && !memory_format;
-    LazyTensorPtr lazy = GetLazy(result);
-    stack->push_back(at::functionalization::impl::isFunctionalTensor(result) || from_replace
-                         ? result
-                         : MakeWrappedTensor(lazy, TensorLayout::Of(result)));
+    // Below functionalization every caller wants the traced tensor itself:
+    // ToCopyFunctionalize (below) wraps it for the user; the functionalization
+    // fallback wraps the results of a composite that called _to_copy (.to()
+    // and type_as under inference_mode); FunctionalTensorWrapper::replace_
+    // takes it unwrapped.
+    stack->push_back(std::move(result));
     return;
   }
   TORCH_CHECK(device->is_cpu(), "cannot copy a neuron tensor to ", *device,
@@ -149,6 +142,49 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!),
 // reached below functionalization (composite kernels filling fresh tensors).
+namespace {
+
+// _to_copy at Functionalize for neuron tensors: functionalization's own kernel
+// leaves a copy to a device that is not XLA or Lazy unwrapped (the pass ends
+// there), which neuron's wrapped tensors cannot be.
+class ToCopyFunctionalize final : public c10::OperatorKernel {
+ public:
+  explicit ToCopyFunctionalize(c10::SafeKernelFunction original) : original_(std::move(original)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const size_t base = stack->size() - op.schema().arguments().size();
+    const at::Tensor self = (*stack)[base].toTensor();
+    // Python's functionalization (torch.func.functionalize, torch.compile's
+    // mode) puts the key in TLS and wraps its own tensors: its kernel is right.
+    if (!IsNeuron(self) || !at::functionalization::impl::isFunctionalTensor(self) ||
+        c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Functionalize)) {
+      original_.callBoxed(op, ks, stack);
+      return;
+    }
+    at::functionalization::impl::sync(self);
+    (*stack)[base] = at::functionalization::impl::from_functional_tensor(self);
+    {
+      at::AutoDispatchSkipFunctionalize below;
+      op.callBoxed(stack);
+    }
+    const at::Tensor out = stack->back().toTensor();
+    if (IsNeuron(out) && !at::functionalization::impl::isFunctionalTensor(out)) {
+      stack->back() = MakeWrappedTensor(GetLazy(out), TensorLayout::Of(out));
+    }
+  }
+
+ private:
+  c10::SafeKernelFunction original_;
+};
+
+}  // namespace
+
+void RegisterToCopyFunctionalize(torch::Library& library) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::_to_copy", "");
+  library.impl("_to_copy", torch::CppFunction::makeFromBoxedFunctor(std::make_unique<ToCopyFunctionalize>(
+                               op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
+}
+
 void InPlaceCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();

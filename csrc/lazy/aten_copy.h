@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/MemoryFormat.h>
+#include <torch/library.h>
 
 #include <optional>
 
@@ -17,6 +18,11 @@ namespace torch_neuron::lazy {
 void CopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void InPlaceCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// _to_copy's kernel at Functionalize: a neuron tensor's copy comes back wrapped
+// (ToCopyKernel returns the traced tensor itself); every other call runs the
+// kernel that was there.
+void RegisterToCopyFunctionalize(torch::Library& library);
 
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
 at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst);

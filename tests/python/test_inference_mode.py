@@ -99,6 +99,32 @@ def test_composites_over_strided_views_equal_the_cpu_in_the_mode(name):
         torch.testing.assert_close(got.cpu(), expected)
 
 
+# Conversions by composites under the mode: .to(other) and type_as run below
+# functionalization there and call _to_copy, whose result the fallback wraps
+# (roberta's and mpnet's position ids, in sentence-transformers' encode, raised
+# functionalization's internal assert).
+CONVERSIONS = {
+    "type_as_after_a_promoting_cumsum": lambda m: torch.cumsum(m, 1).type_as(m),
+    "type_as_after_a_sum": lambda m: m.sum(1).type_as(m),
+    "to_other_tensor": lambda m: (m * 2).to(m.float()),
+    "to_dtype_and_device": lambda m: m.to("neuron" if m.is_neuron else "cpu", torch.float64),
+    "roberta_position_ids": lambda m: (torch.cumsum(m.ne(0).int(), dim=1).type_as(m.ne(0).int()) * m.ne(0).int())
+    .long() + 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVERSIONS))
+def test_conversions_by_composites_equal_the_cpu_in_the_mode(name):
+    fn = CONVERSIONS[name]
+    ids = torch.tensor([[2, 5, 6, 0, 0], [2, 7, 0, 0, 0]], dtype=torch.int32)
+    with torch.inference_mode():
+        expected = fn(ids)
+        got = fn(ids.to("neuron"))
+        assert got.device.type == "neuron" and got.dtype == expected.dtype
+        assert torch.equal(got.cpu(), expected)
+    assert torch.equal((got + 1).cpu(), expected + 1)
+
+
 @pytest.mark.parametrize("device", ["cpu", "neuron"])
 def test_inference_tensors_raise_the_cpus_errors_outside_the_mode(device):
     with torch.inference_mode():
