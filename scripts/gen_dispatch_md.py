@@ -38,8 +38,9 @@ WHY = {
         "SparsePrivateUse1": "sparse neuron tensors refused, naming the layout",
         "SparseCsrPrivateUse1": "sparse neuron tensors refused, naming the layout",
         "Functionalize": "direct *_copy calls on neuron tensors return new contiguous tensors; forward AD's "
-                         "storage-size check (_has_same_storage_numel) answered from the functional wrappers (any "
-                         "other call: the kernel that was there)",
+                         "storage-size check (_has_same_storage_numel) answered from the functional wrappers; "
+                         "a neuron tensor's _to_copy wrapped here, not below (any other call: the kernel that "
+                         "was there)",
         "CPU": "neuron's own ops (namespace neuron), collectives and the tensor assert a program runs: their "
                "host kernels",
         "Meta": "neuron's own ops (namespace neuron), collectives and the tensor assert a program runs: their "
