@@ -9,6 +9,8 @@ input builder.
     model = e.build(seed=0)                     # random weights, on the CPU
     batch = e.batch(model, seed=0)              # inputs and labels for one step
 
+Entries of diffusers and sentence-transformers come from catalog_libs.py.
+
 The heads come from transformers' auto mappings (HEADS). A config is the config
 class's defaults passed through one generic shrinking function (`shrink`: the
 size keys and _SIZES) plus a small per-model override (OVERRIDES); no hub access. Inputs
@@ -428,6 +430,7 @@ class Entry:
     head: str
     class_name: str
     broken: Optional[str] = None   # the CPU error, for a config-broken entry
+    library = "transformers"       # catalog_libs.py's entries name their own
 
     def config_dict(self) -> Dict[str, Any]:
         from transformers import CONFIG_MAPPING
@@ -509,6 +512,11 @@ def entries(include_broken: bool = True) -> List[Entry]:
             classes_seen.add((model_type, cls))
             name = f"{model_type}/{head}"
             found[name] = Entry(name, model_type, head, cls, broken.get(name))
+    import catalog_libs  # tests/zoo is on sys.path (the zoo's scripts put it there)
+
+    for e in catalog_libs.entries():
+        e.broken = broken.get(e.name)
+        found[e.name] = e
     return [found[k] for k in sorted(found) if include_broken or found[k].broken is None]
 
 

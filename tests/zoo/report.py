@@ -166,11 +166,40 @@ def _fmt(x) -> str:
 
 
 def _graphs_per_step(r) -> str:
-    c = r.get("compiles_per_step")
+    """Graphs per training step, or per run of an inference entry (two runs)."""
+    c = r.get("compiles_per_step") or r.get("compiles_per_run")
     if not c:
         return ""
-    d = r.get("disk_hits_per_step") or [0] * len(c)
+    d = r.get("disk_hits_per_step") or r.get("disk_hits_per_run") or [0] * len(c)
     return "/".join(str(a + b) for a, b in zip(c, d))
+
+
+def library_of(name: str) -> str:
+    """catalog_libs names its entries "<library>-<model>/<head>"; the rest are transformers'."""
+    head = name.split("/", 1)[0]
+    for lib in ("diffusers", "sentence_transformers"):
+        if head.startswith(lib + "-"):
+            return lib
+    return "transformers"
+
+
+def render_by_library(results: Dict[str, Any]) -> List[str]:
+    table: Dict[Tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
+    for name, r in results.items():
+        table[(library_of(name), r.get("mode", "train"))][r["status"]] += 1
+    out = ["## By library and mode", "",
+           "Mode: train (3 SGD steps, as above) or infer (catalog_libs.py: a scheduler's sampling loop, or "
+           "sentence-transformers' encode; run twice on neuron, the first run's outputs compared with the CPU's, "
+           "the second's equal to the first's bit for bit, and the second builds no graph).", "",
+           "| library | mode | valid | pass | mismatch | error | crash | config-broken | pass rate |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for (lib, mode), c in sorted(table.items()):
+        valid = sum(c[s] for s in VALID)
+        rate = f"{100.0 * c['pass'] / valid:.1f}%" if valid else "-"
+        out.append(f"| {lib} | {mode} | {valid} | {c['pass']} | {c['mismatch']} | {c['error']} | {c['crash']} | "
+                   f"{c['config-broken']} | {rate} |")
+    out.append("")
+    return out
 
 
 def _fallbacks(r, n=3) -> str:
@@ -363,7 +392,8 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[
     w(f"- transformers {meta.get('transformers')}, torch {meta.get('torch')}; {meta.get('jobs')} jobs, "
       f"timeout {meta.get('timeout_s')} s per entry; wall time {meta.get('wall_s', 0) / 60:.1f} min "
       f"({meta.get('started', '?')} to {meta.get('finished', '?')})")
-    w("- a run: build on the CPU from seed 0, deep-copy to neuron, 3 SGD steps (lr 0.1) on both with the same "
+    w("- a run: build on the CPU from seed 0, deep-copy to neuron, 3 SGD steps (lr 0.1, or 1e-3 for the two "
+      "diffusers UNets that diverge at 0.1) on both with the same "
       "batch; compared: the 3 losses, step-1 logits, every parameter's step-1 gradient by name, every parameter "
       "after step 3")
     builds = collections.Counter(r.get("build") or "not recorded" for r in results.values()
@@ -392,6 +422,7 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[
         w(f"Covering subset ({len(subset)} entries, every trait value at least once): {sub_pass}/{len(sub_valid)} "
           f"pass: " + ", ".join(f"`{n}`" for n in subset) + ".")
     w("")
+    out.extend(render_by_library(results))
     if other is not None:
         out.extend(render_other_level(other))
     if compiled is not None:

@@ -105,7 +105,7 @@ def _to(obj, device):
 def _loss_and_logits(out):
     import torch
 
-    loss = getattr(out, "loss", None)
+    loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
     if loss is None and isinstance(out, (tuple, list)):
         loss = out[0]
     logits = None
@@ -132,7 +132,9 @@ class Phase:
 
 
 def train(model, batch, device: str, phase: Phase, steps: int = STEPS, on_neuron: bool = False, forward=None):
-    """`forward` (default: the model) computes the outputs; parameters are `model`'s."""
+    """`forward` (default: the model) computes the outputs; parameters are `model`'s.
+    The learning rate is LR, or the model's `zoo_lr` (an entry whose tiny model
+    diverges at LR sets it: a diverging run compares only its rounding)."""
     import torch
 
     rec: Dict[str, Any] = {"losses": [], "step_s": [], "step_counters": []}
@@ -140,7 +142,7 @@ def train(model, batch, device: str, phase: Phase, steps: int = STEPS, on_neuron
         import torch_neuron
 
     params_named = dict(model.named_parameters())
-    opt = torch.optim.SGD([p for p in params_named.values() if p.requires_grad], lr=LR)
+    opt = torch.optim.SGD([p for p in params_named.values() if p.requires_grad], lr=getattr(model, "zoo_lr", LR))
     grads = logits = None
     losses = []
     for step in range(steps):
@@ -324,8 +326,70 @@ def cpu_reference(entry, seed: int):
     batch = entry.batch(model, seed)
     ref = copy.deepcopy(model)
     torch.manual_seed(seed)
+    if is_inference(entry):
+        return model, batch, {"outputs": entry.infer(ref, batch, "cpu")}
     rec = train(ref, batch, "cpu", Phase())
     return model, batch, rec
+
+
+def is_inference(entry) -> bool:
+    """An entry whose run is inference (catalog_libs "infer": a sampling loop, encode)."""
+    return getattr(entry, "mode", "train") == "infer"
+
+
+def infer_on_neuron(entry, model, batch, cpu, rtol: float, res: Dict[str, Any], phase: Phase) -> Dict[str, Any]:
+    """An inference entry on neuron: run twice, the first run's outputs compared with
+    the CPU's, the second's with the first's (bit for bit); the second must build no
+    graph (a loop that settles)."""
+    import torch_neuron
+
+    nmodel = copy.deepcopy(model).to("neuron")
+    runs, counters = [], []
+    for i in range(2):
+        phase.name = f"run {i + 1}"
+        before = torch_neuron.metrics.counters()
+        runs.append(entry.infer(nmodel, batch, "neuron", mark_step=torch_neuron.mark_step))
+        after = torch_neuron.metrics.counters()
+        counters.append({k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)})
+    res["compiles_per_run"] = [c.get("graph.compile.count", 0) for c in counters]
+    res["disk_hits_per_run"] = [c.get("cache.disk_hit.count", 0) for c in counters]
+    res["step_counters"] = counters
+    config = torch_neuron.config.current()
+    tiered = config["tiered_compile"] and config["opt_level"] >= 1
+    new_in_second = (counters[1].get("compile.tiered.background.count", 0) if tiered
+                     else res["compiles_per_run"][1]) + res["disk_hits_per_run"][1]
+    res["settled"] = new_in_second == 0
+    worst, failed = None, []
+    scale = max((float(o.abs().max()) for o in cpu["outputs"] if o.is_floating_point() and o.numel()), default=0.0)
+    for i, (a, b) in enumerate(zip(runs[0], cpu["outputs"])):
+        r = compare_tensor(a, b, rtol, scale)
+        if worst is None or r["score"] > worst[1]["score"]:
+            worst = (f"output[{i}]", r)
+        if not r["ok"]:
+            failed.append(f"output[{i}]")
+    same = len(runs[0]) == len(cpu["outputs"]) and all(torch_equal(a, b) for a, b in zip(runs[0], runs[1]))
+    res["max_abs"], res["max_rel"] = worst[1]["max_abs"], worst[1]["max_rel"]
+    res["compare"] = {"ok": not failed and same, "n_tensors": len(cpu["outputs"]), "failed": failed,
+                      "repeatable": same, "max_abs": res["max_abs"], "max_rel": res["max_rel"],
+                      "worst": {"tensor": worst[0], "why": worst[1]["why"], "score": worst[1]["score"]}}
+    if failed:
+        res["status"] = "mismatch"
+        res["mismatch"] = f"{worst[0]}: {worst[1]['why']} ({worst[1]['score']:.3g}x the tolerance)"
+    elif not same:
+        res["status"] = "mismatch"
+        res["mismatch"] = "a second run on neuron gave other outputs than the first"
+    elif not res["settled"]:
+        res["status"] = "mismatch"
+        res["mismatch"] = f"the second run built {new_in_second} new graph(s): compiles did not settle"
+    else:
+        res["status"] = "pass"
+    return res
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
 
 
 # Dynamo's recompile limits, raised: a module whose frames Dynamo recompiles per
@@ -405,7 +469,7 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -
         return res
     res["cpu_s"] = time.perf_counter() - t0
     res["n_params"] = sum(p.numel() for p in model.parameters())
-    res["losses_cpu"] = cpu["losses"]
+    res["losses_cpu"] = cpu.get("losses")
     try:
         import traits
 
@@ -419,6 +483,19 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -
     torch_neuron.metrics.reset()
     phase = Phase()
     t1 = time.perf_counter()
+    if is_inference(entry):
+        res["mode"] = "infer"
+        if compile:
+            raise ValueError(f"{entry.name} is an inference entry: they run lazily only (runner.py leaves "
+                             "them out of --compile sweeps)")
+        try:
+            infer_on_neuron(entry, model, batch, cpu, rtol, res, phase)
+        except Exception as e:
+            res.update(status="error", error=_error_info(e, phase),
+                       fallback_ops=torch_neuron.metrics.fallback_counts())
+        res["neuron_s"] = time.perf_counter() - t1
+        res["fallback_ops"] = torch_neuron.metrics.fallback_counts()
+        return res
     try:
         phase.name = "to(neuron)"
         nmodel = copy.deepcopy(model).to("neuron")

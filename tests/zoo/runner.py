@@ -147,8 +147,11 @@ def main(argv=None) -> int:
 
     all_entries = catalog.entries()
     subset = traits.select_covering(traits.load_all())
+    # Inference entries (catalog_libs "infer": sampling loops, encode) run lazily only:
+    # --compile compiles a training step's forward.
     chosen = [e for e in all_entries if (not args.subset or e.name in subset)
-              and (not args.pattern or re.search(args.pattern, e.name))]
+              and (not args.pattern or re.search(args.pattern, e.name))
+              and not (args.compile and getattr(e, "mode", "train") == "infer")]
     results: Dict[str, Any] = {}
     meta: Dict[str, Any] = {}
     if args.resume and os.path.exists(args.out):

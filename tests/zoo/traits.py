@@ -17,6 +17,9 @@ Traits (each a set of values; a model may have several per dimension):
   mlp        gelu, relu, silu, tanh, gated (SwiGLU/GeGLU), moe, none
   structure  decoder, encoder, encoder-decoder
   head       the entry's head (causal_lm, masked_lm, seq2seq_lm, seq_cls, ...)
+  library    diffusers or sentence_transformers (catalog_libs.py); transformers
+             entries have none. Those entries also use structure values unet,
+             autoencoder, diffusion-transformer, scheduler-loop, and norm adaptive-norm
 
 The heuristics are deliberately plain (module class names, config fields); a
 wrong trait costs coverage, not correctness: every entry is still compared.
@@ -38,7 +41,7 @@ sys.path.insert(0, HERE)
 import catalog  # noqa: E402
 
 TRAITS_JSON = os.path.join(HERE, "traits.json")
-DIMENSIONS = ("front_end", "attention", "position", "norm", "mlp", "structure", "head")
+DIMENSIONS = ("front_end", "attention", "position", "norm", "mlp", "structure", "head", "library")
 
 _MIXERS = (  # module class-name fragment -> attention trait
     ("Mamba", "ssm"), ("SSM", "ssm"), ("Ssm", "ssm"), ("Mixer", "ssm"), ("S4", "ssm"),
@@ -94,7 +97,13 @@ def _act_kind(act) -> Optional[str]:
 
 def classify(entry, model, batch_keys: Optional[Iterable[str]] = None) -> Dict[str, List[str]]:
     """Traits of one entry, from its (built) model and the names of its batch's inputs
-    (a multimodal model fed text only is "multimodal-text-only": its tower is not run)."""
+    (a multimodal model fed text only is "multimodal-text-only": its tower is not run).
+    Entries of other libraries (catalog_libs) are classified there; transformers
+    entries have no "library" value, so adding that dimension changed none of theirs."""
+    if getattr(entry, "library", "transformers") != "transformers":
+        import catalog_libs
+
+        return catalog_libs.classify(entry, model)
     config = model.config
     names = [type(m).__name__ for m in model.modules()]
     name_set = set(names)
@@ -251,11 +260,14 @@ def classify(entry, model, batch_keys: Optional[Iterable[str]] = None) -> Dict[s
 # All entries' traits, cached in traits.json.
 
 def catalog_fingerprint() -> str:
-    """Changes when the catalog does: its source files and the transformers version."""
+    """Changes when the catalog does: its source files and the libraries' versions."""
+    import diffusers
+    import sentence_transformers
     import transformers
 
-    h = hashlib.sha256(transformers.__version__.encode())
-    for name in ("catalog.py", "inputs.py", "traits.py", "config_broken.json"):
+    h = hashlib.sha256(" ".join((transformers.__version__, diffusers.__version__,
+                                 sentence_transformers.__version__)).encode())
+    for name in ("catalog.py", "catalog_libs.py", "inputs.py", "traits.py", "config_broken.json"):
         path = os.path.join(HERE, name)
         if os.path.exists(path):
             with open(path, "rb") as f:
