@@ -32,7 +32,8 @@ WHY = {
                        "from the neuron generator; integer histc as CUDA bins it; the composites below, for "
                        "inference_mode",
         "AutogradPrivateUse1": "fused LSTM/GRU cells, ctc_loss with CPU lengths and foreach ops with packed "
-                               "scalars, composed of neuron ops; the fused optimizer steps traced as one op",
+                               "scalars, composed of neuron ops; the fused optimizer steps traced as one op; "
+                               "linalg.eig/eigh with the eigenvector phase check ATen skips for neuron tensors",
         "AutocastPrivateUse1": "autocast for device_type=\"neuron\" (ATen's shared lists)",
         "QuantizedPrivateUse1": "quantized neuron tensors refused, naming the dtype",
         "SparsePrivateUse1": "sparse neuron tensors refused, naming the layout",

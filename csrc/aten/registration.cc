@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "aten/autocast.h"
+#include "aten/backward_checks.h"
 #include "aten/composite_kernels.h"
 #include "aten/forward_ad.h"
 #include "aten/view_copies.h"
@@ -86,6 +87,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   RegisterComposites(m);  // differentiated through the neuron ops they call
+  // linalg.eig/eigh: the eigenvectors' phase check ATen skips for neuron tensors (backward_checks.h).
+  RegisterEigenvectorPhaseChecks(m);
   // Fused optimizer steps as one traced node each (lazy/fused_optimizers.h).
   m.impl("_fused_adam_", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());
   m.impl("_fused_adam_.tensor_lr", CppFunction::makeFromBoxedFunction<&lazy::FusedStepOnNeuron>());

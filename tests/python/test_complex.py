@@ -83,3 +83,47 @@ def test_complex_tensors_print_save_and_load():
     for location, device in ((None, "neuron:0"), ("cpu", "cpu")):
         loaded = torch.load(io.BytesIO(buffer.getvalue()), map_location=location)["z"]
         assert loaded.device == torch.device(device) and torch.equal(loaded.cpu(), a)
+
+
+def _eigenvectors(op, a):
+    if op == "eig":
+        return torch.linalg.eig(a).eigenvectors
+    return torch.linalg.eigh(a + a.mH).eigenvectors
+
+
+def _backward_error(loss_fn, a):
+    """The error the backward of loss_fn(a) raises, with the forward passing."""
+    a = a.clone().requires_grad_()
+    loss = loss_fn(a)
+    with pytest.raises(RuntimeError) as err:
+        loss.backward()
+    return str(err.value)
+
+
+@pytest.mark.parametrize("op", ["eig", "eigh"])
+def test_a_loss_depending_on_the_eigenvectors_phase_is_refused_as_on_the_cpu(op):
+    # ATen skips this check for tensors it counts as subclasses, which every
+    # neuron tensor is (a functional wrapper); neuron makes it itself.
+    torch.manual_seed(0)
+    a = torch.randn(3, 3, dtype=torch.complex64)
+
+    def loss(x):
+        return _eigenvectors(op, x).sum().abs()
+
+    expected = _backward_error(loss, a)
+    assert expected.startswith(f"linalg_{op}_backward: The eigenvectors in the complex case")
+    assert _backward_error(loss, a.to("neuron")) == expected
+
+
+@pytest.mark.parametrize("op", ["eig", "eigh"])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float64])
+def test_a_phase_invariant_eigenvector_loss_has_the_cpus_gradient(op, dtype):
+    torch.manual_seed(1)
+    a = torch.randn(2, 4, 4, dtype=dtype)
+    grads = []
+    for device in ("cpu", "neuron"):
+        x = a.to(device).detach().requires_grad_()
+        vectors = _eigenvectors(op, x)
+        (vectors.abs() ** 3).sum().backward()
+        grads.append(x.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
