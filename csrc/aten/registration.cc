@@ -23,6 +23,7 @@
 #include "aten/autocast.h"
 #include "aten/backward_checks.h"
 #include "aten/composite_kernels.h"
+#include "aten/determinants.h"
 #include "aten/forward_ad.h"
 #include "aten/view_copies.h"
 #include "lazy/aten_copy.h"
@@ -82,6 +83,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(lazy::NativeDropout));
   // Integers binned as CUDA bins them (lazy/dtype_widening.h).
   m.impl("histc", CppFunction::makeFromBoxedFunction<&lazy::HistcOfIntegers>());
+  // Determinants factored as their backward reads the factors (determinants.h).
+  m.impl("_linalg_det", TORCH_FN(LinalgDet));
+  m.impl("_linalg_slogdet", TORCH_FN(LinalgSlogdet));
   RegisterComposites(m);  // also here: inference_mode skips the autograd keys
 }
 

@@ -176,3 +176,61 @@ def test_resize_and_resize_as_of_a_tensor_made_from_data_act_as_on_the_cpu(resiz
     cpu, dev = resize(torch.tensor(data)), resize(torch.tensor(data, device="neuron"))
     assert (dev.shape, dev.stride(), dev.storage_offset()) == (cpu.shape, cpu.stride(), cpu.storage_offset())
     assert torch.equal(dev.cpu().flatten()[:min(6, cpu.numel())], cpu.flatten()[:min(6, cpu.numel())])
+
+
+def _svd_vh(a):
+    return torch.linalg.svd(a)[2]
+
+
+# Inputs whose layout the kernels that pick A or A^T by contiguity see
+# differently from the backward formula: a transposed view, and an svd result
+# (laid out by LAPACK) still inside the same graph (real only: a complex
+# svd's vectors are defined up to a phase, which these losses depend on).
+@pytest.mark.parametrize(
+    "layout, dtype",
+    [
+        (lambda a: a, torch.float64),
+        (lambda a: a.mT, torch.float64),
+        (_svd_vh, torch.float64),
+        (lambda a: a, torch.complex128),
+        (lambda a: a.mT, torch.complex128),
+    ],
+    ids=["plain", "transposed", "svd_vh", "plain-complex", "transposed-complex"],
+)
+@pytest.mark.parametrize("op", ["det", "slogdet", "solve"])
+def test_determinant_and_solve_gradients_match_the_cpu_whatever_the_inputs_layout(layout, dtype, op):
+    torch.manual_seed(0)
+    a0 = torch.randn(2, 3, 3, dtype=dtype)
+    b0 = torch.randn(2, 3, 2, dtype=dtype)
+
+    def run(device):
+        a = a0.to(device).requires_grad_()
+        m = layout(a)
+        if op == "det":
+            out = torch.linalg.det(m)
+        elif op == "slogdet":
+            sign, logabsdet = torch.linalg.slogdet(m)
+            out = logabsdet + sign.real if dtype.is_complex else logabsdet * sign
+        else:
+            out = torch.linalg.solve(m, b0.to(device))
+        (grad,) = torch.autograd.grad(out.abs().sum(), a)
+        return out.detach().cpu(), grad.cpu()
+
+    (out, grad), (out_n, grad_n) = run("cpu"), run("neuron")
+    torch.testing.assert_close(out_n, out)
+    torch.testing.assert_close(grad_n, grad)
+
+
+def test_determinants_of_singular_empty_and_bad_inputs_match_the_cpu():
+    cases = [torch.tensor([[1.0, 2.0], [2.0, 4.0]]), torch.zeros(3, 0, 0), torch.eye(3)[[2, 0, 1]]]
+    for a in cases:
+        torch.testing.assert_close(torch.linalg.det(a.to("neuron")).cpu(), torch.linalg.det(a))
+        for got, want in zip(torch.linalg.slogdet(a.to("neuron")), torch.linalg.slogdet(a)):
+            torch.testing.assert_close(got.cpu(), want)
+    for bad in [torch.randn(2, 3), torch.randn(3), torch.ones(2, 2, dtype=torch.int64)]:
+        for fn in (torch.linalg.det, torch.linalg.slogdet):
+            with pytest.raises(RuntimeError) as cpu_error:
+                fn(bad)
+            with pytest.raises(RuntimeError) as neuron_error:
+                fn(bad.to("neuron"))
+            assert str(neuron_error.value) == str(cpu_error.value)
