@@ -135,13 +135,15 @@ constexpr std::array<std::string_view, 8> kProbesRandomParameters = {
     "aten::random_",    "aten::uniform_", "aten::normal_",     "aten::exponential_",
     "aten::geometric_", "aten::cauchy_",  "aten::log_normal_", "aten::bernoulli_"};
 
-// bernoulli(x, p)'s probability is checked as bernoulli_'s.
-constexpr std::array<std::string_view, 11> kProbesOnCpu = {
-    "aten::add",   "aten::add_",         "aten::sub",       "aten::sub_", "aten::rsub", "aten::complex",
-    "aten::polar", "aten::searchsorted", "aten::bernoulli", "aten::celu", "aten::celu_"};
+// bernoulli(x, p)'s probability is checked as bernoulli_'s. addcdiv_'s Meta
+// kernel (a Python one) refuses integer division with its message's parts as
+// a tuple; the CPU's words come from the probe.
+constexpr std::array<std::string_view, 12> kProbesOnCpu = {
+    "aten::add",   "aten::add_",         "aten::sub",       "aten::sub_", "aten::rsub",  "aten::complex",
+    "aten::polar", "aten::searchsorted", "aten::bernoulli", "aten::celu", "aten::celu_", "aten::addcdiv_"};
 
-constexpr std::array<std::string_view, 5> kProbeByKinds = {"aten::add", "aten::add_", "aten::sub",
-                                                           "aten::sub_", "aten::rsub"};
+constexpr std::array<std::string_view, 6> kProbeByKinds = {"aten::add",  "aten::add_", "aten::sub",
+                                                           "aten::sub_", "aten::rsub", "aten::addcdiv_"};
 
 // (This Abseil's string_view is its own type: std::string_view is converted.)
 absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), s.size()); }

@@ -529,6 +529,18 @@ def test_add_and_sub_refuse_what_the_cpu_refuses_at_the_call(call):
 
 
 @pytest.mark.parametrize("call", [
+    pytest.param(lambda d: _I64.to(d).addcdiv_(_I64.to(d), _I64.to(d)), id="in_place"),
+    pytest.param(lambda d: torch.addcdiv(_I64.to(d), _I64.to(d), _I64.to(d)), id="functional"),
+    pytest.param(lambda d: torch.addcdiv(_I64.to(d), _I64.to(d), _I64.to(d), out=_I64.to(d)), id="out"),
+    pytest.param(lambda d: _F32.to(d).addcdiv_(_F32.to(d), _F32.to(d), value=2).cpu(), id="floats_are_fine"),
+])
+def test_integer_addcdiv_is_refused_in_the_cpus_words(call):
+    # addcdiv_'s Python Meta kernel words it as a tuple of its sentences.
+    cpu, neuron = _outcomes(call)
+    assert neuron == cpu
+
+
+@pytest.mark.parametrize("call", [
     pytest.param(lambda d: torch._foreach_sub([_B2.to(d)], 1), id="bool_minus_a_number"),
     pytest.param(lambda d: torch._foreach_sub([_B2.to(d)], [_B2.to(d)]), id="bool_minus_bool"),
     pytest.param(lambda d: torch._foreach_sub([_B2.to(d)], [2]), id="bool_minus_a_number_of_a_list"),
