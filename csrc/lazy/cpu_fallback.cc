@@ -10,6 +10,7 @@
 #include "lazy/bridge.h"
 #include "lazy/graph_executor.h"
 #include "lazy/layouts.h"
+#include "lazy/map_tensors.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_observer.h"
 #include "base/dtypes.h"
@@ -136,7 +137,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
         if (LazyTensorPtr l = TryGetLazy(t)) t = ToCpu(l, t);
       }
       v = tensors;
-    } else if (v.isOptionalTensorList()) {
+    } else if (IsOptionalTensorListLike(v)) {
       c10::List<std::optional<at::Tensor>> list;
       for (const c10::IValue& e : v.toListRef()) {
         if (e.isTensor()) {

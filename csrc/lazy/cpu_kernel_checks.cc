@@ -105,13 +105,16 @@ void IndexPut(const CallArgs& c) {
               "Index put requires the source and destination dtypes match, got ",
               c10::toString(self.scalar_type()), " for the destination and ",
               c10::toString(values->scalar_type()), " for the source.");
-  const c10::List<std::optional<at::Tensor>> indices = c.Get("indices")->toOptionalTensorList();
+  // Read as IValues: TorchScript passes the indices as a generic list.
+  c10::List<std::optional<at::Tensor>> indices;
   std::vector<at::Tensor> tensors;
-  for (const std::optional<at::Tensor>& i : indices) {
-    if (!i.has_value() || !i->defined()) continue;
+  for (const c10::IValue& e : c.Get("indices")->toListRef()) {
+    indices.push_back(e.isTensor() ? std::optional<at::Tensor>(e.toTensor()) : std::nullopt);
+    if (!e.isTensor() || !e.toTensor().defined()) continue;
+    const at::Tensor& i = e.toTensor();
     // Masks: the result's shape is their count of True, known when the graph runs.
-    if (i->scalar_type() == c10::kBool || i->scalar_type() == c10::kByte) return;
-    tensors.push_back(*i);
+    if (i.scalar_type() == c10::kBool || i.scalar_type() == c10::kByte) return;
+    tensors.push_back(i);
   }
   if (tensors.empty()) return;
   size_t rank = 0;

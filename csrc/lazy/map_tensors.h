@@ -11,6 +11,24 @@
 
 namespace torch_neuron::lazy {
 
+// A list of optional tensors, also as TorchScript passes one (x[mask] = v in a
+// scripted function): a generic list whose element type is another instance
+// of Optional[Tensor], so isOptionalTensorList() is false and
+// toOptionalTensorList() asserts. Its elements are tensors or None.
+inline bool IsOptionalTensorListLike(const c10::IValue& v) {
+  if (v.isOptionalTensorList()) return true;
+  if (!v.isList() || v.isTensorList()) return false;
+  bool tensor = false;
+  for (const c10::IValue& e : v.toListRef()) {
+    if (e.isTensor()) {
+      tensor = true;
+    } else if (!e.isNone()) {
+      return false;
+    }
+  }
+  return tensor;
+}
+
 // `v` with `f` applied to each tensor it holds (a tensor, a list, a list of
 // optional tensors); another value as it is.
 template <typename F>
@@ -21,7 +39,7 @@ c10::IValue MapTensors(const c10::IValue& v, F&& f) {
     for (at::Tensor& t : list) t = f(t);
     return list;
   }
-  if (v.isOptionalTensorList()) {
+  if (IsOptionalTensorListLike(v)) {
     c10::List<std::optional<at::Tensor>> list;
     for (const c10::IValue& e : v.toListRef()) {
       list.push_back(e.isTensor() ? std::optional<at::Tensor>(f(e.toTensor())) : std::nullopt);

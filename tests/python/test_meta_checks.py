@@ -363,6 +363,33 @@ def test_index_put_refuses_shapes_that_do_not_broadcast_at_the_call(call):
     assert neuron == cpu
 
 
+def _scripted_mask_assign(x, value: float):
+    x[x < 50] = value
+    return x
+
+
+def _scripted_index_assign(x, rows, value):
+    x[rows, None] = value
+    return x
+
+
+def test_index_put_from_torchscript_checks_and_computes_as_on_the_cpu():
+    # TorchScript passes the indices as a generic list (not an optional-tensor
+    # list), which the index_put check read with an assert.
+    mask_assign = torch.jit.script(_scripted_mask_assign)
+    index_assign = torch.jit.script(_scripted_index_assign)
+    data = torch.arange(100, dtype=torch.float).view(10, 10)
+    rows = torch.tensor([1, 3])
+    expected = mask_assign(data.clone(), 1.0)
+    torch.testing.assert_close(mask_assign(data.clone().to(DEV), 1.0).cpu(), expected)
+    expected = index_assign(data.clone(), rows, torch.ones(2, 1, 10))
+    torch.testing.assert_close(index_assign(data.clone().to(DEV), rows.to(DEV), torch.ones(2, 1, 10, device=DEV)).cpu(),
+                               expected)
+    cpu, neuron = _outcomes(lambda d: index_assign(data.clone().to(d), rows.to(d), torch.ones(3, 1, 10, device=d)))
+    assert "shape mismatch: value tensor of shape [3, 1, 10] cannot be broadcast" in cpu
+    assert neuron == cpu
+
+
 def _runs_python_meta(call):
     """Whether PyTorch's Python Meta kernels (torch._refs, _meta_registrations) run in call()."""
     return len(python_calls(call, lambda filename: any(f in filename for f in PYTHON_META_FILES))) > 0
