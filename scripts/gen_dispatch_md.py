@@ -29,7 +29,7 @@ OWN_KEYS = ("PrivateUse1", "AutogradPrivateUse1", "AutocastPrivateUse1", "Quanti
 WHY = {
     "csrc/aten/registration.cc": {
         "PrivateUse1": "the generic tracer (fallback); copies across the device boundary and reads; dropout drawn "
-                       "from the neuron generator; integer histc as CUDA bins it; determinants factored as their "
+                       "from the neuron generator; normal's std tensor checked at the call; integer histc as CUDA bins it; determinants factored as their "
                        "backward reads the factors; the composites below, for "
                        "inference_mode",
         "AutogradPrivateUse1": "fused LSTM/GRU cells, ctc_loss with CPU lengths and foreach ops with packed "

@@ -81,6 +81,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("resize_", TORCH_FN(lazy::Resize));
   // Dropout drawn from the neuron generator (lazy/aten_random.h).
   m.impl("native_dropout", TORCH_FN(lazy::NativeDropout));
+  // normal with a tensor std: its values checked at the call, as CUDA checks them (lazy/aten_random.h).
+  for (const char* normal : {"normal.Tensor_Tensor", "normal.float_Tensor", "normal.Tensor_Tensor_out",
+                             "normal.float_Tensor_out"}) {
+    m.impl(normal, CppFunction::makeFromBoxedFunction<&lazy::NormalWithStdTensor>());
+  }
   // Integers binned as CUDA bins them (lazy/dtype_widening.h).
   m.impl("histc", CppFunction::makeFromBoxedFunction<&lazy::HistcOfIntegers>());
   // Determinants factored as their backward reads the factors (determinants.h).

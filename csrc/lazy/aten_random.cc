@@ -6,14 +6,18 @@
 // torch.manual_seed and the device generator's state, and draws the masks a CPU
 // run with the same seed draws.
 #include <ATen/ops/bernoulli.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/min.h>
 #include <ATen/ops/clone.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/mul.h>
+#include <c10/util/Exception.h>
 #include <ATen/ops/ones_like.h>
 
 #include <tuple>
 
 #include "lazy/aten_random.h"
+#include "lazy/tracer.h"
 
 namespace torch_neuron::lazy {
 
@@ -27,6 +31,20 @@ std::tuple<at::Tensor, at::Tensor> NativeDropout(const at::Tensor& input, double
   at::Tensor mask = at::bernoulli(at::empty_like(input, bool_options), keep);
   at::Tensor output = at::mul(at::mul(input, mask), scale);
   return {output, mask};
+}
+
+void NormalWithStdTensor(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const size_t base = stack->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    if (arguments[i].name() != "std" || !v.isTensor()) continue;
+    const at::Tensor& std = v.toTensor();
+    TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+    TORCH_CHECK(std.numel() == 0 || at::min(std).ge(0).item<bool>(),
+                "normal expects all elements of std >= 0.0");
+  }
+  TraceOp(op, stack);
 }
 
 }  // namespace torch_neuron::lazy

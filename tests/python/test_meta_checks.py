@@ -307,6 +307,30 @@ def test_random_past_a_floats_exact_integers_warns_at_every_call_as_on_the_cpu()
     assert all(messages[DEV, call] == messages["cpu", call] != set() for call in range(3))
 
 
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, -1.0, 2.0], device=d)),
+                 id="tensor_mean_tensor_std"),
+    pytest.param(lambda d: torch.normal(0.0, torch.tensor([-1.0], device=d)), id="float_mean_tensor_std"),
+    pytest.param(lambda d: torch.normal(0.0, torch.tensor([-1.0], device=d), out=torch.empty(1, device=d)),
+                 id="out"),
+    pytest.param(lambda d: torch.normal(0.0, torch.ones(2, dtype=torch.complex64, device=d)), id="complex_std"),
+])
+def test_normal_refuses_a_negative_std_tensor_at_the_call(call):
+    # Accepted at the call, the draw failed at the next sync, in another line.
+    cpu, neuron = _outcomes(call)
+    assert cpu.startswith("RuntimeError: normal expects")
+    assert neuron == cpu
+    assert torch.ones(2, device=DEV).sum().item() == 2.0  # nothing bad left pending
+
+
+def test_normal_with_a_std_tensor_draws_the_cpus_values():
+    draws = []
+    for device in ("cpu", DEV):
+        torch.manual_seed(3)
+        draws.append(torch.normal(torch.zeros(5, device=device), torch.arange(5.0, device=device)).cpu())
+    torch.testing.assert_close(draws[1], draws[0])
+
+
 def test_checks_of_random_ops_leave_the_users_generators_alone():
     torch.manual_seed(3)
     expected = torch.rand(4)
