@@ -116,7 +116,10 @@ void IndexPut(const CallArgs& c) {
     if (i.scalar_type() == c10::kBool || i.scalar_type() == c10::kByte) return;
     tensors.push_back(i);
   }
-  if (tensors.empty()) return;
+  // Without index tensors the indexing result is self: with accumulate the CPU
+  // checks that the values broadcast to it (without, its kernel fails its own way).
+  const c10::IValue* accumulate = c.Get("accumulate");
+  if (tensors.empty() && !(accumulate != nullptr && accumulate->isBool() && accumulate->toBool())) return;
   size_t rank = 0;
   for (const at::Tensor& t : tensors) rank = std::max(rank, static_cast<size_t>(t.dim()));
   std::vector<int64_t> shape(rank, 1);
@@ -146,6 +149,29 @@ void IndexPut(const CallArgs& c) {
   }
   TORCH_CHECK(fits, "shape mismatch: value tensor of shape ", value,
               " cannot be broadcast to indexing result of shape ", result.sizes());
+}
+
+// An index tensor with elements into a dim of size 0: the CPU kernel's bounds
+// check refuses any index there, whatever its values.
+void IndexIntoEmptyDim(const CallArgs& c) {
+  const at::Tensor& self = c.At(0).toTensor();
+  const c10::IValue* indices = c.Get("indices");
+  if (indices == nullptr || !indices->isList()) return;
+  int64_t dim = 0;
+  for (const c10::IValue& e : indices->toListRef()) {
+    if (!e.isTensor() || !e.toTensor().defined()) {
+      ++dim;
+      continue;
+    }
+    const at::Tensor& i = e.toTensor();
+    if (i.scalar_type() == c10::kBool || i.scalar_type() == c10::kByte) {
+      dim += i.dim();  // a mask spans as many dims as it has
+      continue;
+    }
+    TORCH_CHECK_INDEX(dim >= self.dim() || self.size(dim) != 0 || i.numel() == 0,
+                      "index is out of bounds for dimension with size 0");
+    ++dim;
+  }
 }
 
 // searchsorted and bucketize copy non-contiguous arguments on the CPU and warn
@@ -274,6 +300,7 @@ constexpr Named kChecks[] = {
     {"clamp", &Clamp},
     {"pow", &Pow},
     {"randperm", &Randperm},
+    {"index", &IndexIntoEmptyDim},
     {"index_put", &IndexPut},
     {"_index_put_impl", &IndexPut},
     {"searchsorted", &Searchsorted},

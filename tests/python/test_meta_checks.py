@@ -366,6 +366,14 @@ _X34 = torch.zeros(3, 4)
 
 
 @pytest.mark.parametrize("call", [
+    pytest.param(lambda d: torch.rand([], device=d).index_put([], torch.tensor([1.0], device=d), True),
+                 id="no_index_tensors_accumulating_values_of_another_shape"),
+    pytest.param(lambda d: torch.empty(10, 0, device=d)[:, [0, 1]], id="index_into_a_dim_of_size_0"),
+    pytest.param(lambda d: torch.empty(10, 0, device=d)[torch.tensor([True] * 10, device=d), [0]],
+                 id="index_into_a_dim_of_size_0_after_a_mask"),
+    pytest.param(lambda d: torch.empty(10, 0, device=d)[:, torch.empty(0, dtype=torch.long, device=d)].cpu(),
+                 id="an_empty_index_into_a_dim_of_size_0_is_fine"),
+    pytest.param(lambda d: torch.empty(0, 3, device=d)[[], [0]].cpu(), id="an_empty_index_broadcast_is_fine"),
     pytest.param(lambda d: _X34.to(d).index_put_((torch.tensor([0, 1], device=d), torch.tensor([0, 1, 2], device=d)),
                                                  torch.tensor(1.0, device=d)), id="indices_do_not_broadcast"),
     pytest.param(lambda d: _X34.to(d).index_put_((torch.tensor([0, 1], device=d),), torch.ones(5, 1, 4, device=d)),
