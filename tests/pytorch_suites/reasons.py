@@ -52,10 +52,6 @@ EXPECTED_FAILURES = [
      "the test counts warnings: index_put_'s uint8-mask deprecation warning is raised where the "
      "graph runs (on the device thread, printed to stderr) instead of at the call, so Python "
      "sees one of the CPU's two warnings; the values are right"),
-    ("test_indexing.py", "test_index_put_accumulate_empty_neuron", "*RuntimeError not raised*",
-     "index_put_'s value-shape check for empty indices lives in the CPU kernel, not the Meta "
-     "kernel: neuron raises the CPU's error when the graph runs (at the next sync), not at the "
-     "call"),
     ("test_reductions.py", "test_dim_ndim_limit_*", "*RuntimeError not raised*",
      "the CPU's reductions refuse a tensor of more than 64 dims (a limit of their dim mask) in the "
      "kernel, not in the Meta kernel: neuron raises the CPU's error when the graph runs (at the next "
@@ -81,16 +77,6 @@ EXPECTED_FAILURES = [
      "length values: segment_reduce's 'Expected all rows of lengths along axis to sum to "
      "data.size(...)' (unsafe=False) is raised when the graph runs (at the next sync), not at the "
      "call"),
-    ("test_tensor_creation_ops.py", "test_normal_std_error_neuron", "*RuntimeError not raised*",
-     "tensor values: 'normal expects all elements of std >= 0.0' (std given as a tensor) is raised "
-     "when the graph runs (at the next sync), not at the call"),
-    ("test_tensor_creation_ops.py", "test_rand_neuron_complex*", "*normal expects all elements of std*",
-     "not this test's error: test_normal_std_error (run before it in the same process) leaves "
-     "torch.normal(input, std) with a negative std tensor traced; its graph fails at the next "
-     "sync, which is this test's first"),
-    ("test_indexing.py", "test_empty_ndim_index_neuron", "*IndexError not raised*",
-     "indexing a dim of size 0: the check lives in the CPU kernel (index), not in its Meta kernel, "
-     "so it is raised when the graph runs (at the next sync), not at the call"),
     # Tests that expect CUDA's behaviour on every device but the CPU.
     ("nn/test_embedding.py", "test_EmbeddingBag_per_sample_weights_failures_*", "*expected scalar type*",
      "the test expects CUDA's wording ('expected scalar type') on devices other than the CPU; "
@@ -112,10 +98,6 @@ EXPECTED_FAILURES = [
     ("test_linalg.py", "test_inv_ex_singular_neuron_*", "*_LinAlgError not raised*",
      "input values: inv_ex(check_errors=True) of a singular matrix raises the CPU's _LinAlgError "
      "when the graph runs (at the next sync), not at the call"),
-    ("test_type_promotion.py", "test_integer_addcdiv_deprecated_*", "*Integer division*",
-     "upstream: PyTorch's Python Meta kernel of addcdiv_ builds its message as a tuple of strings "
-     "(torch/_meta_registrations.py), so the in-place form's error reads \"('Integer division ...', "
-     "...)\"; the functional form's and the CPU's words are the same"),
     # Decisions and limits of a functionalizing device.
     ("*", "*", "RuntimeError: *(*): the out= argument * is a view of shape *",
      "an out= view that the result must grow (values[::2] of 3 elements for 6 results) is refused at "
