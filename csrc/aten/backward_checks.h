@@ -9,7 +9,11 @@
 // linalg.eig and linalg.eigh): a loss of complex eigenvectors must not depend
 // on their phase (Im diag(V^H gV) == 0). svd_backward makes its phase check
 // unconditionally, so it raises on neuron already; the other guards choose an
-// out-of-place form of the same formula.
+// out-of-place form or another formula for the same gradient (prod, cumprod,
+// max/min ties, index, take, masked_select, det's second derivative through
+// an SVD), which neuron gives as the CPU does. Elsewhere in ATen the same test
+// changes behaviour in ctc_loss with length tensors (composite_kernels.h) and
+// composite out= kernels (lazy/out_checks.cc), handled there.
 //
 // The kernels here run the autograd kernel that was there (the generated one)
 // and, when the eigenvectors are complex and require grad, hook the check on
