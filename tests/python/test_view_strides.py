@@ -227,7 +227,9 @@ def test_determinants_of_singular_empty_and_bad_inputs_match_the_cpu():
         torch.testing.assert_close(torch.linalg.det(a.to("neuron")).cpu(), torch.linalg.det(a))
         for got, want in zip(torch.linalg.slogdet(a.to("neuron")), torch.linalg.slogdet(a)):
             torch.testing.assert_close(got.cpu(), want)
-    for bad in [torch.randn(2, 3), torch.randn(3), torch.ones(2, 2, dtype=torch.int64)]:
+    bad_inputs = [torch.randn(2, 3), torch.randn(3), torch.ones(2, 2, dtype=torch.int64),
+                  torch.ones(2, 2, dtype=torch.bfloat16), torch.ones(2, 2, dtype=torch.float16)]
+    for bad in bad_inputs:
         for fn in (torch.linalg.det, torch.linalg.slogdet):
             with pytest.raises(RuntimeError) as cpu_error:
                 fn(bad)
