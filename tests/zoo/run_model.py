@@ -460,7 +460,7 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -
     rtol = tolerance(level)
     res: Dict[str, Any] = {"name": entry.name, "model_type": entry.model_type, "head": entry.head,
                            "class": entry.class_name, "opt_level": level, "rtol": rtol,
-                           "seed": seed, "compile": compile}
+                           "seed": seed, "compile": compile, "mode": getattr(entry, "mode", "train")}
     t0 = time.perf_counter()
     try:
         model, batch, cpu = cpu_reference(entry, seed)
@@ -484,7 +484,6 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -
     phase = Phase()
     t1 = time.perf_counter()
     if is_inference(entry):
-        res["mode"] = "infer"
         if compile:
             raise ValueError(f"{entry.name} is an inference entry: they run lazily only (runner.py leaves "
                              "them out of --compile sweeps)")

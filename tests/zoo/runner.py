@@ -185,7 +185,7 @@ def main(argv=None) -> int:
             results[e.name] = {"name": e.name, "model_type": e.model_type, "head": e.head, "class": e.class_name,
                                "status": "config-broken", "cpu_error": {"message": e.broken, "type": e.broken.split(":")[0],
                                                                        "where": ""},
-                               "from_catalog": True}
+                               "mode": getattr(e, "mode", "train"), "from_catalog": True}
             continue
         todo.append(e)
     if args.limit is not None:
