@@ -104,7 +104,11 @@ class _GraphRunner:
         if device < 0:
             return self._run_op_by_op(args)
         graph = _C._CompiledGraph()
-        graph.begin_trace(device, tensors, self.size_generic)
+        # The tensors to trace on: a view among the inputs gets a stand-in
+        # over its own buffer (a view read in the trace could be regenerated
+        # from its base and keep the base's buffer as a constant, issue 47).
+        traced = iter(graph.begin_trace(device, tensors, self.size_generic))
+        args = [next(traced) if isinstance(a, torch.Tensor) else a for a in args]
         try:
             outputs = self.program_gm(*args)
         except BaseException as error:

@@ -44,6 +44,7 @@ void CompiledGraph::Clear() {
   size_generic_ = false;
   before_.clear();
   traced_inputs_.clear();
+  originals_.clear();
   record_ = lazy::StepRecord();
   inputs_.clear();
   input_links_.clear();
@@ -86,7 +87,8 @@ std::vector<int> CompiledGraph::AliasPattern(const std::vector<lazy::LazyTensorP
   return pattern;
 }
 
-void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs, bool size_generic) {
+std::vector<at::Tensor> CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs,
+                                                  bool size_generic) {
   TORCH_CHECK(!tracing_ && !traced_, "this compiled graph was traced already");
   Clear();
   device_ = device;
@@ -105,8 +107,24 @@ void CompiledGraph::BeginTrace(int device, const std::vector<at::Tensor>& inputs
   tracing_ = true;
   size_generic_ = size_generic;
   previous_size_generic_ = lazy::SetSizeGenericTrace(size_generic);
+  // A functional view (a slice of a parameter, an expert's weights) is traced
+  // through a stand-in over its own buffer: the view itself, read in the
+  // trace, may be regenerated from its base (functionalization replays its
+  // view ops on the base's value), which would read the base's buffer, not
+  // the input's, and keep it in the program as a constant: later calls would
+  // read the base as it was at the trace (issue 47). What the graph writes
+  // into a stand-in goes back into the view at EndTrace, as Run writes it.
+  std::vector<at::Tensor> traced = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!at::functionalization::impl::isFunctionalTensor(inputs[i])) continue;
+    if (at::functionalization::impl::unsafeGetFunctionalWrapper(inputs[i])->view_metas().empty()) continue;
+    lazy[i] = lazy::LazyTensor::FromData(lazy[i]->data());  // the value EndTrace compares against
+    traced[i] = lazy::MakeTensor(lazy[i], inputs_[i].layout);
+  }
   before_ = std::move(lazy);
-  traced_inputs_ = inputs;
+  originals_ = inputs;
+  traced_inputs_ = traced;
+  return traced;
 }
 
 void CompiledGraph::AbortTrace() {
@@ -190,12 +208,18 @@ std::vector<at::Tensor> CompiledGraph::EndTrace(const std::vector<at::Tensor>& o
   std::vector<at::Tensor> results;
   results.reserve(results_.size());
   for (const Source& source : results_) results.push_back(Make(source, buffers, before_));
+  for (const auto& [input, source] : mutations_) {
+    if (!traced_inputs_[input].is_same(originals_[input])) {
+      WriteInput(originals_[input], Make(source, buffers, before_));
+    }
+  }
   record_.inputs.clear();
   record_.input_shapes.clear();
   record_.roots.clear();
   record_.root_to_output.clear();
   before_.clear();
   traced_inputs_.clear();
+  originals_.clear();
   traced_ = true;
   Traces()->Add(1);
   return results;

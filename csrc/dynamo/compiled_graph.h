@@ -52,8 +52,12 @@ class CompiledGraph {
   // made symbolic): the ops' SymInt arguments are traced as parameters and
   // the graph is compiled size-generic (ir/graph.h), so a trace of the same
   // graph at other sizes finds its program in the caches instead of compiling
-  // one; this object still runs the sizes it traced.
-  void BeginTrace(int device, const std::vector<at::Tensor>& inputs, bool size_generic = false);
+  // one; this object still runs the sizes it traced. Returns the tensors to
+  // run the graph on: `inputs`, with a stand-in over its own buffer for each
+  // functional view among them (what the graph writes into one goes back
+  // into the view at EndTrace).
+  std::vector<at::Tensor> BeginTrace(int device, const std::vector<at::Tensor>& inputs,
+                                     bool size_generic = false);
   // Ends the trace: `outputs` are the graph's tensor results. Runs the graph
   // once, as one program, and keeps it. Returns the results as Run makes them
   // (tensors over the program's output buffers, the inputs' or the kept
@@ -111,7 +115,8 @@ class CompiledGraph {
   bool previous_size_generic_ = false;  // the thread's setting before the trace
   // During the trace: the inputs, and each one's LazyTensor at the start.
   std::vector<lazy::LazyTensorPtr> before_;
-  std::vector<at::Tensor> traced_inputs_;
+  std::vector<at::Tensor> traced_inputs_;  // what the graph runs on
+  std::vector<at::Tensor> originals_;      // the caller's inputs
 
   lazy::StepRecord record_;  // program and its scalar and generator parameters
   std::vector<InputSpec> inputs_;

@@ -50,7 +50,7 @@ void BindDynamo(py::module_& m) {
       .def(
           "begin_trace",
           [](CompiledGraph& g, int device, const py::handle& inputs, bool size_generic) {
-            g.BeginTrace(device, TensorList(inputs), size_generic);
+            return WrapAll(g.BeginTrace(device, TensorList(inputs), size_generic));
           },
           py::arg("device"), py::arg("inputs"), py::arg("size_generic") = false)
       .def_property_readonly("size_generic", &CompiledGraph::size_generic)

@@ -308,3 +308,112 @@ def test_torch_neurons_own_python_run_between_graphs_is_not_compiled_by_dynamo(c
     assert torch.equal(got.cpu(), a * 2 + 1) and torch.equal(b.cpu(), a * 2)
     skip = torch._dynamo.trace_rules.check_file(torch_neuron._patches.__file__)
     assert skip.skipped, skip
+
+
+# Inputs that are views of a parameter (issue 47, DBRX's per-expert weights):
+# read in a trace, a functional view could be regenerated from its base, whose
+# buffer the program then kept as a constant, so later calls read the weights
+# as they were at the trace.
+
+
+def _expert(x, a):
+    return x @ a.t()
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_slices_of_a_tensor_written_between_calls_read_its_new_values(dynamic):
+    compiled = torch.compile(_expert, backend="neuron", dynamic=dynamic)
+    w = torch.randn(3 * 4, 3, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(1))
+    wn, xn = w.to("neuron"), x.to("neuron")
+    for step in range(3):
+        for i in (1, 0, 2):
+            version = wn._version
+            got = compiled(xn, wn.view(3, 4, 3)[i])
+            assert torch.equal(got.cpu(), _expert(x, w.view(3, 4, 3)[i])), (step, i)
+            assert wn._version == version  # read, not written (as on the CPU)
+        for i in (2, 1):  # strided and offset slices too
+            got = compiled(xn, wn[i::3].t().t())
+            assert torch.equal(got.cpu(), _expert(x, w[i::3])), (step, i)
+        w.add_(0.5)
+        wn.add_(0.5)
+
+
+def _scale_into(a, s):
+    a.mul_(s)
+    return a + 1
+
+
+def test_a_slice_written_in_place_writes_into_its_base_on_every_call():
+    compiled = torch.compile(_scale_into, backend="neuron", dynamic=True)
+    cpu = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+    dev = cpu.to("neuron")
+    for step in range(2):
+        for i in (1, 0, 2):
+            got, want = compiled(dev[i], torch.tensor(1.5 + i, device="neuron")), _scale_into(cpu[i], 1.5 + i)
+            assert torch.equal(got.cpu(), want) and torch.equal(dev.cpu(), cpu), (step, i)
+        cpu.sub_(0.25)
+        dev.sub_(0.25)
+
+
+class _GLU(torch.nn.Module):
+    def __init__(self, experts, ffn, hidden):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.w1 = torch.nn.Parameter(torch.randn(experts * ffn, hidden, generator=g) * 0.3)
+        self.v1 = torch.nn.Parameter(torch.randn(experts * ffn, hidden, generator=g) * 0.3)
+        self.w2 = torch.nn.Parameter(torch.randn(experts * ffn, hidden, generator=g) * 0.3)
+
+    def forward(self, x, w1, v1, w2):
+        return (F.silu(x @ w1.T) * (x @ v1.T)) @ w2
+
+
+class _Experts(torch.nn.Module):
+    """DBRX's expert loop: each hit expert's weights are slices of the
+    parameters, its tokens a data-dependent gather."""
+
+    def __init__(self, experts=3, ffn=16, hidden=8):
+        super().__init__()
+        self.experts, self.ffn, self.hidden = experts, ffn, hidden
+        self.mlp = _GLU(experts, ffn, hidden)
+        self.router = torch.nn.Linear(hidden, experts, bias=False)
+        with torch.no_grad():
+            self.router.weight.copy_(torch.randn(experts, hidden, generator=torch.Generator().manual_seed(4)))
+
+    def forward(self, h):
+        top = self.router(h).topk(2, dim=-1)
+        weights = top.values.softmax(-1)
+        out = torch.zeros_like(h)
+        with torch.no_grad():
+            mask = F.one_hot(top.indices, num_classes=self.experts + 1).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        split = (-1, self.ffn, self.hidden)
+        for e in hit:
+            e = e[0]
+            with torch.no_grad():
+                idx, tok = torch.where(mask[e])
+            w1, v1, w2 = (p.view(split)[e] for p in (self.mlp.w1, self.mlp.v1, self.mlp.w2))
+            states = self.mlp(h[tok], w1, v1, w2) * weights[tok, idx, None]
+            out.index_add_(0, tok, states)
+        return out
+
+
+def test_expert_weights_sliced_from_parameters_train_as_on_the_cpu():
+    cpu = _Experts()
+    dev = _Experts().to("neuron")
+    compiled = torch.compile(dev, backend="neuron")
+    x = torch.randn(10, 8, generator=torch.Generator().manual_seed(5))
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.05)
+    opt_dev = torch.optim.SGD(dev.parameters(), lr=0.05)
+    for step in range(5):
+        want = cpu(x).pow(2).sum()
+        want.backward()
+        got = compiled(x.to("neuron")).pow(2).sum()
+        got.backward()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6, msg=f"loss at step {step}")
+        for (name, p), q in zip(cpu.named_parameters(), dev.parameters()):
+            torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-5, atol=1e-6, msg=f"{name}.grad at step {step}")
+        opt_cpu.step()
+        opt_dev.step()
+        opt_cpu.zero_grad()
+        opt_dev.zero_grad()
