@@ -30,7 +30,7 @@ LAYERS = (
     "ir",        # immutable nodes, shapes, hashing, canonical graphs
     "neff",      # the executable container (reads and writes runtime programs)
     "compiler",  # passes, fusion, codegen, lowering: graph -> program
-    "cache",     # ExecutableProvider chain: memory, disk, local compile
+    "cache",     # ExecutableProvider chain (assembled from the cache sub-config), tiering, compile settings
     "service",   # the compile service and its client provider
     "lazy",      # tensors, tracer, scheduler seams, graph executor
     "aten",      # ATen kernels registered with the dispatcher (one site), composites of neuron ops

@@ -72,35 +72,35 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   if (std::string v = lookup("TORCH_NEURON_FALLBACK"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.allow_cpu_fallback, ParseBool("TORCH_NEURON_FALLBACK", v));
   }
-  if (std::string v = lookup("TORCH_NEURON_CACHE_DIR"); !v.empty()) c.cache_dir = v;
+  if (std::string v = lookup("TORCH_NEURON_CACHE_DIR"); !v.empty()) c.cache.dir = v;
   if (std::string v = lookup("TORCH_NEURON_CACHE_MAX_MB"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.cache_max_mb, ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
+    TN_ASSIGN_OR_RETURN(c.cache.max_mb, ParseInt("TORCH_NEURON_CACHE_MAX_MB", v, 1, int64_t{1} << 30));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE_MEMORY_ENTRIES"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.cache_memory_entries,
+    TN_ASSIGN_OR_RETURN(c.cache.memory_entries,
                         ParseInt("TORCH_NEURON_CACHE_MEMORY_ENTRIES", v, 1, int64_t{1} << 24));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE_MEMORY_MB"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.cache_memory_mb, ParseInt("TORCH_NEURON_CACHE_MEMORY_MB", v, 1, int64_t{1} << 30));
+    TN_ASSIGN_OR_RETURN(c.cache.memory_mb, ParseInt("TORCH_NEURON_CACHE_MEMORY_MB", v, 1, int64_t{1} << 30));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE"); !v.empty()) {
     std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
     if (m == "readonly" || m == "read-only" || m == "ro") {
-      c.cache_read_only = true;
+      c.cache.read_only = true;
     } else {
       absl::StatusOr<bool> enabled = ParseBool("TORCH_NEURON_CACHE", v);
       if (!enabled.ok()) return Invalid("TORCH_NEURON_CACHE", v, "one of 0, 1, readonly");
-      c.cache_enabled = *enabled;
+      c.cache.enabled = *enabled;
     }
   }
   if (std::string v = lookup("TORCH_NEURON_COMPILE_SERVICE"); !v.empty()) {
     std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v));
     if (m == "off" || m == "0" || m == "false" || m == "no") {
-      c.compile_service = "off";
+      c.cache.compile_service = "off";
     } else if (m == "auto" || m == "1" || m == "on") {
-      c.compile_service = "auto";
+      c.cache.compile_service = "auto";
     } else if (absl::StartsWith(v, "/")) {
-      c.compile_service = v;
+      c.cache.compile_service = v;
     } else {
       return Invalid("TORCH_NEURON_COMPILE_SERVICE", v,
                      "'off', 'auto' or the absolute path of a service's socket");
@@ -115,7 +115,7 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
       return Invalid("TORCH_NEURON_REMOTE_CACHE", at == std::string::npos ? v : "...@" + v.substr(at + 1),
                      "a redis[s]://[[user]:password@]host[:port][/db] URL");
     }
-    c.remote_cache = v;
+    c.cache.remote_cache = v;
   }
   {
     const std::string key = lookup("TORCH_NEURON_REMOTE_CACHE_KEY");
@@ -124,7 +124,7 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
       return absl::InvalidArgumentError(
           "set one of TORCH_NEURON_REMOTE_CACHE_KEY and TORCH_NEURON_REMOTE_CACHE_KEY_FILE, not both");
     }
-    c.remote_cache_key = key;
+    c.cache.remote_cache_key = key;
     if (!key_file.empty()) {
       std::ifstream in(key_file, std::ios::binary);
       if (!in.is_open()) {
@@ -133,15 +133,15 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
       }
       std::stringstream text;
       text << in.rdbuf();
-      c.remote_cache_key = std::string(absl::StripTrailingAsciiWhitespace(text.str()));
-      if (c.remote_cache_key.empty()) {
+      c.cache.remote_cache_key = std::string(absl::StripTrailingAsciiWhitespace(text.str()));
+      if (c.cache.remote_cache_key.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("TORCH_NEURON_REMOTE_CACHE_KEY_FILE: ", key_file, " holds no key"));
       }
     }
   }
-  for (auto [name, slot] : {std::pair{"TORCH_NEURON_SERVICE_IDLE_S", &c.service_idle_s},
-                            std::pair{"TORCH_NEURON_SERVICE_TIMEOUT_S", &c.service_timeout_s}}) {
+  for (auto [name, slot] : {std::pair{"TORCH_NEURON_SERVICE_IDLE_S", &c.cache.service_idle_s},
+                            std::pair{"TORCH_NEURON_SERVICE_TIMEOUT_S", &c.cache.service_timeout_s}}) {
     if (std::string v = lookup(name); !v.empty()) {
       double seconds = 0;
       if (!absl::SimpleAtod(v, &seconds) || !(seconds > 0) || seconds > 1e7) {
@@ -151,23 +151,23 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     }
   }
   if (std::string v = lookup("TORCH_NEURON_IR_DEBUG"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.ir_debug, ParseBool("TORCH_NEURON_IR_DEBUG", v));
+    TN_ASSIGN_OR_RETURN(c.trace.ir_debug, ParseBool("TORCH_NEURON_IR_DEBUG", v));
   }
   if (std::string v = lookup("TORCH_NEURON_DEBUG"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.debug, ParseBool("TORCH_NEURON_DEBUG", v));
+    TN_ASSIGN_OR_RETURN(c.compile.debug, ParseBool("TORCH_NEURON_DEBUG", v));
   }
-  if (std::string v = lookup("TORCH_NEURON_DEBUG_DIR"); !v.empty()) c.debug_dir = v;
+  if (std::string v = lookup("TORCH_NEURON_DEBUG_DIR"); !v.empty()) c.compile.debug_dir = v;
   // The conventional variable of build tools, not a TORCH_NEURON_ one: the host
   // toolchain that builds tier-1 kernels.
-  if (std::string v = lookup("CXX"); !v.empty()) c.cxx = v;
-  if (std::string v = lookup("TORCH_NEURON_TEST_FAULT_OP"); !v.empty()) c.test_fault_op = v;
+  if (std::string v = lookup("CXX"); !v.empty()) c.compile.cxx = v;
+  if (std::string v = lookup("TORCH_NEURON_TEST_FAULT_OP"); !v.empty()) c.compile.test_fault_op = v;
   if (std::string v = lookup("TORCH_NEURON_REGISTRY_TAG"); !v.empty()) c.registry_tag = v;
   if (std::string v = lookup("TORCH_NEURON_SHAPE_REGISTRY"); !v.empty()) {
     c.shape_registry = v;
   }
   if (std::string v = lookup("TORCH_NEURON_OPT_LEVEL"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(int64_t level, ParseInt("TORCH_NEURON_OPT_LEVEL", v, 0, 1));
-    c.opt_level = static_cast<int>(level);
+    c.compile.opt_level = static_cast<int>(level);
   }
   if (std::string v = lookup("TORCH_NEURON_AUTOGRAD_THREAD"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.autograd_thread, ParseBool("TORCH_NEURON_AUTOGRAD_THREAD", v));
@@ -179,19 +179,16 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     TN_ASSIGN_OR_RETURN(c.compile_fallback, ParseBool("TORCH_NEURON_COMPILE_FALLBACK", v));
   }
   if (std::string v = lookup("TORCH_NEURON_DYNAMIC_SHAPES"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.dynamic_shapes, ParseBool("TORCH_NEURON_DYNAMIC_SHAPES", v));
+    TN_ASSIGN_OR_RETURN(c.trace.dynamic_shapes, ParseBool("TORCH_NEURON_DYNAMIC_SHAPES", v));
   }
   if (std::string v = lookup("TORCH_NEURON_EAGER_GROUPS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
   }
   if (std::string v = lookup("TORCH_NEURON_TIERED_COMPILE"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.tiered_compile, ParseBool("TORCH_NEURON_TIERED_COMPILE", v));
+    TN_ASSIGN_OR_RETURN(c.compile.tiered, ParseBool("TORCH_NEURON_TIERED_COMPILE", v));
   }
   if (std::string v = lookup("TORCH_NEURON_LAUNCH_BLOCKING"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.launch_blocking, ParseBool("TORCH_NEURON_LAUNCH_BLOCKING", v));
-  }
-  if (std::string v = lookup("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.test_fail_group_compiles, ParseBool("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES", v));
   }
   if (std::string v = lookup("TORCH_NEURON_KERNEL_THREADS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(int64_t threads, ParseInt("TORCH_NEURON_KERNEL_THREADS", v, 0, 256));

@@ -1,6 +1,8 @@
 // The configuration object: every TORCH_NEURON_* environment variable is read
-// once, validated, and stored here. Code takes the settings it needs from the
-// object; tests change them with ScopedConfigOverride.
+// once, validated, and stored here. The top of each pipeline (the Python
+// bindings, the process's executable source, a sync) reads GlobalConfig() and
+// passes the sub-config a part needs down to it; tests change it with
+// ScopedConfigOverride.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,58 @@ namespace torch_neuron {
 
 enum class ExecutionMode { kLazy, kEager };
 
+// Where executables come from: cache/ builds its provider chain (and the
+// kernel objects beside the disk cache) from this.
+struct CacheConfig {
+  std::string dir;                // TORCH_NEURON_CACHE_DIR ("": cache::DefaultCacheDir())
+  int64_t max_mb = 10240;         // TORCH_NEURON_CACHE_MAX_MB
+  bool enabled = true;            // TORCH_NEURON_CACHE (0 disables the disk cache)
+  bool read_only = false;         // TORCH_NEURON_CACHE=readonly
+  int64_t memory_entries = 4096;  // TORCH_NEURON_CACHE_MEMORY_ENTRIES (loaded executables kept)
+  int64_t memory_mb = 1024;       // TORCH_NEURON_CACHE_MEMORY_MB (their NEFF bytes)
+  // TORCH_NEURON_COMPILE_SERVICE: "off", "auto" (this user's per-machine
+  // service, started on first need) or the path of a service's socket.
+  std::string compile_service = "off";
+  double service_idle_s = 600;     // TORCH_NEURON_SERVICE_IDLE_S: an idle service exits
+  double service_timeout_s = 600;  // TORCH_NEURON_SERVICE_TIMEOUT_S: wait for a reply, then compile here
+  std::string remote_cache;        // TORCH_NEURON_REMOTE_CACHE: a redis[s]:// URL ("": none)
+  // The fleet key that signs and checks remote_cache's entries: the text of
+  // TORCH_NEURON_REMOTE_CACHE_KEY, or the contents of TORCH_NEURON_REMOTE_CACHE_KEY_FILE
+  // less trailing whitespace ("": entries unsigned and unchecked).
+  std::string remote_cache_key;
+};
+
+// How graphs compile: the options and target cache/ makes of it, tiering, and
+// what is reported of compiles.
+struct CompileConfig {
+  // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
+  // ATen call per op), 1 = elementwise fusion into generated kernels.
+  int opt_level = 1;
+  std::string cxx;  // CXX: tier 1's C++ compiler ("" = c++), read once here
+  // At opt level 1, a graph whose tier-1 program is neither in memory nor in a
+  // persistent cache runs at once at tier 0 while tier 1 compiles in the
+  // background; later runs take tier 1 when it is ready
+  // (TORCH_NEURON_TIERED_COMPILE; 0 waits for tier 1).
+  bool tiered = true;
+  bool debug = false;     // TORCH_NEURON_DEBUG: the recompile report
+  std::string debug_dir;  // TORCH_NEURON_DEBUG_DIR: graph dumps
+  // Test only (TORCH_NEURON_TEST_FAULT_OP): the compiler lowers this op wrong on
+  // purpose, to show that the registry replay catches a broken lowering.
+  std::string test_fault_op;
+};
+
+// What the tracer records of each op.
+struct TraceConfig {
+  bool ir_debug = false;  // TORCH_NEURON_IR_DEBUG: each node's source line
+  // Lazy mode traces every graph size-generic (ir/graph.h): SymInt arguments
+  // as parameters and hashes without sizes, so a graph whose sizes change
+  // (variable lengths, routing by data) compiles once, at tier 0
+  // (TORCH_NEURON_DYNAMIC_SHAPES).
+  bool dynamic_shapes = false;
+};
+
+// The one table of settings. Code below the top takes the sub-config it needs
+// (cache, compile, trace), passed down, rather than reading this.
 struct Config {
   ExecutionMode mode = ExecutionMode::kLazy;
   // Number of emulated devices (TORCH_NEURON_NUM_DEVICES).
@@ -22,37 +76,11 @@ struct Config {
   int64_t memory_limit_bytes = 0;
   // Whether ops without a device lowering may run on the CPU (TORCH_NEURON_FALLBACK).
   bool allow_cpu_fallback = true;
-  std::string cache_dir;                // TORCH_NEURON_CACHE_DIR
-  int64_t cache_max_mb = 10240;         // TORCH_NEURON_CACHE_MAX_MB
-  bool cache_enabled = true;            // TORCH_NEURON_CACHE (0 disables the disk cache)
-  bool cache_read_only = false;         // TORCH_NEURON_CACHE=readonly
-  int64_t cache_memory_entries = 4096;  // TORCH_NEURON_CACHE_MEMORY_ENTRIES (loaded executables kept)
-  int64_t cache_memory_mb = 1024;       // TORCH_NEURON_CACHE_MEMORY_MB (their NEFF bytes)
-  // TORCH_NEURON_COMPILE_SERVICE: "off", "auto" (this user's per-machine
-  // service, started on first need) or the path of a service's socket.
-  std::string compile_service = "off";
-  double service_idle_s = 600;     // TORCH_NEURON_SERVICE_IDLE_S: an idle service exits
-  double service_timeout_s = 600;  // TORCH_NEURON_SERVICE_TIMEOUT_S: wait for a reply, then compile here
-  std::string remote_cache;        // TORCH_NEURON_REMOTE_CACHE: a redis[s]:// URL ("": none)
-  bool ir_debug = false;           // TORCH_NEURON_IR_DEBUG
-  bool debug = false;              // TORCH_NEURON_DEBUG
-  std::string debug_dir;           // TORCH_NEURON_DEBUG_DIR
-  std::string shape_registry;      // TORCH_NEURON_SHAPE_REGISTRY
-  std::string registry_tag;        // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
-  // The fleet key that signs and checks remote_cache's entries: the text of
-  // TORCH_NEURON_REMOTE_CACHE_KEY, or the contents of TORCH_NEURON_REMOTE_CACHE_KEY_FILE
-  // less trailing whitespace ("": entries unsigned and unchecked).
-  std::string remote_cache_key;
-  // Compiler optimization level (TORCH_NEURON_OPT_LEVEL): 0 = tier 0 only (one
-  // ATen call per op), 1 = elementwise fusion into generated kernels.
-  int opt_level = 1;
-  std::string cxx;  // CXX: tier 1's C++ compiler ("" = c++), read once here
-  // Test only (TORCH_NEURON_TEST_FAULT_OP): the compiler lowers this op wrong on
-  // purpose, to show that the registry replay catches a broken lowering.
-  std::string test_fault_op;
-  // Test only (TORCH_NEURON_TEST_FAIL_GROUP_COMPILES): every background compile
-  // of an eager group fails, to show that such a group runs op by op for good.
-  bool test_fail_group_compiles = false;
+  CacheConfig cache;
+  CompileConfig compile;
+  TraceConfig trace;
+  std::string shape_registry;  // TORCH_NEURON_SHAPE_REGISTRY
+  std::string registry_tag;    // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
   // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
   // 0 = one per host core.
   int kernel_threads = 0;
@@ -68,19 +96,9 @@ struct Config {
   // on the CPU fallback, a read of a value) runs op by op on the lazy path
   // with a warning, instead of raising (TORCH_NEURON_COMPILE_FALLBACK).
   bool compile_fallback = false;
-  // Lazy mode traces every graph size-generic (ir/graph.h): SymInt arguments
-  // as parameters and hashes without sizes, so a graph whose sizes change
-  // (variable lengths, routing by data) compiles once, at tier 0
-  // (TORCH_NEURON_DYNAMIC_SHAPES).
-  bool dynamic_shapes = false;
   // Eager mode groups ops into graphs compiled in the background
   // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
   bool eager_groups = true;
-  // At opt level 1, a graph whose tier-1 program is neither in memory nor in a
-  // persistent cache runs at once at tier 0 while tier 1 compiles in the
-  // background; later runs take tier 1 when it is ready
-  // (TORCH_NEURON_TIERED_COMPILE; 0 waits for tier 1).
-  bool tiered_compile = true;
   // Every execution is waited for where it is queued, so its error is raised
   // there: at the op in eager mode, at the sync in lazy mode
   // (TORCH_NEURON_LAUNCH_BLOCKING, like CUDA_LAUNCH_BLOCKING).

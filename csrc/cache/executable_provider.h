@@ -9,7 +9,9 @@
 // provided waits for that answer and compiles nothing.
 //
 // Policy (bounds, which levels exist, locking) is decided when the chain is
-// built; lazy/ only computes the key and asks.
+// built (chain_assembly.h, from the cache sub-config), tiering by the decorator
+// around it (tiered_chain.h); lazy/ only computes the key, writes the graph out
+// as a CompileRequest on a miss, and asks.
 
 #include <cstdint>
 #include <memory>
@@ -25,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "cache/lru_cache.h"
 #include "compiler/compiler.h"
+#include "compiler/fingerprint.h"
 #include "ir/hash.h"
 #include "proto/compile_request.pb.h"
 #include "proto/neff.pb.h"
@@ -46,6 +49,10 @@ struct ExecutableRequest {
   compiler::CompileOptions options;
   const compiler::Target* target = nullptr;                 // what a compiling provider compiles for
   const proto::CompilerFingerprint* fingerprint = nullptr;  // what NEFFs must carry
+  // Tiered compilation (tiered_chain.h): the graph's hash and the tier-0
+  // fingerprint its stand-in is keyed by; nullptr: the request is not tiered.
+  ir::hash_t graph_hash = 0;
+  const compiler::KeyedFingerprint* stand_in_fingerprint = nullptr;
   // Ask only the levels that hold executables already (memory, disk, Redis):
   // providers that would compile answer NOT_FOUND, the disk takes no key lock,
   // and the request joins no other thread's flight for the key.

@@ -291,7 +291,7 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::
   Runs()->Add(1);
   if (record_.program != nullptr) {
     std::optional<std::string> source;  // the program's own lines, if recorded
-    if (!GlobalConfig().ir_debug) source = "";
+    if (!GlobalConfig().trace.ir_debug) source = "";
     executor.Launch(device_, record_.program, record_.params, std::move(bound), std::move(outputs),
                     std::move(source), /*launched_at=*/lazy::CurrentSourceLocation());
   }

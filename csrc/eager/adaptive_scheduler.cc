@@ -1,6 +1,7 @@
 #include "eager/adaptive_scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -17,7 +18,7 @@
 #include "c10/util/Exception.h"
 #include "eager/grouper.h"
 #include "ir/graph.h"
-#include "lazy/compile_pool.h"
+#include "cache/compile_pool.h"
 #include "lazy/executable_cache.h"
 #include "lazy/graph_executor.h"
 #include "lazy/lazy_tensor.h"
@@ -27,6 +28,8 @@
 
 namespace torch_neuron::eager {
 namespace {
+
+std::atomic<bool> fail_compiles_for_testing{false};
 
 using Clock = std::chrono::steady_clock;
 
@@ -391,7 +394,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
     d.builder.Finish(lazy::LiveBuffers(device), &group->roots, &group->ordered);
     if (group->roots.empty() && group->ordered.empty()) return;
     group->graph = ir::Canonicalize(group->roots, group->ordered);
-    const lazy::CompileSettings settings = lazy::CurrentCompileSettings();
+    const cache::CompileSettings settings = lazy::CurrentCompileSettings();
     // Known by cache key: the same graph under other options is another variant.
     const ir::hash_t hash = lazy::ExecutableKey(group->graph, settings);
     bool fresh = false;
@@ -403,7 +406,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
       return;
     }
     Counters().compiles->Add(1);
-    const bool fail = GlobalConfig().test_fail_group_compiles;
+    const bool fail = fail_compiles_for_testing.load(std::memory_order_relaxed);
     pool_.Submit([this, group, hash, key, prefixes = d.prefixes, settings, fail, ops = d.ops] {
       profiler::Scope scope("compile", [&] {
         char name[64];
@@ -414,10 +417,10 @@ class AdaptiveScheduler : public lazy::Scheduler {
       const auto start = Clock::now();
       bool ok = false;
       try {
-        if (fail) throw std::runtime_error("TORCH_NEURON_TEST_FAIL_GROUP_COMPILES is set");
+        if (fail) throw std::runtime_error("group compiles fail for a test");
         // With tiered compilation the group is ready once its tier-0
         // stand-in is built (milliseconds); tier 1 follows in the background.
-        ok = lazy::FindOrCompileTieredWith(group->graph, settings).ok();
+        ok = lazy::FindOrCompileWith(group->graph, settings).ok();
       } catch (...) {
         ok = false;  // the group runs op by op for good; counted below
       }
@@ -430,7 +433,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
   std::unique_ptr<DeviceGroup> groups_[kMaxDevices];
   std::once_flag created_[kMaxDevices];
   GroupTable table_;
-  lazy::CompilePool pool_{"compile worker"};
+  cache::CompilePool pool_{"compile worker"};
 };
 
 AdaptiveScheduler& TheScheduler() {
@@ -443,6 +446,10 @@ AdaptiveScheduler& TheScheduler() {
 void InstallAdaptiveScheduler() { lazy::InstallAdaptiveScheduler(&TheScheduler()); }
 
 void WaitForGroupCompiles() { TheScheduler().WaitIdle(); }
+
+void FailGroupCompilesForTesting(bool fail) {
+  fail_compiles_for_testing.store(fail, std::memory_order_relaxed);
+}
 
 void DropQueuedGroupCompiles() { TheScheduler().DropQueued(); }
 

@@ -36,6 +36,11 @@ void WaitForGroupCompiles();
 // Drops the group compiles no worker has started (at exit).
 void DropQueuedGroupCompiles();
 
+// Test hook, no setting: while on, every group compile queued fails, to show
+// that such a group runs op by op for good (torch_neuron._C's
+// _eager_fail_group_compiles_for_testing).
+void FailGroupCompilesForTesting(bool fail);
+
 // A group that ended: its key (the hash of its op keys), its length and
 // whether it ran as one compiled graph.
 struct EndedGroup {

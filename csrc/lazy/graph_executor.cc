@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/config.h"
 #include "base/metrics.h"
+#include "lazy/compile_report.h"
 #include "lazy/executable_cache.h"
 #include "lazy/graph_growth.h"
 #include "lazy/ran_values.h"
@@ -393,7 +394,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
   // Lazy mode's graphs with TORCH_NEURON_DYNAMIC_SHAPES: size-generic, as a
   // region whose sizes are symbolic (a captured step keeps its sizes).
-  if (record == nullptr && GlobalConfig().dynamic_shapes && CurrentMode() == ExecutionMode::kLazy) {
+  if (record == nullptr && GlobalConfig().trace.dynamic_shapes && CurrentMode() == ExecutionMode::kLazy) {
     size_generic = true;
   }
   ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered, size_generic);
@@ -466,7 +467,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   std::optional<std::string> source;
   std::string launched_at;
   if (CurrentMode() != ExecutionMode::kEager) {
-    if (!GlobalConfig().ir_debug) source = "";
+    if (!GlobalConfig().trace.ir_debug) source = "";
     // Its errors name this sync's line (in eager mode each op names its own).
     // A walk of the Python frames: about a microsecond.
     launched_at = CurrentSourceLocation();

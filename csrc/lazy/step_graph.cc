@@ -193,7 +193,7 @@ void StepGraph::Replay() {
   lazy.clear();
   Replays()->Add(1);
   std::optional<std::string> source;  // the captured program's lines, if recorded
-  if (!GlobalConfig().ir_debug) source = "";
+  if (!GlobalConfig().trace.ir_debug) source = "";
   executor.Launch(device_, record_.program, record_.params, std::move(inputs), std::move(outputs),
                   std::move(source), /*launched_at=*/CurrentSourceLocation());
 }

@@ -115,6 +115,7 @@ struct Call {
   const TraceInfo& info;
   size_t num_args;
   size_t base;
+  const TraceConfig& trace;  // the settings in force, read once per op
 
   const c10::IValue& arg(size_t i) const { return (*stack)[base + i]; }
 };
@@ -392,9 +393,8 @@ std::optional<std::string> ArgumentBinder::Bind() {
   // Bit i: argument i is bound as a position (a parameter whatever its value).
   // SymInts too in a size-generic trace: a region's (dynamo/compiled_graph.h),
   // or every lazy trace with TORCH_NEURON_DYNAMIC_SHAPES.
-  const bool generic =
-      ABSL_PREDICT_FALSE(size_generic_trace) ||
-      (ABSL_PREDICT_FALSE(GlobalConfig().dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy);
+  const bool generic = ABSL_PREDICT_FALSE(size_generic_trace) ||
+                       (ABSL_PREDICT_FALSE(c_.trace.dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy);
   const uint64_t positions = info.position_args | (generic ? info.symint_args : 0);
   auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
   for (size_t i = 0; i < c_.num_args; ++i) {
@@ -665,7 +665,7 @@ ir::NodePtr EmitNode(const Call& c, ArgumentBinder& bound, const MetaResult& met
   // Eager mode always records the user's line: its execution errors name it.
   // (An op interned earlier keeps the line it was first traced from.)
   std::string source;
-  if (GlobalConfig().ir_debug || CurrentMode() == ExecutionMode::kEager) source = CurrentSourceLocation();
+  if (c.trace.ir_debug || CurrentMode() == ExecutionMode::kEager) source = CurrentSourceLocation();
   return interner->Intern(ir::Node::MakeOp(c.info.op_name, std::move(bound.operands()),
                                            std::move(bound.args()), meta.shapes, std::move(source)));
 }
@@ -730,7 +730,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto start = Clock::now();
   const c10::FunctionSchema& schema = op.schema();
   const size_t num_args = schema.arguments().size();
-  const Call c{op, stack, schema, InfoFor(op), num_args, stack->size() - num_args};
+  // The top of the trace: the one read of the config an op makes.
+  const Call c{op, stack, schema, InfoFor(op), num_args, stack->size() - num_args, GlobalConfig().trace};
   if (ABSL_PREDICT_FALSE(InsideSubclassOnFunctionalTensors(*stack, c.base))) {
     return TraceThroughFunctionalization(op, stack);
   }

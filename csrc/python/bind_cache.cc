@@ -86,7 +86,7 @@ void BindCache(py::module_& m) {
       absl::StatusOr<std::string> bytes = redis.Get(key);
       if (bytes.status().code() == absl::StatusCode::kNotFound) continue;
       RaiseIfError(bytes.status());
-      const std::string& fleet_key = GlobalConfig().remote_cache_key;
+      const std::string& fleet_key = GlobalConfig().cache.remote_cache_key;
       absl::StatusOr<std::string_view> payload =
           fleet_key.empty() ? absl::StatusOr<std::string_view>(cache::UncheckedPayload(*bytes))
                             : cache::OpenEntry(fleet_key, key, *bytes);

@@ -20,6 +20,9 @@ void BindEager(py::module_& m) {
     eager::WaitForGroupCompiles();
   });
   m.def("_eager_drop_queued_compiles", [] { eager::DropQueuedGroupCompiles(); });
+  // Test hook: every group compile queued while on fails.
+  m.def("_eager_fail_group_compiles_for_testing",
+        [](bool fail) { eager::FailGroupCompilesForTesting(fail); });
   // (key as 16 hex digits, ops, ran as one graph) per ended group, oldest first.
   m.def("_eager_recent_groups", [] {
     std::vector<std::tuple<std::string, int, bool>> out;

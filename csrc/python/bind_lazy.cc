@@ -249,7 +249,7 @@ void BindLazy(py::module_& m) {
   // IR after the passes and the generated kernels' sources.
   m.def("_compiled_text", [](const py::list& tensors) {
     ir::CanonicalGraph g = lazy::GraphExecutor::Get().PendingGraph(LazyTensors(tensors));
-    const lazy::CompileSettings settings = lazy::CurrentCompileSettings();
+    const cache::CompileSettings settings = lazy::CurrentCompileSettings();
     absl::StatusOr<proto::CompileRequest> request = compiler::MakeCompileRequest(g, settings.options);
     runtime::ThrowIfError(request.status());
     absl::StatusOr<compiler::CompileResult> result =

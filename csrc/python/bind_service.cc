@@ -16,12 +16,12 @@ namespace {
 // TORCH_NEURON_COMPILE_SERVICE when given.
 service::ClientOptions OptionsFor(const std::string& mode) {
   const Config& config = GlobalConfig();
-  service::ClientOptions options;
-  options.mode = mode.empty() ? config.compile_service : mode;
+  service::ClientOptions options = service::ClientOptionsFor(config.cache, config.compile.cxx);
+  if (!mode.empty()) options.mode = mode;
   if (options.mode == "off") options.mode = "auto";  // the tools talk to this user's service
-  options.cache_dir = config.cache_dir.empty() ? cache::DefaultCacheDir() : config.cache_dir;
-  options.toolchain = config.cxx;
-  options.timeout_s = config.service_timeout_s;
+  // The tools ask the service about itself, never about a graph.
+  options.remote_cache.clear();
+  options.remote_cache_key.clear();
   return options;
 }
 
@@ -66,8 +66,8 @@ void BindService(py::module_& m) {
     service::ServerOptions options;
     options.dir = dir;
     options.cache_dir = cache_dir;
-    options.cache_max_mb = GlobalConfig().cache_max_mb;
-    options.toolchain = GlobalConfig().cxx;
+    options.cache_max_mb = GlobalConfig().cache.max_mb;
+    options.toolchain = GlobalConfig().compile.cxx;
     options.idle_s = idle_s;
     options.workers = workers;
     options.request_timeout_s = request_timeout_s;
@@ -105,7 +105,7 @@ void BindService(py::module_& m) {
       py::arg("what"), py::arg("start") = false, py::arg("mode") = "", py::arg("timeout_s") = 30.0);
   // At import in auto mode: start this user's service now if none runs.
   m.def("_service_start_in_background", [] {
-    if (GlobalConfig().compile_service == "auto") service::StartInBackground(OptionsFor(""));
+    if (GlobalConfig().cache.compile_service == "auto") service::StartInBackground(OptionsFor(""));
   });
   m.def("_service_last_fallback", [] { return service::LastFallbackReason(); });
 }

@@ -162,6 +162,26 @@ void NoteFallback(const absl::Status& why, metrics::Counter* reason) {
 
 }  // namespace
 
+ClientOptions ClientOptionsFor(const CacheConfig& config, const std::string& toolchain) {
+  ClientOptions options;
+  options.mode = config.compile_service;
+  options.cache_dir = config.dir.empty() ? cache::DefaultCacheDir() : config.dir;
+  options.toolchain = toolchain;
+  options.timeout_s = config.service_timeout_s;
+  options.remote_cache = config.remote_cache;
+  options.remote_cache_key = config.remote_cache_key;
+  return options;
+}
+
+cache::ServiceLevel ServiceLevelFor(const CacheConfig& config, const std::string& toolchain) {
+  return [options = ClientOptionsFor(config, toolchain)](std::unique_ptr<cache::ExecutableProvider> remote) {
+    ClientOptions level = options;
+    // An address the process could not use is not passed on either.
+    if (remote == nullptr) level.remote_cache.clear();
+    return std::make_unique<ServiceProvider>(std::move(level), std::move(remote));
+  };
+}
+
 std::string ServiceDirFor(const ClientOptions& options) {
   if (options.mode != "auto") {
     const size_t slash = options.mode.rfind('/');

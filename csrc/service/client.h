@@ -19,6 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/config.h"
+#include "cache/chain_assembly.h"
 #include "cache/executable_provider.h"
 #include "proto/service.pb.h"
 #include "service/framing.h"
@@ -33,6 +35,11 @@ struct ClientOptions {
   std::string remote_cache;      // TORCH_NEURON_REMOTE_CACHE, passed on to the service ("": none)
   std::string remote_cache_key;  // its fleet key, passed on too ("": entries unsigned)
 };
+
+// The client options of cache sub-config `config` (its compile service, cache
+// directory, reply timeout, remote cache and fleet key) for C++ compiler
+// `toolchain`.
+ClientOptions ClientOptionsFor(const CacheConfig& config, const std::string& toolchain);
 
 // The service directory and socket `options` lead to.
 std::string ServiceDirFor(const ClientOptions& options);
@@ -77,5 +84,10 @@ class ServiceProvider : public cache::ExecutableProvider {
   const ClientOptions options_;
   const std::unique_ptr<cache::ExecutableProvider> direct_remote_;
 };
+
+// The chain's service level for cache::AssembleChain: a ServiceProvider of
+// ClientOptionsFor(config, toolchain), owning the remote level it stands in
+// front of (which its requests then name to the service).
+cache::ServiceLevel ServiceLevelFor(const CacheConfig& config, const std::string& toolchain);
 
 }  // namespace torch_neuron::service

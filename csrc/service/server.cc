@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/metrics.h"
+#include "cache/compile_settings.h"
 #include "cache/disk_cache.h"
 #include "cache/remote_provider.h"
 #include "compiler/compile_request.h"
@@ -62,9 +63,7 @@ class Server {
     if (!options.cache_dir.empty()) {
       disk_ = std::make_unique<cache::DiskCache>(options.cache_dir, options.cache_max_mb << 20, false);
     }
-    kernel_objects_ = std::make_unique<compiler::KernelObjectCache>(
-        options.cache_dir.empty() ? "" : options.cache_dir + "/kernels", 4096,
-        (options.cache_max_mb << 20) / 10);
+    kernel_objects_ = cache::MakeKernelObjectCache(options.cache_dir, options.cache_max_mb);
     target_ = std::make_unique<compiler::HostTarget>(options.toolchain, kernel_objects_.get());
   }
 

@@ -121,14 +121,18 @@ def test_groups_seen_before_run_as_one_compiled_graph(eager, kind):
 
 def test_a_group_whose_compile_fails_runs_op_by_op_for_good(eager):
     compiles = []
-    with torch_neuron.config.override(TORCH_NEURON_TEST_FAIL_GROUP_COMPILES="1"):
-        def wait(step):
-            C._eager_wait_compiles()
-            compiles.append((eager.counter("eager.group.compile.count"),
-                             eager.counter("eager.group.fallback.count"),
-                             eager.counter("eager.group.hit.count")))
+    def wait(step):
+        C._eager_wait_compiles()
+        compiles.append((eager.counter("eager.group.compile.count"),
+                         eager.counter("eager.group.fallback.count"),
+                         eager.counter("eager.group.hit.count")))
 
+    C._eager_fail_group_compiles_for_testing(True)
+    try:
         losses, params = train("mlp", 4, after_step=wait)
+    finally:
+        C._eager_wait_compiles()
+        C._eager_fail_group_compiles_for_testing(False)
     # Each distinct group compiled once and failed once; no group ever ran as
     # a graph, and no failed group was compiled again.
     first = compiles[0][0]

@@ -271,7 +271,6 @@ def test_parse_converts_every_known_setting():
             "TORCH_NEURON_EAGER_GROUPS": "0",
             "TORCH_NEURON_TIERED_COMPILE": "off",
             "TORCH_NEURON_LAUNCH_BLOCKING": "yes",
-            "TORCH_NEURON_TEST_FAIL_GROUP_COMPILES": "1",
             "TORCH_NEURON_REMOTE_CACHE_KEY": "fleet secret",
         }
     )
@@ -306,7 +305,6 @@ def test_parse_converts_every_known_setting():
         "eager_groups": False,
         "tiered_compile": False,
         "launch_blocking": True,
-        "test_fail_group_compiles": True,
         "cxx": "",
     }
 

@@ -29,8 +29,8 @@ TEST(ConfigTest, ParsesEveryKnownVariable) {
   EXPECT_EQ(c->num_devices, 4);
   EXPECT_EQ(c->memory_limit_bytes, 64 << 20);
   EXPECT_FALSE(c->allow_cpu_fallback);
-  EXPECT_FALSE(c->cache_enabled);
-  EXPECT_EQ(c->cache_dir, "/tmp/x");
+  EXPECT_FALSE(c->cache.enabled);
+  EXPECT_EQ(c->cache.dir, "/tmp/x");
   EXPECT_EQ(c->kernel_threads, 2);
 }
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-namespace torch_neuron::lazy {
+namespace torch_neuron::cache {
 
 class CompilePool {
  public:
@@ -43,4 +43,4 @@ class CompilePool {
   bool started_ = false;
 };
 
-}  // namespace torch_neuron::lazy
+}  // namespace torch_neuron::cache

@@ -1,4 +1,4 @@
-#include "lazy/compile_pool.h"
+#include "cache/compile_pool.h"
 
 #include <algorithm>
 #include <thread>
@@ -7,7 +7,7 @@
 #include "runtime/fork_guard.h"
 #include "base/profiler.h"
 
-namespace torch_neuron::lazy {
+namespace torch_neuron::cache {
 
 CompilePool::CompilePool(std::string name) : name_(std::move(name)) {}
 
@@ -68,4 +68,4 @@ void CompilePool::Work() {
   }
 }
 
-}  // namespace torch_neuron::lazy
+}  // namespace torch_neuron::cache
