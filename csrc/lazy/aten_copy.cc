@@ -140,8 +140,6 @@ void ToCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   stack->push_back(host);
 }
 
-// aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!),
-// reached below functionalization (composite kernels filling fresh tensors).
 namespace {
 
 // _to_copy at Functionalize for neuron tensors: functionalization's own kernel
@@ -185,6 +183,8 @@ void RegisterToCopyFunctionalize(torch::Library& library) {
                                op.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
 }
 
+// aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!),
+// reached below functionalization (composite kernels filling fresh tensors).
 void InPlaceCopyKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
