@@ -4,8 +4,9 @@
 #   1. Debian packages (compiler, CMake, Ninja, ccache, Abseil, protobuf, xxHash,
 #      GoogleTest, hiredis, OpenSSL and the redis-server the remote-cache tests start),
 #      installed with apt-get only when one is missing;
-#   2. .venv with torch==2.13.0 and the test tools (requirements-dev.txt),
-#      reinstalled only when that file changes;
+#   2. .venv with torchvision built from source (scripts/torchvision.sh), then
+#      torch==2.13.0 and the test tools (requirements-dev.txt), reinstalled only
+#      when that file changes;
 #   3. the C++ build in build/ (incremental), importable from .venv.
 # Arguments name the build targets (default: all, tests included); `make run`
 # builds only the library and its Python module.
@@ -22,7 +23,7 @@ say() { printf '[setup] %s\n' "$*"; }
 # --- 1. system packages ------------------------------------------------------------
 PACKAGES=(g++ cmake ninja-build ccache python3-venv libabsl-dev libprotobuf-dev
           protobuf-compiler libxxhash-dev libgtest-dev libgmock-dev libhiredis-dev libssl-dev redis-server clang-format
-          patchelf)
+          patchelf libpng-dev libjpeg-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,6 +42,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV with $($PYTHON --version)"
   "$PYTHON" -m venv "$VENV"
 fi
+# Before the requirements: timm asks for torchvision, and PyPI's would not load here.
+bash scripts/torchvision.sh "$VENV"
 req_hash=$(sha256sum requirements-dev.txt | cut -c1-16)
 if [ ! -f "$STAMPS/requirements-$req_hash" ]; then
   say "installing requirements-dev.txt into .venv (torch==2.13.0, test tools)"
