@@ -11,6 +11,10 @@ below it in LAYERS, never above; a folder missing from LAYERS is a violation too
 no file includes Python or pybind11 headers; in TORCH_FREE folders, none includes
 torch's (ATen, c10, torch). Only quoted project includes (`#include "ir/node.h"`) are edges; system
 and third-party includes (`<...>`) are checked for Python headers alone.
+
+The process-wide config (`GlobalConfig()`) is read only at the top, by the files
+of CONFIG_READERS and as often as they say; code below takes the sub-config it
+needs, passed down.
 """
 
 from __future__ import annotations
@@ -48,6 +52,20 @@ NAMED_EDGES = {
     ("ir", "runtime"): (),
 }
 
+# The only files that read GlobalConfig(), and how many times (exactly): the
+# tops of the pipelines. Every other file takes the sub-config it needs as an
+# argument. A folder ("python/") is allowed whole.
+CONFIG_READERS = {
+    "base/": "the config itself: where it is defined, read from the environment and overridden",
+    "python/": "the bindings: each Python call is a top: the package's _init, a replay, a region's run",
+    "lazy/tracer.cc": (1, "the trace of one op: read once, its stages and the eager scheduler get sub-configs"),
+    "lazy/graph_executor.cc": (1, "the sync entry: each public entry of the executor reads trace and run once"),
+    "lazy/executable_cache.cc": (3, "the executable source: the chain and the compile targets, built once from "
+                                    "the cache sub-config, and each sync's compile settings"),
+    "lazy/compile_report.cc": (1, "a compile's debug settings (the report, dumps), read when the graph "
+                                  "compiles, perhaps on a pool thread long after its sync"),
+}
+
 # Folders that know nothing of torch (DESIGN.md: base/ is config, status and
 # metrics; proto/ is generated).
 TORCH_FREE = ("proto", "base")
@@ -57,6 +75,39 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', re.M)
 TORCH_HEADERS = re.compile(r"^(ATen/|c10/|torch/)")
 PYTHON_HEADERS = re.compile(r"^(Python\.h|pybind11/|torch/python\.h|torch/extension\.h|torch/csrc/(utils/)?python)")
 SOURCES = (".h", ".cc", ".cpp", ".hpp", ".inc")
+CONFIG_READ = re.compile(r"\bGlobalConfig\(\)")
+LINE_COMMENT = re.compile(r"//.*$", re.M)
+
+
+def config_readers(csrc: str) -> List[str]:
+    """Reads of GlobalConfig() outside CONFIG_READERS, or more or fewer than it allows."""
+    found: List[str] = []
+    counts = {}
+    for dirpath, _, files in os.walk(csrc):
+        for name in sorted(files):
+            if not name.endswith(SOURCES):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, csrc).replace(os.sep, "/")
+            if any(rel.startswith(folder) for folder in CONFIG_READERS if folder.endswith("/")):
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = LINE_COMMENT.sub("", f.read())
+            lines = [text.count("\n", 0, m.start()) + 1 for m in CONFIG_READ.finditer(text)]
+            if rel in CONFIG_READERS:
+                counts[rel] = len(lines)
+            else:
+                found += [f"csrc/{rel}:{line}: reads GlobalConfig() below the top; take the sub-config "
+                          "as an argument (or add the file to check_layering.CONFIG_READERS, saying why)"
+                          for line in lines]
+    for rel, entry in CONFIG_READERS.items():
+        if rel.endswith("/") or not os.path.exists(os.path.join(csrc, rel)):
+            continue
+        allowed = entry[0]
+        if counts.get(rel, 0) != allowed:
+            found.append(f"csrc/{rel}: reads GlobalConfig() {counts.get(rel, 0)} time(s); "
+                         f"check_layering.CONFIG_READERS allows exactly {allowed}")
+    return found
 
 
 def violations(csrc: str) -> List[str]:
@@ -102,13 +153,15 @@ def violations(csrc: str) -> List[str]:
 
 def self_test() -> int:
     """A fixture tree with one upward include, one Python include, one unknown
-    folder, two includes outside a named edge and a torch header in base/: each
-    must be reported; the same tree without them must pass."""
+    folder, two includes outside a named edge, a torch header in base/, a config
+    read below the top and one read too many at the top: each must be reported;
+    the same tree without them must pass."""
     with tempfile.TemporaryDirectory() as tmp:
         csrc = os.path.join(tmp, "csrc")
         files = {
             "ir/node.h": '#include "base/config.h"\n#include "absl/status/status.h"\n',
-            "lazy/tracer.cc": '#include "ir/node.h"\n#include "cache/executable_provider.h"\n',
+            "lazy/tracer.cc": ('#include "ir/node.h"\n#include "cache/executable_provider.h"\n'
+                               "const Config& c = GlobalConfig();  // not GlobalConfig() again\n"),
             "cache/executable_provider.h": '#include "compiler/compiler.h"\n',
             "compiler/compiler.h": '#include "ir/node.h"\n#include "runtime/kernel_abi.h"\n',
             "runtime/kernel_abi.h": "#include <cstdint>\n",
@@ -120,7 +173,7 @@ def self_test() -> int:
             os.makedirs(os.path.dirname(os.path.join(csrc, rel)), exist_ok=True)
             with open(os.path.join(csrc, rel), "w") as f:
                 f.write(text)
-        clean = violations(csrc)
+        clean = violations(csrc) + config_readers(csrc)
         if clean:
             print("self-test: the clean fixture was reported:", *clean, sep="\n  ")
             return 1
@@ -134,20 +187,29 @@ def self_test() -> int:
             f.write('#include "runtime/kernel_abi.h"\n')  # ir/ sees nothing of runtime/
         with open(os.path.join(csrc, "base/dtypes.cc"), "w") as f:
             f.write("#include <c10/core/ScalarType.h>\n")  # base/ sees no torch
+        with open(os.path.join(csrc, "lazy/scheduler.cc"), "w") as f:
+            f.write("bool Groups() {\n  return GlobalConfig().run.eager_groups;\n}\n")  # below the top
+        with open(os.path.join(csrc, "lazy/tracer.cc"), "a") as f:
+            f.write("int Threads() { return GlobalConfig().run.kernel_threads; }\n")  # a second read
         os.makedirs(os.path.join(csrc, "misc"))
-        found = violations(csrc)
+        found = violations(csrc) + config_readers(csrc)
         expected = ["csrc/ir/node.h:3: ir/ includes \"lazy/tracer.h\" from lazy/, which is above it",
                     "csrc/runtime/hooks.cc:1: includes the Python header Python.h outside python/",
                     "csrc/compiler/lowering.cc:1: compiler/ includes \"runtime/program.h\"; of runtime/ it may "
                     "include runtime/kernel_abi.h",
                     "csrc/ir/shape.cc:1: ir/ includes \"runtime/kernel_abi.h\"; of runtime/ it may include nothing",
                     "csrc/base/dtypes.cc:1: base/ includes the torch header c10/core/ScalarType.h",
-                    "csrc/misc/: a folder that is not in check_layering.LAYERS (place it in the picture)"]
+                    "csrc/misc/: a folder that is not in check_layering.LAYERS (place it in the picture)",
+                    "csrc/lazy/scheduler.cc:2: reads GlobalConfig() below the top; take the sub-config as an "
+                    "argument (or add the file to check_layering.CONFIG_READERS, saying why)",
+                    "csrc/lazy/tracer.cc: reads GlobalConfig() 2 time(s); check_layering.CONFIG_READERS allows "
+                    "exactly 1"]
         if sorted(found) != sorted(expected):
             print("self-test: expected", *expected, "got", *found, sep="\n  ")
             return 1
     print("self-test: an upward include, a Python header below python/, an unplaced folder, includes "
-          "outside a named edge and a torch header in base/ are reported")
+          "outside a named edge, a torch header in base/ and config reads below the top or beyond the "
+          "allowed count are reported")
     return 0
 
 
@@ -158,11 +220,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.self_test:
         return self_test()
-    found = violations(args.csrc)
+    found = violations(args.csrc) + config_readers(args.csrc)
     for v in found:
         print(v)
     print(f"layering: {len(found)} violation(s) in {args.csrc}" if found else
-          f"layering: every #include in {args.csrc} points down ({' < '.join(LAYERS)})")
+          f"layering: every #include in {args.csrc} points down ({' < '.join(LAYERS)}); GlobalConfig() "
+          f"is read only by {', '.join(CONFIG_READERS)}")
     return 1 if found else 0
 
 

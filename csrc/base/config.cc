@@ -62,15 +62,15 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
   }
   if (std::string v = lookup("TORCH_NEURON_NUM_DEVICES"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(int64_t n, ParseInt("TORCH_NEURON_NUM_DEVICES", v, 1, kMaxDevices));
-    c.num_devices = static_cast<int>(n);
+    c.devices.num_devices = static_cast<int>(n);
   }
   if (std::string v = lookup("TORCH_NEURON_MEMORY_LIMIT_MB"); !v.empty()) {
     // 0 means unlimited; the upper bound (1 PiB) only guards against overflow.
     TN_ASSIGN_OR_RETURN(int64_t mb, ParseInt("TORCH_NEURON_MEMORY_LIMIT_MB", v, 0, int64_t{1} << 30));
-    c.memory_limit_bytes = mb << 20;
+    c.devices.memory_limit_bytes = mb << 20;
   }
   if (std::string v = lookup("TORCH_NEURON_FALLBACK"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.allow_cpu_fallback, ParseBool("TORCH_NEURON_FALLBACK", v));
+    TN_ASSIGN_OR_RETURN(c.trace.allow_cpu_fallback, ParseBool("TORCH_NEURON_FALLBACK", v));
   }
   if (std::string v = lookup("TORCH_NEURON_CACHE_DIR"); !v.empty()) c.cache.dir = v;
   if (std::string v = lookup("TORCH_NEURON_CACHE_MAX_MB"); !v.empty()) {
@@ -182,17 +182,17 @@ absl::StatusOr<Config> ApplyEnvironment(Config c,
     TN_ASSIGN_OR_RETURN(c.trace.dynamic_shapes, ParseBool("TORCH_NEURON_DYNAMIC_SHAPES", v));
   }
   if (std::string v = lookup("TORCH_NEURON_EAGER_GROUPS"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
+    TN_ASSIGN_OR_RETURN(c.run.eager_groups, ParseBool("TORCH_NEURON_EAGER_GROUPS", v));
   }
   if (std::string v = lookup("TORCH_NEURON_TIERED_COMPILE"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(c.compile.tiered, ParseBool("TORCH_NEURON_TIERED_COMPILE", v));
   }
   if (std::string v = lookup("TORCH_NEURON_LAUNCH_BLOCKING"); !v.empty()) {
-    TN_ASSIGN_OR_RETURN(c.launch_blocking, ParseBool("TORCH_NEURON_LAUNCH_BLOCKING", v));
+    TN_ASSIGN_OR_RETURN(c.run.launch_blocking, ParseBool("TORCH_NEURON_LAUNCH_BLOCKING", v));
   }
   if (std::string v = lookup("TORCH_NEURON_KERNEL_THREADS"); !v.empty()) {
     TN_ASSIGN_OR_RETURN(int64_t threads, ParseInt("TORCH_NEURON_KERNEL_THREADS", v, 0, 256));
-    c.kernel_threads = static_cast<int>(threads);
+    c.run.kernel_threads = static_cast<int>(threads);
   }
   return c;
 }

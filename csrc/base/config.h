@@ -1,8 +1,9 @@
 // The configuration object: every TORCH_NEURON_* environment variable is read
 // once, validated, and stored here. The top of each pipeline (the Python
-// bindings, the process's executable source, a sync) reads GlobalConfig() and
-// passes the sub-config a part needs down to it; tests change it with
-// ScopedConfigOverride.
+// bindings, the process's executable source, a sync, the trace of an op, a
+// compile's report) reads GlobalConfig() and passes the sub-config a part
+// needs down to it (scripts/check_layering.py's CONFIG_READERS lists those
+// readers, and fails on any other); tests change it with ScopedConfigOverride.
 #pragma once
 
 #include <cstdint>
@@ -56,9 +57,11 @@ struct CompileConfig {
   std::string test_fault_op;
 };
 
-// What the tracer records of each op.
+// What the tracer does with each op (read once per op, passed down its stages).
 struct TraceConfig {
   bool ir_debug = false;  // TORCH_NEURON_IR_DEBUG: each node's source line
+  // Whether ops without a device lowering may run on the CPU (TORCH_NEURON_FALLBACK).
+  bool allow_cpu_fallback = true;
   // Lazy mode traces every graph size-generic (ir/graph.h): SymInt arguments
   // as parameters and hashes without sizes, so a graph whose sizes change
   // (variable lengths, routing by data) compiles once, at tier 0
@@ -66,24 +69,43 @@ struct TraceConfig {
   bool dynamic_shapes = false;
 };
 
-// The one table of settings. Code below the top takes the sub-config it needs
-// (cache, compile, trace), passed down, rather than reading this.
-struct Config {
-  ExecutionMode mode = ExecutionMode::kLazy;
+// How traced work runs: who runs it in eager mode and how a graph's execution
+// is queued. Read at a sync's (or an op's) entry and passed down.
+struct RunConfig {
+  // Eager mode groups ops into graphs compiled in the background
+  // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
+  bool eager_groups = true;
+  // Every execution is waited for where it is queued, so its error is raised
+  // there: at the op in eager mode, at the sync in lazy mode
+  // (TORCH_NEURON_LAUNCH_BLOCKING, like CUDA_LAUNCH_BLOCKING).
+  bool launch_blocking = false;
+  // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
+  // 0 = one per host core.
+  int kernel_threads = 0;
+};
+
+// The emulated devices, consumed once when the process's device registry is
+// built (runtime/device_registry.h).
+struct DeviceConfig {
   // Number of emulated devices (TORCH_NEURON_NUM_DEVICES).
   int num_devices = 1;
   // Per-device memory limit in bytes, 0 = no limit (TORCH_NEURON_MEMORY_LIMIT_MB).
   int64_t memory_limit_bytes = 0;
-  // Whether ops without a device lowering may run on the CPU (TORCH_NEURON_FALLBACK).
-  bool allow_cpu_fallback = true;
+};
+
+// The one table of settings. Code below the top takes the sub-config it needs
+// (cache, compile, trace), passed down, rather than reading this.
+struct Config {
+  // The mode the process starts in (lazy/execution_mode.h; set when the
+  // Python package loads, then changed by torch_neuron.mode()).
+  ExecutionMode mode = ExecutionMode::kLazy;
+  DeviceConfig devices;
   CacheConfig cache;
   CompileConfig compile;
   TraceConfig trace;
+  RunConfig run;
   std::string shape_registry;  // TORCH_NEURON_SHAPE_REGISTRY
   std::string registry_tag;    // TORCH_NEURON_REGISTRY_TAG ("": the script's name)
-  // Host threads that split one generated-kernel call (TORCH_NEURON_KERNEL_THREADS);
-  // 0 = one per host core.
-  int kernel_threads = 0;
   // Whether backward passes on neuron tensors run on autograd's per-device
   // thread (PyTorch's default for a device) rather than the thread that calls
   // backward (TORCH_NEURON_AUTOGRAD_THREAD).
@@ -96,13 +118,6 @@ struct Config {
   // on the CPU fallback, a read of a value) runs op by op on the lazy path
   // with a warning, instead of raising (TORCH_NEURON_COMPILE_FALLBACK).
   bool compile_fallback = false;
-  // Eager mode groups ops into graphs compiled in the background
-  // (TORCH_NEURON_EAGER_GROUPS; 0 runs every op as its own graph, the old path).
-  bool eager_groups = true;
-  // Every execution is waited for where it is queued, so its error is raised
-  // there: at the op in eager mode, at the sync in lazy mode
-  // (TORCH_NEURON_LAUNCH_BLOCKING, like CUDA_LAUNCH_BLOCKING).
-  bool launch_blocking = false;
 };
 
 // Largest number of emulated devices; c10 device indices are int8.

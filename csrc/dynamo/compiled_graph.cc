@@ -256,7 +256,8 @@ void CompiledGraph::WriteInput(const at::Tensor& input, const at::Tensor& value)
   if (!input.is_inference()) input.unsafeGetTensorImpl()->bump_version();
 }
 
-std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::Tensor>& inputs) {
+std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::Tensor>& inputs,
+                                                          const TraceConfig& trace, const RunConfig& run) {
   TORCH_CHECK(traced_, "this compiled graph has not been traced");
   if (inputs.size() != inputs_.size()) return std::nullopt;
   std::vector<lazy::LazyTensorPtr> lazy = LazyInputs(inputs);
@@ -291,8 +292,8 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::
   Runs()->Add(1);
   if (record_.program != nullptr) {
     std::optional<std::string> source;  // the program's own lines, if recorded
-    if (!GlobalConfig().trace.ir_debug) source = "";
-    executor.Launch(device_, record_.program, record_.params, std::move(bound), std::move(outputs),
+    if (!trace.ir_debug) source = "";
+    executor.Launch(device_, run, record_.program, record_.params, std::move(bound), std::move(outputs),
                     std::move(source), /*launched_at=*/lazy::CurrentSourceLocation());
   }
   return results;

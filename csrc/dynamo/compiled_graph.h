@@ -31,6 +31,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "base/config.h"
 #include "lazy/graph_executor.h"
 #include "lazy/tensor_impl.h"
 
@@ -71,8 +72,10 @@ class CompiledGraph {
 
   // The graph run on `inputs`: its tensor results, or nullopt when the inputs
   // do not fit the trace (a device, shape, dtype or layout, or which inputs
-  // share a buffer, differs), for the caller to trace another.
-  std::optional<std::vector<at::Tensor>> Run(const std::vector<at::Tensor>& inputs);
+  // share a buffer, differs), for the caller to trace another. `trace` and
+  // `run` are the settings read at the caller's top (the Python binding).
+  std::optional<std::vector<at::Tensor>> Run(const std::vector<at::Tensor>& inputs, const TraceConfig& trace,
+                                             const RunConfig& run);
 
   bool traced() const { return traced_; }
   bool size_generic() const { return size_generic_; }

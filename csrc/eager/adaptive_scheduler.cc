@@ -278,7 +278,8 @@ class InScheduler {
 
 class AdaptiveScheduler : public lazy::Scheduler {
  public:
-  void OnOpTraced(int device, ir::hash_t op_key, const std::vector<lazy::LazyTensorPtr>& created) override {
+  void OnOpTraced(int device, ir::hash_t op_key, const std::vector<lazy::LazyTensorPtr>& created,
+                  const RunConfig& run) override {
     if (in_scheduler || created.empty()) return lazy::GraphExecutor::Get().RunNow(created);
     InScheduler scope;
     Counters().ops->Add(1);
@@ -294,7 +295,7 @@ class AdaptiveScheduler : public lazy::Scheduler {
       const uint64_t prefix = d.grouper.prefix();
       d.prefixes.push_back(prefix);
       if (d.ops == 0) {
-        d.holding = !GlobalConfig().launch_blocking && table_.IsReadyPrefix(prefix);
+        d.holding = !run.launch_blocking && table_.IsReadyPrefix(prefix);
       } else if (d.holding && !table_.IsReadyPrefix(prefix)) {
         RunHeld(device, d);  // no compiled group goes on like this one
       }

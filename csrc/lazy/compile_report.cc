@@ -169,7 +169,9 @@ void ObserveCompile(const cache::CompileEvent& event) {
         result.tier1_error);
   }
   // The settings in force when the graph compiles (a test's override turns
-  // the report on after the chain was built): read here, on the compiling thread.
+  // the report on after the chain was built): read here, on the compiling
+  // thread. A compile is a top of its own: it may run on the tier-1 pool long
+  // after the sync that asked, so no caller's sub-config reaches it.
   const CompileConfig& config = GlobalConfig().compile;
   const bool report = config.debug && !event.request.background;
   if (!report && config.debug_dir.empty()) return;

@@ -65,7 +65,8 @@ std::string OpName(const c10::OperatorHandle& op) {
   return schema.name() + "." + schema.overload_name();
 }
 
-void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason) {
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason,
+                 const TraceConfig& trace) {
   const std::string name = OpName(op);
   const c10::FunctionSchema& schema = op.schema();
   const size_t num_args = schema.arguments().size();
@@ -80,7 +81,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     if (v.isDevice() && v.toDevice().type() == c10::DeviceType::CPU) cpu_results = true;
   }
   if (!cpu_results) {
-    TORCH_CHECK_NOT_IMPLEMENTED(GlobalConfig().allow_cpu_fallback, "operator ", name,
+    TORCH_CHECK_NOT_IMPLEMENTED(trace.allow_cpu_fallback, "operator ", name,
                                 " cannot run on the neuron device (", reason,
                                 ") and the CPU fallback is off (TORCH_NEURON_FALLBACK=0)");
     metrics::Increment(std::string(metrics::kFallbackPrefix) + name);

@@ -7,10 +7,14 @@
 
 #include <string>
 
+#include "base/config.h"
+
 namespace torch_neuron::lazy {
 
-// `reason` says why the op could not be traced (for the error with fallback off).
-void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason);
+// `reason` says why the op could not be traced (for the error with fallback
+// off); `trace` is the tracer's settings for this op (allow_cpu_fallback).
+void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& reason,
+                 const TraceConfig& trace);
 
 // What a user is told when a sparse tensor would reach the device.
 inline constexpr char kSparseUnsupported[] =

@@ -6,7 +6,7 @@ namespace torch_neuron::lazy {
 namespace {
 
 std::atomic<int>& ModeFlag() {
-  static std::atomic<int> mode{static_cast<int>(GlobalConfig().mode)};
+  static std::atomic<int> mode{static_cast<int>(ExecutionMode::kLazy)};
   return mode;
 }
 

@@ -1,6 +1,7 @@
 // The execution mode: lazy (trace, run at sync points) or eager (every op runs
-// at once through the same compile-and-cache path). Starts from the config
-// (TORCH_NEURON_MODE); torch_neuron.set_mode changes it. Thread-safe (atomic).
+// at once through the same compile-and-cache path). Starts lazy; the Python
+// package's _init sets the config's (TORCH_NEURON_MODE), torch_neuron.mode
+// changes it. Thread-safe (atomic).
 #pragma once
 
 #include <functional>

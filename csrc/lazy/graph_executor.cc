@@ -128,11 +128,19 @@ absl::StatusOr<std::shared_ptr<const runtime::Program>> ProgramOrFail(
 }
 
 // Eager mode: the scheduler runs what it holds on `device` before a sync.
-void BeforeSync(int device, bool step_end) {
-  if (CurrentMode() == ExecutionMode::kEager) EagerScheduler().BeforeSync(device, step_end);
+void BeforeSync(int device, bool step_end, const RunConfig& run) {
+  if (CurrentMode() == ExecutionMode::kEager) EagerScheduler(run).BeforeSync(device, step_end);
 }
 
 }  // namespace
+
+// What a sync needs of the config: each public entry of the executor (the top
+// of a sync) reads it here once and passes it down, so a sync runs with one
+// set of settings and nothing below reads the config.
+GraphExecutor::Settings GraphExecutor::CurrentSettings() {
+  const Config& config = GlobalConfig();
+  return Settings{config.trace, config.run};
+}
 
 GraphExecutor& GraphExecutor::Get() {
   static GraphExecutor* executor = [] {
@@ -142,9 +150,10 @@ GraphExecutor& GraphExecutor::Get() {
     runtime::SetGeneratorSyncHook([e](c10::DeviceIndex device) {
       const int count = runtime::DeviceRegistry::Global().device_count();
       if (device < 0 || device >= count) return;
-      BeforeSync(device, false);
+      const Settings settings = CurrentSettings();
+      BeforeSync(device, false, settings.run);
       std::vector<LazyTensorPtr> pending = PendingTensors(device);
-      if (!pending.empty() || HasPendingDraws(device)) e->SyncDevice(device, pending);
+      if (!pending.empty() || HasPendingDraws(device)) e->SyncDevice(settings, device, pending);
       e->DrainDevice(device);
     });
     return e;
@@ -153,14 +162,15 @@ GraphExecutor& GraphExecutor::Get() {
 }
 
 void GraphExecutor::Sync(const std::vector<LazyTensorPtr>& tensors) {
+  const Settings settings = CurrentSettings();
   if (CurrentMode() == ExecutionMode::kEager) {
     std::set<int> devices;
     for (const LazyTensorPtr& t : tensors) {
       if (t) devices.insert(t->device());
     }
-    for (int device : devices) BeforeSync(device, false);
+    for (int device : devices) BeforeSync(device, false, settings.run);
   }
-  RunByDevice(tensors, /*read=*/true);
+  RunByDevice(settings, tensors, /*read=*/true);
 }
 
 namespace {
@@ -233,10 +243,11 @@ std::vector<ir::NodePtr> AddWhatTheReadComputes(int device, std::vector<LazyTens
 }  // namespace
 
 void GraphExecutor::RunNow(const std::vector<LazyTensorPtr>& tensors) {
-  RunByDevice(tensors, /*read=*/false);
+  RunByDevice(CurrentSettings(), tensors, /*read=*/false);
 }
 
-void GraphExecutor::RunByDevice(const std::vector<LazyTensorPtr>& tensors, bool read) {
+void GraphExecutor::RunByDevice(const Settings& settings, const std::vector<LazyTensorPtr>& tensors,
+                                bool read) {
   std::map<int, std::vector<LazyTensorPtr>> by_device;
   for (const LazyTensorPtr& t : tensors) {
     if (t && t->is_pending()) by_device[t->device()].push_back(t);
@@ -244,20 +255,21 @@ void GraphExecutor::RunByDevice(const std::vector<LazyTensorPtr>& tensors, bool 
   for (auto& [device, list] : by_device) {
     std::vector<ir::NodePtr> keep;
     if (read) keep = AddWhatTheReadComputes(device, &list);
-    SyncDevice(device, list, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
+    SyncDevice(settings, device, list, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
   }
 }
 
 void GraphExecutor::MarkStep(int device) {
   ExecCounters().mark_steps->Add(1);
+  const Settings settings = CurrentSettings();
   const int count = runtime::DeviceRegistry::Global().device_count();
   for (int d = 0; d < count; ++d) {
     if (device >= 0 && d != device) continue;
     CheckNotCapturing(d, "mark_step");
-    BeforeSync(d, true);
+    BeforeSync(d, true, settings.run);
     std::vector<LazyTensorPtr> pending = PendingTensors(d);
     if (!pending.empty() || HasPendingDraws(d)) {
-      SyncDevice(d, pending);
+      SyncDevice(settings, d, pending);
     } else {
       runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(d).TakeError());
     }
@@ -265,6 +277,7 @@ void GraphExecutor::MarkStep(int device) {
 }
 
 std::vector<int> GraphExecutor::QueuePendingWork() {
+  const Settings settings = CurrentSettings();
   std::vector<int> queued;
   const int count = runtime::DeviceRegistry::Global().device_count();
   for (int d = 0; d < count; ++d) {
@@ -273,16 +286,16 @@ std::vector<int> GraphExecutor::QueuePendingWork() {
       if (capturing_.count(d) != 0) continue;
     }
     if (runtime::ExecutionQueue::ForDevice(d).HasError()) continue;
-    BeforeSync(d, false);  // not a step's end
+    BeforeSync(d, false, settings.run);  // not a step's end
     std::vector<LazyTensorPtr> pending = PendingTensors(d);
-    if (!pending.empty() || HasPendingDraws(d)) SyncDevice(d, pending);
+    if (!pending.empty() || HasPendingDraws(d)) SyncDevice(settings, d, pending);
     queued.push_back(d);
   }
   return queued;
 }
 
 void GraphExecutor::WaitDevice(int device) {
-  BeforeSync(device, false);
+  BeforeSync(device, false, CurrentSettings().run);
   DrainDevice(device);
 }
 
@@ -354,22 +367,23 @@ void GraphExecutor::SyncRegionInputs(int device, const std::vector<LazyTensorPtr
   // along, or code between regions (generate()'s attention mask, its
   // finished sequences) would grow a chain that every call recompiles.
   std::vector<ir::NodePtr> keep = AddWhatTheReadComputes(device, &pending);
-  SyncDevice(device, pending, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
+  SyncDevice(CurrentSettings(), device, pending, nullptr, /*partial=*/true, /*only_if_cached=*/false, keep);
 }
 
 void GraphExecutor::CompileRegion(int device, const std::vector<LazyTensorPtr>& roots, StepRecord* record,
                                   bool size_generic) {
-  SyncDevice(device, roots, record, /*partial=*/true, /*only_if_cached=*/false, /*keep=*/{}, size_generic);
+  SyncDevice(CurrentSettings(), device, roots, record, /*partial=*/true, /*only_if_cached=*/false,
+             /*keep=*/{}, size_generic);
 }
 
 void GraphExecutor::CaptureStep(int device, StepRecord* record) {
   ExecCounters().mark_steps->Add(1);
-  SyncDevice(device, PendingTensors(device), record);
+  SyncDevice(CurrentSettings(), device, PendingTensors(device), record);
 }
 
-bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record,
-                               bool partial, bool only_if_cached, const std::vector<ir::NodePtr>& keep,
-                               bool size_generic) {
+bool GraphExecutor::SyncDevice(const Settings& settings, int device,
+                               const std::vector<LazyTensorPtr>& tensors, StepRecord* record, bool partial,
+                               bool only_if_cached, const std::vector<ir::NodePtr>& keep, bool size_generic) {
   if (record == nullptr) CheckNotCapturing(device, "a sync");
   runtime::ExecutionQueue& queue = runtime::ExecutionQueue::ForDevice(device);
   runtime::ThrowIfError(queue.TakeError());
@@ -394,7 +408,7 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   }
   // Lazy mode's graphs with TORCH_NEURON_DYNAMIC_SHAPES: size-generic, as a
   // region whose sizes are symbolic (a captured step keeps its sizes).
-  if (record == nullptr && GlobalConfig().trace.dynamic_shapes && CurrentMode() == ExecutionMode::kLazy) {
+  if (record == nullptr && settings.trace.dynamic_shapes && CurrentMode() == ExecutionMode::kLazy) {
     size_generic = true;
   }
   ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered, size_generic);
@@ -467,24 +481,26 @@ bool GraphExecutor::SyncDevice(int device, const std::vector<LazyTensorPtr>& ten
   std::optional<std::string> source;
   std::string launched_at;
   if (CurrentMode() != ExecutionMode::kEager) {
-    if (!GlobalConfig().trace.ir_debug) source = "";
+    if (!settings.trace.ir_debug) source = "";
     // Its errors name this sync's line (in eager mode each op names its own).
     // A walk of the Python frames: about a microsecond.
     launched_at = CurrentSourceLocation();
   }
-  Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
+  Launch(device, settings.run, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
          std::move(source), std::move(launched_at), std::move(graph_ir));
   return true;
 }
 
 bool GraphExecutor::RunPendingIfCached(int device) {
-  return SyncDevice(device, PendingTensors(device), nullptr, false, /*only_if_cached=*/true);
+  return SyncDevice(CurrentSettings(), device, PendingTensors(device), nullptr, false,
+                    /*only_if_cached=*/true);
 }
 
 void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
                              const std::vector<LazyTensorPtr>* bind) {
   CheckNotCapturing(device, "a sync");
   runtime::ThrowIfError(runtime::ExecutionQueue::ForDevice(device).TakeError());
+  const RunConfig run = CurrentSettings().run;
   const bool had_draws = HasPendingDraws(device);
   for (const ir::NodePtr& node : nodes) {
     if (RanValues::Global().HasRun(*node)) continue;
@@ -513,7 +529,7 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
     ExecCounters().prepare_ns->Add(NanosSince(start));
     roots.clear();
     g.pinned.clear();
-    Launch(device, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
+    Launch(device, run, std::move(program), std::move(params), std::move(inputs), std::move(outputs),
            node->source());
   }
   // Tensors whose values ran take their buffers.
@@ -532,7 +548,7 @@ void GraphExecutor::RunNodes(int device, const std::vector<ir::NodePtr>& nodes,
   RanValues::Global().Sweep();
 }
 
-void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> program,
+void GraphExecutor::Launch(int device, const RunConfig& run, std::shared_ptr<const runtime::Program> program,
                            std::vector<c10::IValue> params,
                            std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
                            std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source,
@@ -541,11 +557,11 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
   auto job = std::make_shared<
       std::tuple<std::vector<c10::IValue>, std::vector<std::pair<size_t, runtime::DeviceDataPtr>>,
                  std::vector<ir::NodePtr>>>(std::move(params), std::move(inputs), std::move(graph_ir));
-  // The kernel team's size is the config's when the graph is queued: the
-  // queue thread does not read the config (a test's override may change it
-  // meanwhile).
+  // The kernel team's size is the sync's setting when the graph is queued:
+  // the queue thread does not read the config (a test's override may change
+  // it meanwhile).
   queue.Enqueue([program = std::move(program), job, outputs = std::move(outputs),
-                 threads = GlobalConfig().kernel_threads, source = std::move(source),
+                 threads = run.kernel_threads, source = std::move(source),
                  launched_at = std::move(launched_at), listeners = runtime::CaptureTorchListeners()]() {
     std::get<2>(*job).clear();                         // the graph's IR, before donation is decided
     runtime::ScopedTorchListeners carried(listeners);  // torch.profiler, if it listens
@@ -553,7 +569,7 @@ void GraphExecutor::Launch(int device, std::shared_ptr<const runtime::Program> p
     return RunGraph(program, std::move(std::get<0>(*job)), std::move(std::get<1>(*job)), outputs, source,
                     launched_at);
   });
-  if (GlobalConfig().launch_blocking) DrainDevice(device);
+  if (run.launch_blocking) DrainDevice(device);
 }
 
 ir::CanonicalGraph GraphExecutor::PendingGraph(const std::vector<LazyTensorPtr>& tensors) const {
@@ -567,7 +583,7 @@ ir::CanonicalGraph GraphExecutor::PendingGraph(const std::vector<LazyTensorPtr>&
 std::string GraphExecutor::LastRecompileReason() const { return lazy::LastRecompileReason(); }
 
 void GraphExecutor::ClearCache() {
-  EagerScheduler().OnCacheCleared();
+  EagerScheduler(CurrentSettings().run).OnCacheCleared();
   ClearMemoryCache();
 }
 

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
+#include "base/config.h"
 #include "ir/graph.h"
 #include "lazy/lazy_tensor.h"
 #include "runtime/program.h"
@@ -131,35 +132,42 @@ class GraphExecutor {
   // donation: an input's buffer nothing but the job holds may take an output
   // the program's signature allows (runtime/launch.h). `source` is the user's line its errors name
   // ("": none; nullopt: the lines the program was compiled with).
-  // `launched_at` is the user's line of the sync that launched it ("": none):
+  // `run` is the caller's settings (kernel threads, launch blocking), read at
+  // its top. `launched_at` is the user's line of the sync that launched it ("": none):
   // an execution error surfaces at a later sync, perhaps in other code, and
   // names this one. `graph_ir` is the graph's IR, which the job releases on
   // the queue before it runs: freeing a large graph's nodes costs about as
   // much as canonicalizing them, and the queue, idle while the next step
   // traces, pays for it instead of the tracing thread. Released before
   // Launch decides donation, so the IR never keeps a buffer from being donated.
-  void Launch(int device, std::shared_ptr<const runtime::Program> program, std::vector<c10::IValue> params,
-              std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
+  void Launch(int device, const RunConfig& run, std::shared_ptr<const runtime::Program> program,
+              std::vector<c10::IValue> params, std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs,
               std::vector<runtime::DeviceDataPtr> outputs, std::optional<std::string> source = "",
               std::string launched_at = "", std::vector<ir::NodePtr> graph_ir = {});
 
  private:
   GraphExecutor() = default;
+  // What a sync needs of the config, read once at each public entry.
+  struct Settings {
+    TraceConfig trace;
+    RunConfig run;
+  };
+  static Settings CurrentSettings();
   // `partial`: a sync of some tensors (.item(), .cpu()), not of the step.
   // `only_if_cached`: return false, changing nothing, when the graph's program
   // is not in memory (else it runs: true).
   // `keep`: nodes the graph computes that later graphs read; they become
   // outputs too, recorded as run (RanValues), so those graphs read their results.
   // `size_generic`: canonicalize as a size-generic graph (CompileRegion).
-  bool SyncDevice(int device, const std::vector<LazyTensorPtr>& tensors, StepRecord* record = nullptr,
-                  bool partial = false, bool only_if_cached = false,
+  bool SyncDevice(const Settings& settings, int device, const std::vector<LazyTensorPtr>& tensors,
+                  StepRecord* record = nullptr, bool partial = false, bool only_if_cached = false,
                   const std::vector<ir::NodePtr>& keep = {}, bool size_generic = false);
   void CheckNotCapturing(int device, const char* what) const;
   // Syncs the pending ones among `tensors`, a graph per device; a `read`
   // (Sync: .item(), .cpu(), printing) also materializes what its graph computes
   // for other live tensors (graph_executor.cc, AddWhatTheReadComputes), a
   // scheduler's RunNow does not.
-  void RunByDevice(const std::vector<LazyTensorPtr>& tensors, bool read);
+  void RunByDevice(const Settings& settings, const std::vector<LazyTensorPtr>& tensors, bool read);
 
   // What is being captured on a device: a step (torch_neuron.graph) or a
   // torch.compile region; each raises its own message at a sync.

@@ -2,7 +2,6 @@
 
 #include <atomic>
 
-#include "base/config.h"
 #include "lazy/graph_executor.h"
 
 namespace torch_neuron::lazy {
@@ -13,8 +12,10 @@ namespace {
 // reference the adaptive one is measured against.
 class PerOp : public Scheduler {
  public:
-  void OnOpTraced(int device, ir::hash_t op_key, const std::vector<LazyTensorPtr>& created) override {
+  void OnOpTraced(int device, ir::hash_t op_key, const std::vector<LazyTensorPtr>& created,
+                  const RunConfig& run) override {
     (void)op_key;
+    (void)run;
     GraphExecutor::Get().RunNow(created);
     GraphExecutor::Get().DrainDevice(device);
   }
@@ -29,9 +30,9 @@ Scheduler& PerOpScheduler() {
   return *scheduler;
 }
 
-Scheduler& EagerScheduler() {
+Scheduler& EagerScheduler(const RunConfig& run) {
   Scheduler* installed = adaptive.load(std::memory_order_acquire);
-  if (installed != nullptr && GlobalConfig().eager_groups) return *installed;
+  if (installed != nullptr && run.eager_groups) return *installed;
   return PerOpScheduler();
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/config.h"
 #include "ir/hash.h"
 #include "lazy/lazy_tensor.h"
 
@@ -27,8 +28,9 @@ class Scheduler {
   // bound: `created` hold the op's outputs (pending values of one node).
   // `op_key` identifies the op and its arguments' metadata (not what computed
   // them), so the same op on same-shaped inputs has the same key wherever it
-  // is traced.
-  virtual void OnOpTraced(int device, ir::hash_t op_key, const std::vector<LazyTensorPtr>& created) = 0;
+  // is traced. `run` is the settings the tracer read for this op.
+  virtual void OnOpTraced(int device, ir::hash_t op_key, const std::vector<LazyTensorPtr>& created,
+                          const RunConfig& run) = 0;
 
   // Called before any sync of `device` (also at mark_step, which `step_end`
   // says): runs what the scheduler holds back, so the sync sees every op.
@@ -41,9 +43,10 @@ class Scheduler {
   virtual void OnCacheCleared() {}
 };
 
-// The scheduler of eager mode (the adaptive one once installed, or per-op when
-// TORCH_NEURON_EAGER_GROUPS=0 or none is installed).
-Scheduler& EagerScheduler();
+// The scheduler of eager mode under `run` (the adaptive one once installed, or
+// per-op when run.eager_groups is off, TORCH_NEURON_EAGER_GROUPS=0, or none is
+// installed).
+Scheduler& EagerScheduler(const RunConfig& run);
 
 // Installs the adaptive eager scheduler (eager/ calls this; it lives for the
 // rest of the process).

@@ -152,7 +152,7 @@ void StepGraph::End(const std::vector<at::Tensor>& state) {
   record_ = std::move(record);
 }
 
-void StepGraph::Replay() {
+void StepGraph::Replay(const TraceConfig& trace, const RunConfig& run) {
   TORCH_CHECK(!capturing(), "replay() during the capture of a step");
   TORCH_CHECK(captured(),
               "replay(): nothing captured; capture a step first "
@@ -193,8 +193,8 @@ void StepGraph::Replay() {
   lazy.clear();
   Replays()->Add(1);
   std::optional<std::string> source;  // the captured program's lines, if recorded
-  if (!GlobalConfig().trace.ir_debug) source = "";
-  executor.Launch(device_, record_.program, record_.params, std::move(inputs), std::move(outputs),
+  if (!trace.ir_debug) source = "";
+  executor.Launch(device_, run, record_.program, record_.params, std::move(inputs), std::move(outputs),
                   std::move(source), /*launched_at=*/CurrentSourceLocation());
 }
 

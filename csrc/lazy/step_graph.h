@@ -26,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "base/config.h"
 #include "lazy/graph_executor.h"
 
 namespace torch_neuron::lazy {
@@ -48,8 +49,9 @@ class StepGraph {
 
   // Runs the captured step again on the current values of its tensors. What
   // is pending on the device runs first, as at mark_step. Raises if nothing
-  // was captured or an input tensor changed shape or dtype.
-  void Replay();
+  // was captured or an input tensor changed shape or dtype. `trace` and `run`
+  // are the settings read at the caller's top (the Python binding).
+  void Replay(const TraceConfig& trace, const RunConfig& run);
   // Drops the captured step and the buffers it keeps.
   void Reset();
 

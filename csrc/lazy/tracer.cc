@@ -146,7 +146,7 @@ bool TraceDeviceAssert(const Call& c) {
 bool TakeShortcut(const Call& c) {
   if (ABSL_PREDICT_FALSE(c.info.tensor_assert) && TraceDeviceAssert(c)) return true;
   if (c.info.never_traced != nullptr) {
-    CpuFallback(c.op, c.stack, c.info.never_traced);
+    CpuFallback(c.op, c.stack, c.info.never_traced, c.trace);
     return true;
   }
   // Ops that return their input's value unchanged share its LazyTensor: below
@@ -227,7 +227,7 @@ std::optional<int> DeviceOf(const Call& c) {
       return std::nullopt;
     }
   }
-  CpuFallback(c.op, c.stack, "it has no neuron tensor or device argument");
+  CpuFallback(c.op, c.stack, "it has no neuron tensor or device argument", c.trace);
   return std::nullopt;
 }
 
@@ -730,8 +730,10 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto start = Clock::now();
   const c10::FunctionSchema& schema = op.schema();
   const size_t num_args = schema.arguments().size();
-  // The top of the trace: the one read of the config an op makes.
-  const Call c{op, stack, schema, InfoFor(op), num_args, stack->size() - num_args, GlobalConfig().trace};
+  // The top of the trace: the one read of the config an op makes; its stages
+  // and the eager scheduler get the sub-configs.
+  const Config& config = GlobalConfig();
+  const Call c{op, stack, schema, InfoFor(op), num_args, stack->size() - num_args, config.trace};
   if (ABSL_PREDICT_FALSE(InsideSubclassOnFunctionalTensors(*stack, c.base))) {
     return TraceThroughFunctionalization(op, stack);
   }
@@ -740,23 +742,24 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!device) return;
 
   ArgumentBinder bound(c, *device);
-  if (std::optional<std::string> reason = bound.Bind()) return CpuFallback(op, stack, *reason);
+  if (std::optional<std::string> reason = bound.Bind()) return CpuFallback(op, stack, *reason, c.trace);
 
   // Stage 4, Meta inference: output shapes and layouts, cached per op key.
   const ir::hash_t op_key = bound.op_key();
   const std::shared_ptr<const MetaResult> meta =
       InferMeta(op, op_key, c.info.view_of, c.info.meta_fixup, [&bound] { return bound.TakeMetaStack(); });
-  if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs");
+  if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs", c.trace);
   for (const ir::Shape& s : meta->shapes) {
     if (s.dtype() != c10::ScalarType::Undefined) runtime::CheckSupportedDtype(s.dtype());
   }
 
   if (FillFactoryResult(c, *device, *meta)) return;
   if (std::optional<std::string> reason = HostOnlyReason(c, *meta, bound.operands())) {
-    return CpuFallback(op, stack, *reason);
+    return CpuFallback(op, stack, *reason, c.trace);
   }
   Writes writes;
-  if (std::optional<std::string> reason = CheckWrites(c, &writes)) return CpuFallback(op, stack, *reason);
+  if (std::optional<std::string> reason = CheckWrites(c, &writes))
+    return CpuFallback(op, stack, *reason, c.trace);
 
   ReadThroughConcat(c, bound, *meta);
   const ir::NodePtr node = EmitNode(c, bound, *meta);
@@ -769,7 +772,8 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TraceCounters().ops->Add(1);
   TraceCounters().nanos->Add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
-  if (CurrentMode() == ExecutionMode::kEager) EagerScheduler().OnOpTraced(*device, op_key, created);
+  if (CurrentMode() == ExecutionMode::kEager)
+    EagerScheduler(config.run).OnOpTraced(*device, op_key, created, config.run);
 }
 
 // With observers installed: the op's arguments are kept (the tracer consumes

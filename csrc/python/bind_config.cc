@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "eager/adaptive_scheduler.h"
 #include "lazy/executable_cache.h"
+#include "lazy/execution_mode.h"
 #include "runtime/device_registry.h"
 #include "python/bindings.h"
 
@@ -18,9 +19,9 @@ namespace {
 py::dict ConfigToDict(const Config& c) {
   py::dict d;
   d["mode"] = ExecutionModeName(c.mode);
-  d["num_devices"] = c.num_devices;
-  d["memory_limit_bytes"] = c.memory_limit_bytes;
-  d["allow_cpu_fallback"] = c.allow_cpu_fallback;
+  d["num_devices"] = c.devices.num_devices;
+  d["memory_limit_bytes"] = c.devices.memory_limit_bytes;
+  d["allow_cpu_fallback"] = c.trace.allow_cpu_fallback;
   d["cache_dir"] = c.cache.dir;
   d["cache_max_mb"] = c.cache.max_mb;
   d["cache_memory_entries"] = c.cache.memory_entries;
@@ -41,14 +42,14 @@ py::dict ConfigToDict(const Config& c) {
   d["registry_tag"] = c.registry_tag;
   d["test_fault_op"] = c.compile.test_fault_op;
   d["opt_level"] = c.compile.opt_level;
-  d["kernel_threads"] = c.kernel_threads;
+  d["kernel_threads"] = c.run.kernel_threads;
   d["autograd_thread"] = c.autograd_thread;
   d["step_on_optimizer"] = c.step_on_optimizer;
   d["compile_fallback"] = c.compile_fallback;
   d["dynamic_shapes"] = c.trace.dynamic_shapes;
-  d["eager_groups"] = c.eager_groups;
+  d["eager_groups"] = c.run.eager_groups;
   d["tiered_compile"] = c.compile.tiered;
-  d["launch_blocking"] = c.launch_blocking;
+  d["launch_blocking"] = c.run.launch_blocking;
   return d;
 }
 
@@ -77,12 +78,14 @@ class QuietOverride {
 }  // namespace
 
 void BindConfig(py::module_& m) {
-  // Reads the environment once; a malformed TORCH_NEURON_* value raises ValueError.
-  // Reads the environment once and builds the devices from it, so settings
-  // consumed at start-up (device count, memory limits) keep their effect.
+  // Reads the environment once (a malformed TORCH_NEURON_* value raises
+  // ValueError), builds the devices from it, so settings consumed at start-up
+  // (device count, memory limits) keep their effect, and starts in its mode.
   m.def("_init", [] {
     RaiseIfError(InitGlobalConfig());
-    runtime::DeviceRegistry::Global();
+    const Config& config = GlobalConfig();
+    runtime::DeviceRegistry::InitGlobal(config.devices);
+    lazy::SetMode(config.mode);
   });
   m.def("_config", [] { return ConfigToDict(GlobalConfig()); });
   // Tiered compilation's background tier-1 compiles (tests, exit).

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/config.h"
 #include "dynamo/compiled_graph.h"
 #include "python/bindings.h"
 
@@ -60,7 +61,9 @@ void BindDynamo(py::module_& m) {
       // The results, or None when the inputs do not fit the trace.
       .def("run",
            [](CompiledGraph& g, const py::handle& inputs) -> py::object {
-             std::optional<std::vector<at::Tensor>> results = g.Run(TensorList(inputs));
+             const Config& config = GlobalConfig();  // the top of a region's run
+             std::optional<std::vector<at::Tensor>> results =
+                 g.Run(TensorList(inputs), config.trace, config.run);
              if (!results) return py::none();
              return WrapAll(std::move(*results));
            })

@@ -9,6 +9,7 @@
 #include <string>
 #include <pybind11/stl.h>
 
+#include "base/config.h"
 #include "compiler/compile_request.h"
 #include "compiler/compiler.h"
 #include "ir/op_traits.h"
@@ -126,7 +127,11 @@ void BindStepGraph(py::module_& m) {
       .def("begin", [](StepGraph& g, int device, const py::list& state) { g.Begin(device, Tensors(state)); })
       .def("end", [](StepGraph& g, const py::list& state) { g.End(Tensors(state)); })
       .def("abort", &StepGraph::Abort)
-      .def("replay", &StepGraph::Replay)
+      .def("replay",
+           [](StepGraph& g) {
+             const Config& config = GlobalConfig();  // the top of a replay
+             g.Replay(config.trace, config.run);
+           })
       .def("reset", &StepGraph::Reset)
       .def_property_readonly("captured", &StepGraph::captured)
       .def_property_readonly("capturing", &StepGraph::capturing)
@@ -294,7 +299,7 @@ void BindLazy(py::module_& m) {
       // What eager mode held back runs first: lazy mode does not know of it.
       if (lazy::CurrentMode() == ExecutionMode::kEager) {
         const int count = runtime::DeviceRegistry::Global().device_count();
-        for (int d = 0; d < count; ++d) lazy::EagerScheduler().BeforeSync(d, false);
+        for (int d = 0; d < count; ++d) lazy::EagerScheduler(GlobalConfig().run).BeforeSync(d, false);
       }
       lazy::SetMode(ExecutionMode::kLazy);
     } else if (mode == "eager") {

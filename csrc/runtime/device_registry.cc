@@ -9,17 +9,22 @@ thread_local int current_device_index = 0;
 
 }  // namespace
 
-DeviceRegistry::DeviceRegistry(const Config& config) {
+DeviceRegistry::DeviceRegistry(const DeviceConfig& config) {
   arenas_.reserve(config.num_devices);
   for (int i = 0; i < config.num_devices; ++i) {
     arenas_.push_back(std::make_unique<DeviceArena>(i, config.memory_limit_bytes));
   }
 }
 
+DeviceRegistry& DeviceRegistry::InitGlobal(const DeviceConfig& config) {
+  // Built by the first caller, never destroyed: tensors freed during
+  // interpreter shutdown still return their blocks to an arena.
+  static DeviceRegistry* registry = new DeviceRegistry(config);
+  return *registry;
+}
+
 DeviceRegistry& DeviceRegistry::Global() {
-  // Never destroyed: tensors freed during interpreter shutdown still return their
-  // blocks to an arena.
-  static DeviceRegistry* registry = new DeviceRegistry(GlobalConfig());
+  static DeviceRegistry* registry = &InitGlobal(DeviceConfig());
   return *registry;
 }
 

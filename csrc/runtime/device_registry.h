@@ -1,8 +1,8 @@
 // DeviceRegistry: the set of emulated neuron devices of this process, their
 // memory arenas, and the calling thread's current device.
 //
-// The device count and memory limit come from the Config given at construction
-// (TORCH_NEURON_NUM_DEVICES, TORCH_NEURON_MEMORY_LIMIT_MB). Torch-free.
+// The device count and memory limit come from the DeviceConfig given at
+// construction (TORCH_NEURON_NUM_DEVICES, TORCH_NEURON_MEMORY_LIMIT_MB). Torch-free.
 // Thread-safe: the arenas are created up front and are thread-safe themselves;
 // the current device is per thread, as with CUDA.
 #pragma once
@@ -18,9 +18,14 @@ namespace torch_neuron::runtime {
 
 class DeviceRegistry {
  public:
-  explicit DeviceRegistry(const Config& config);
+  explicit DeviceRegistry(const DeviceConfig& config);
 
-  // The registry of this process, built from GlobalConfig() on first use.
+  // Builds the registry of this process from `config` unless it exists (the
+  // top calls it once the config is read: the Python package's _init), and
+  // returns it.
+  static DeviceRegistry& InitGlobal(const DeviceConfig& config);
+  // The registry of this process; built from the default DeviceConfig if
+  // InitGlobal was not called first (C++ tests).
   static DeviceRegistry& Global();
 
   int device_count() const { return static_cast<int>(arenas_.size()); }

@@ -10,10 +10,10 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   absl::StatusOr<Config> c = ConfigFromMap({});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->mode, ExecutionMode::kLazy);
-  EXPECT_EQ(c->num_devices, 1);
-  EXPECT_EQ(c->memory_limit_bytes, 0);
-  EXPECT_TRUE(c->allow_cpu_fallback);
-  EXPECT_EQ(c->kernel_threads, 0);
+  EXPECT_EQ(c->devices.num_devices, 1);
+  EXPECT_EQ(c->devices.memory_limit_bytes, 0);
+  EXPECT_TRUE(c->trace.allow_cpu_fallback);
+  EXPECT_EQ(c->run.kernel_threads, 0);
 }
 
 TEST(ConfigTest, ParsesEveryKnownVariable) {
@@ -26,12 +26,12 @@ TEST(ConfigTest, ParsesEveryKnownVariable) {
                                             {"TORCH_NEURON_KERNEL_THREADS", "2"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->mode, ExecutionMode::kEager);
-  EXPECT_EQ(c->num_devices, 4);
-  EXPECT_EQ(c->memory_limit_bytes, 64 << 20);
-  EXPECT_FALSE(c->allow_cpu_fallback);
+  EXPECT_EQ(c->devices.num_devices, 4);
+  EXPECT_EQ(c->devices.memory_limit_bytes, 64 << 20);
+  EXPECT_FALSE(c->trace.allow_cpu_fallback);
   EXPECT_FALSE(c->cache.enabled);
   EXPECT_EQ(c->cache.dir, "/tmp/x");
-  EXPECT_EQ(c->kernel_threads, 2);
+  EXPECT_EQ(c->run.kernel_threads, 2);
 }
 
 TEST(ConfigTest, MalformedValueNamesVariableAndValue) {
@@ -52,14 +52,14 @@ TEST(ConfigTest, OutOfRangeAndUnknownWordsAreRejected) {
 }
 
 TEST(ConfigTest, ScopedOverrideRestoresPreviousConfig) {
-  const int before = GlobalConfig().num_devices;
+  const int before = GlobalConfig().devices.num_devices;
   {
     Config c;
-    c.num_devices = 7;
+    c.devices.num_devices = 7;
     ScopedConfigOverride guard(c);
-    EXPECT_EQ(GlobalConfig().num_devices, 7);
+    EXPECT_EQ(GlobalConfig().devices.num_devices, 7);
   }
-  EXPECT_EQ(GlobalConfig().num_devices, before);
+  EXPECT_EQ(GlobalConfig().devices.num_devices, before);
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 namespace torch_neuron::runtime {
 namespace {
 
-Config TwoDevices(int64_t limit = 0) {
-  Config c;
+DeviceConfig TwoDevices(int64_t limit = 0) {
+  DeviceConfig c;
   c.num_devices = 2;
   c.memory_limit_bytes = limit;
   return c;
