@@ -3,6 +3,7 @@
 
     python scripts/check_layering.py              # the tree: exit 1 on a violation
     python scripts/check_layering.py --self-test  # shows it catches an upward include
+    python scripts/gen_layout_md.py [--check]     # docs/ARCHITECTURE.md's layout, from LAYOUT below
 
 A file in csrc/<folder>/ may include headers of its own folder and of folders
 below it in LAYERS, never above; a folder missing from LAYERS is a violation too
@@ -14,12 +15,14 @@ and third-party includes (`<...>`) are checked for Python headers alone.
 
 The process-wide config (`GlobalConfig()`) is read only at the top, by the files
 of CONFIG_READERS and as often as they say; code below takes the sub-config it
-needs, passed down.
+needs, passed down. LAYOUT describes each folder (its stage and key files, which
+must exist) for docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import re
 import sys
@@ -50,6 +53,60 @@ LAYERS = (
 NAMED_EDGES = {
     ("compiler", "runtime"): ("runtime/kernel_abi.h",),
     ("ir", "runtime"): (),
+}
+
+# Each folder of LAYERS: its stage and its key files (relative to the folder;
+# a `*` stands for several), in the table of docs/ARCHITECTURE.md
+# (scripts/gen_layout_md.py writes it).
+LAYOUT = {
+    "proto": ("versioned protobuf formats: the NEFF container, compile requests, the service's messages, the "
+              "metrics snapshot", ("neff.proto", "compile_request.proto", "service.proto", "metrics.proto")),
+    "base": ("settings (one table, passed down as sub-configs), metrics, the profiler's events, the dtype table "
+             "(dtypes by c10's number), status macros, the Status -> exception table; no torch",
+             ("config.h", "metrics.h", "profiler.h", "dtypes.h", "error_kind.h")),
+    "runtime": ("device arenas and registry, allocator, guard, hooks, generator, device buffers and transfers, "
+                "events, the execution queue, the program executor and launch (donation), fused-kernel operators "
+                "and the kernels' thread team, the kernel ABI, collective ops (neuron::all_reduce and kin, over "
+                "gloo); torch.profiler's bridge and the dtype refusal",
+                ("device_registry.h", "device_arena.cc", "execution_queue.cc", "executor.cc", "launch.h",
+                 "kernel_abi.h", "torch_profiler.h", "dtype_checks.h")),
+    "ir": ("immutable nodes, shapes, XXH3 hashing, hash-consing, canonical graphs, text/DOT printers, the "
+           "per-op traits table, operator schemas and their lookup", ("node.h", "graph.h", "hash.h", "op_traits.h", "op_schema.h", "op_lookup.h")),
+    "neff": ("the executable format: the writer frames the compiler's payload; the reader is the only builder of "
+             "a `runtime::Program`", ("neff_writer.cc", "neff_reader.cc")),
+    "compiler": ("CompileRequest in, NEFF bytes out (`Compile(request, options, target)`): the pass pipeline "
+                 "(verifier, CSE, constant folding, DCE, foreach expansion, decomposition, elementwise, row- and "
+                 "column-reduction fusion), kernel codegen and its C helpers (tier 1), lowering into the NEFF's "
+                 "program; `target.h` and the host target (`host/`: toolchain, ISA, kernel build)",
+                 ("compiler.h", "compile_request.h", "pass_pipeline.cc", "elementwise_fusion.cc",
+                  "kernel_codegen.cc", "lowering.cc", "target.h", "host/host_target.h", "host/native_build.h")),
+    "cache": ("the ExecutableProvider chain (single flight per key) assembled from the cache sub-config: memory "
+              "LRU, disk cache (sharded, locked, validated), Redis (signed entries), the compiler here; tiered compilation around it with its pool; "
+              "compile settings (targets, fingerprints, kernel objects) from the compile sub-config",
+              ("executable_provider.h", "chain_assembly.h", "tiered_chain.h", "compile_pool.h",
+               "compile_settings.h", "compile_provider.cc", "disk_cache.cc", "remote_provider.cc",
+               "entry_signature.h")),
+    "service": ("the per-machine compile service (server) and its client, a level of the chain",
+                ("server.cc", "client.cc", "framing.h")),
+    "lazy": ("lazy tensors under functionalization, the generic tracer (its stages), the CPU fallback, copy "
+             "kernels, C++ Meta kernels, the Scheduler seam, the graph executor (sync points, what has run, "
+             "queueing), captured steps; computes a graph's key, builds its CompileRequest on a miss and asks "
+             "cache/; reports compiles",
+             ("tracer.cc", "trace_info.h", "tracer_registration.cc", "meta_inference.cc", "layouts.cc",
+              "graph_executor.cc", "ran_values.h", "executable_cache.cc", "compile_report.cc", "step_graph.cc",
+              "scheduler.h")),
+    "aten": ("every ATen kernel registered with the dispatcher at load, in one place (one block per key; the copy, "
+             "dropout, histc, fused-optimizer and tracer kernels live in `lazy/`, the collectives in `runtime/`), "
+             "and kernels that compose neuron ops: fused RNN cells, `ctc_loss` with CPU lengths, foreach ops with "
+             "packed scalars, direct view-copy calls", ("registration.cc", "composite_kernels.h", "view_copies.h")),
+    "eager": ("the adaptive eager Scheduler: content-defined grouping, background group compiles, held groups run "
+              "as one graph", ("grouper.h", "adaptive_scheduler.cc")),
+    "registry": ("the shape registry's recording TraceObserver and its record format", ("recorder.h",)),
+    "dynamo": ("the compiled road: a `torch.compile(backend=\"neuron\")` graph traced once per input shapes into "
+               "one program (the graph executor's CompileRequest path), then run by binding buffers; the Python "
+               "side is `torch_neuron/_compile_backend.py`", ("compiled_graph.h",)),
+    "python": ("pybind11 bindings, the only folder that sees Python; the top, where the config is read",
+               ("module.cc", "bind_*.cc")),
 }
 
 # The only files that read GlobalConfig(), and how many times (exactly): the
@@ -107,6 +164,17 @@ def config_readers(csrc: str) -> List[str]:
         if counts.get(rel, 0) != allowed:
             found.append(f"csrc/{rel}: reads GlobalConfig() {counts.get(rel, 0)} time(s); "
                          f"check_layering.CONFIG_READERS allows exactly {allowed}")
+    return found
+
+
+def layout_problems(csrc: str) -> List[str]:
+    """Folders of LAYERS without a LAYOUT entry (or the reverse), and key files that do not exist."""
+    found = [f"check_layering.LAYOUT: no entry for csrc/{folder}/" for folder in LAYERS if folder not in LAYOUT]
+    found += [f"check_layering.LAYOUT: csrc/{folder}/ is not in LAYERS" for folder in LAYOUT if folder not in LAYERS]
+    for folder, (_, key_files) in LAYOUT.items():
+        for key in key_files:
+            if not glob.glob(os.path.join(csrc, folder, key)):
+                found.append(f"check_layering.LAYOUT: csrc/{folder}/{key} does not exist")
     return found
 
 
@@ -220,7 +288,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.self_test:
         return self_test()
-    found = violations(args.csrc) + config_readers(args.csrc)
+    found = violations(args.csrc) + config_readers(args.csrc) + layout_problems(args.csrc)
     for v in found:
         print(v)
     print(f"layering: {len(found)} violation(s) in {args.csrc}" if found else

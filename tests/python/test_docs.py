@@ -1,7 +1,8 @@
 """The documentation matches the code: every Python snippet in the README and
 docs/ runs as written (they once did not: `MyModel`, `train_step` were never
 defined), docs/API.md is what the docstrings generate and every public name has
-a docstring, and relative links point at files that exist."""
+a docstring, docs/ARCHITECTURE.md's layout is the layering test's table, and
+relative links point at files that exist."""
 
 import re
 import sys
@@ -13,6 +14,7 @@ from child_process import REPO_ROOT, run_python
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import gen_api_reference  # noqa: E402
+import gen_layout_md  # noqa: E402
 
 # Hand-written pages; generated reports are checked by their own generators.
 PAGES = ["README.md", "docs/ARCHITECTURE.md", "docs/REFERENCE.md", "docs/SUPPORT.md",
@@ -38,6 +40,14 @@ def test_api_reference_is_generated_from_the_current_docstrings():
     assert gen_api_reference.undocumented() == []
     assert (REPO_ROOT / "docs" / "API.md").read_text() == gen_api_reference.render(), (
         "docs/API.md is stale: run python scripts/gen_api_reference.py")
+
+
+def test_architecture_layout_is_generated_from_the_layering_table():
+    assert gen_layout_md.other_row_problems() == []
+    page = (REPO_ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    assert page.count(gen_layout_md.BEGIN) == 1 and page.count(gen_layout_md.END) == 1
+    assert gen_layout_md.spliced(page) == page, (
+        "docs/ARCHITECTURE.md's layout is stale: run python scripts/gen_layout_md.py")
 
 
 @pytest.mark.parametrize("page", PAGES + ["docs/API.md"])
