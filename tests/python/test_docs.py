@@ -1,8 +1,9 @@
 """The documentation matches the code: every Python snippet in the README and
 docs/ runs as written (they once did not: `MyModel`, `train_step` were never
 defined), docs/API.md is what the docstrings generate and every public name has
-a docstring, docs/ARCHITECTURE.md's layout is the layering test's table, and
-relative links point at files that exist."""
+a docstring, docs/ARCHITECTURE.md's layout is the layering test's table, the
+README stays a first page (at most 200 lines), and relative links point at
+files that exist."""
 
 import re
 import sys
@@ -48,6 +49,14 @@ def test_architecture_layout_is_generated_from_the_layering_table():
     assert page.count(gen_layout_md.BEGIN) == 1 and page.count(gen_layout_md.END) == 1
     assert gen_layout_md.spliced(page) == page, (
         "docs/ARCHITECTURE.md's layout is stale: run python scripts/gen_layout_md.py")
+
+
+def test_readme_is_a_first_page_of_at_most_200_lines():
+    lines = (REPO_ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move reference material to docs/"
+    text = "\n".join(lines)
+    for needed in ("make run", "make test", "summary: "):  # the quickstart and the last full run's line
+        assert needed in text
 
 
 @pytest.mark.parametrize("page", PAGES + ["docs/API.md"])
