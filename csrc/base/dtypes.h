@@ -26,16 +26,19 @@ struct DtypeFacts {
   const char* kernel_c_type;
   // Run as the CPU's own kernels, one op at a time: uint16, uint32 and uint64,
   // for which PyTorch's CPU kernels implement few ops (copies, views,
-  // comparisons, casts; not add or max). The lazy tracer sends them through
-  // the CPU fallback: the CPU's results and the CPU's errors, at the call.
+  // comparisons, casts; not add or max), and complex32, which PyTorch's
+  // kernels (CUDA's as the CPU's) implement for creation, copies, casts,
+  // view_as_real and a few pointwise ops. The lazy tracer sends them through
+  // the CPU fallback: the CPU's results and the CPU's errors (naming the op
+  // and the dtype), at the call.
   bool host_only;
   // Every value is exactly a float32 (generated kernels compute in float32).
   bool exact_in_float32;
 };
 
-// Every supported dtype: float32/64, float16, bfloat16, complex64/128, signed
-// and unsigned integers of 8 to 64 bits and bool. complex32, quantized, float8
-// and bit-packed types are not supported.
+// Every supported dtype: float32/64, float16, bfloat16, complex32/64/128,
+// signed and unsigned integers of 8 to 64 bits and bool. Quantized, float8 and
+// bit-packed types are not supported.
 const std::vector<DtypeFacts>& SupportedDtypes();
 
 // The row of the dtype numbered `code`, or nullptr when it is not supported.

@@ -602,17 +602,19 @@ bool FillFactoryResult(const Call& c, int device, const MetaResult& meta) {
   return true;
 }
 
-// ...and uint16/32/64, which reach only the few CPU kernels PyTorch has for
-// them: a reason to take the CPU fallback. Views (functionalization's *_copy
-// ops) stay traced: they move elements, which every kernel does for any
-// dtype, and keep the view's layout.
+// ...and uint16/32/64 and complex32, which reach only the few CPU kernels
+// PyTorch has for them: a reason to take the CPU fallback. Views
+// (functionalization's *_copy ops) stay traced: they move elements, which
+// every kernel does for any dtype, and keep the view's layout.
 std::optional<std::string> HostOnlyReason(const Call& c, const MetaResult& meta,
                                           const std::vector<ir::Value>& operands) {
-  bool host_only = false;
-  for (const ir::Shape& s : meta.shapes) host_only |= IsHostOnlyDtype(s.dtype());
-  for (const ir::Value& v : operands) host_only |= IsHostOnlyDtype(v.shape().dtype());
-  if (ABSL_PREDICT_TRUE(!host_only) || c.info.view_of) return std::nullopt;
-  return "it reads or writes uint16, uint32 or uint64, which run on PyTorch's CPU kernels";
+  const DtypeFacts* host_only = nullptr;
+  for (const ir::Shape& s : meta.shapes)
+    if (IsHostOnlyDtype(s.dtype())) host_only = FactsOf(s.dtype());
+  for (const ir::Value& v : operands)
+    if (IsHostOnlyDtype(v.shape().dtype())) host_only = FactsOf(v.shape().dtype());
+  if (ABSL_PREDICT_TRUE(host_only == nullptr) || c.info.view_of) return std::nullopt;
+  return std::string("it reads or writes ") + host_only->python_name + ", which runs on PyTorch's CPU kernels";
 }
 
 // Stage 6, writes: the tensor arguments, and for each return the argument it

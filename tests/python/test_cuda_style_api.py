@@ -101,6 +101,7 @@ def test_device_name_properties_and_capabilities():
     dtypes = torch.accelerator.get_device_capability()["supported_dtypes"]
     assert dtypes == {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
                       torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
-                      torch.complex64, torch.complex128, torch.uint16, torch.uint32, torch.uint64}
+                      torch.complex64, torch.complex128, torch.complex32, torch.uint16, torch.uint32,
+                      torch.uint64}
     with pytest.raises(ValueError, match="expected a neuron device"):
         torch.neuron.get_device_name("cpu")

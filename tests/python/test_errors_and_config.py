@@ -12,13 +12,12 @@ from child_process import run_python, start_python
 
 # ------------------------------------------------------------ unsupported dtypes
 
-UNSUPPORTED = [torch.complex32, torch.float8_e4m3fnuz, torch.float8_e4m3fn, torch.float8_e5m2]
+UNSUPPORTED = [torch.float8_e4m3fnuz, torch.float8_e4m3fn, torch.float8_e5m2]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """The name the error uses: c10's (ComplexHalf, Float8_e4m3fn, QInt8)."""
+    """The name the error uses: c10's (Float8_e4m3fn, QInt8)."""
     return {
-        torch.complex32: "ComplexHalf",
         torch.float8_e4m3fnuz: "Float8_e4m3fnuz",
         torch.float8_e4m3fn: "Float8_e4m3fn",
         torch.float8_e5m2: "Float8_e5m2",
@@ -40,7 +39,6 @@ def test_factory_of_unsupported_dtype_raises_type_error_naming_it(dtype):
 @pytest.mark.parametrize(
     "make_cpu",
     [
-        pytest.param(lambda: torch.ones(2, dtype=torch.complex32), id="complex32"),
         pytest.param(lambda: torch.ones(2).to(torch.float8_e5m2), id="float8_e5m2"),
         pytest.param(
             lambda: torch._make_per_tensor_quantized_tensor(
@@ -58,8 +56,8 @@ def test_moving_an_unsupported_dtype_to_neuron_raises_type_error_naming_it(make_
 
 
 def test_converting_a_neuron_tensor_to_an_unsupported_dtype_raises_type_error():
-    with pytest.raises(TypeError, match="do not support dtype ComplexHalf"):
-        torch.ones(2, device="neuron").to(torch.complex32)
+    with pytest.raises(TypeError, match="do not support dtype Float8_e5m2"):
+        torch.ones(2, device="neuron").to(torch.float8_e5m2)
 
 
 def test_pinned_neuron_tensor_is_rejected():

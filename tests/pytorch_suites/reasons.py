@@ -27,9 +27,6 @@ EXPECTED_FAILURES = [
     ("*", "*", "TypeError: neuron devices do not support dtype QUInt8*",
      "quantized dtypes are not supported on neuron: a TypeError names the dtype at the call "
      "(docs/SUPPORT.md)"),
-    ("*", "*", "TypeError: neuron devices do not support dtype ComplexHalf*",
-     "complex32 (chalf) is not supported on neuron: a TypeError names the dtype at the call "
-     "(docs/SUPPORT.md)"),
     ("test_view_ops.py", "test_memory_format_resize__neuron", "*",
      "functionalization's resize_ of a tensor to as many elements or fewer replays the tensor as "
      "a contiguous view and drops memory_format (PyTorch's resize_ kernel for functional tensors); "
@@ -109,9 +106,6 @@ EXPECTED_FAILURES = [
      "writing into a tensor whose elements overlap in memory (empty_strided with overlapping "
      "strides, then fill_) is refused at the call: functionalization replays writes element by "
      "element and cannot express several elements sharing one location (docs/SUPPORT.md)"),
-    ("test_type_promotion.py", "test_result_type_neuron_*", "TypeError: unsupported operand type*",
-     "complex32 (chalf) is not supported on neuron: float16 with complex64 promotes through it, and "
-     "Python's operator wrapper turns the TypeError that names the dtype into 'unsupported operand'"),
     ("test_tensor_creation_ops.py", "test_block_diag_neuron",
      "AssertionError: \"torch.block_diag: input tensors must all be on the same device*",
      "neuron checks that an op's tensors share a device before the op runs, with PyTorch's generic "

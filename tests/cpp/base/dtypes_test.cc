@@ -29,7 +29,7 @@ TEST(DtypeTableTest, CodesAndNamesAreTorchs) {
   EXPECT_EQ(FactsOfCode(1000), nullptr);
 }
 
-TEST(DtypeTableTest, FifteenDtypesOnceEachWithDistinctNames) {
+TEST(DtypeTableTest, SixteenDtypesOnceEachWithDistinctNames) {
   std::set<ScalarType> types;
   std::set<std::string> short_names, python_names;
   for (const DtypeFacts& row : SupportedDtypes()) {
@@ -38,27 +38,27 @@ TEST(DtypeTableTest, FifteenDtypesOnceEachWithDistinctNames) {
     python_names.insert(row.python_name);
     EXPECT_EQ(FactsOf(TypeOf(row)), &row);
   }
-  EXPECT_EQ(SupportedDtypes().size(), 15u);
-  EXPECT_EQ(types.size(), 15u);
-  EXPECT_EQ(short_names.size(), 15u);
-  EXPECT_EQ(python_names.size(), 15u);
+  EXPECT_EQ(SupportedDtypes().size(), 16u);
+  EXPECT_EQ(types.size(), 16u);
+  EXPECT_EQ(short_names.size(), 16u);
+  EXPECT_EQ(python_names.size(), 16u);
 }
 
 TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
-  for (ScalarType t : {ScalarType::ComplexHalf, ScalarType::QInt8, ScalarType::Float8_e4m3fn,
-                       ScalarType::Bits8, ScalarType::Undefined}) {
+  for (ScalarType t : {ScalarType::QInt8, ScalarType::Float8_e4m3fn, ScalarType::Bits8,
+                       ScalarType::Undefined}) {
     EXPECT_EQ(FactsOf(t), nullptr) << c10::toString(t);
     EXPECT_FALSE(IsSupportedDtype(t));
   }
   try {
-    runtime::CheckSupportedDtype(ScalarType::ComplexHalf);
-    FAIL() << "ComplexHalf was accepted";
+    runtime::CheckSupportedDtype(ScalarType::QInt8);
+    FAIL() << "QInt8 was accepted";
   } catch (const c10::TypeError& e) {
     EXPECT_NE(
         std::string(e.what_without_backtrace())
-            .find("neuron devices do not support dtype ComplexHalf; supported: float32, float64, float16, "
-                  "bfloat16, complex64, complex128, uint8, uint16, uint32, uint64, int8, int16, int32, "
-                  "int64, bool"),
+            .find("neuron devices do not support dtype QInt8; supported: float32, float64, float16, "
+                  "bfloat16, complex64, complex128, complex32, uint8, uint16, uint32, uint64, int8, int16, "
+                  "int32, int64, bool"),
         std::string::npos)
         << e.what_without_backtrace();
   }
@@ -68,9 +68,9 @@ TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
 TEST(DtypeTableTest, TheFactsStagesReadAgreeWithTorch) {
   for (const DtypeFacts& row : SupportedDtypes()) {
     SCOPED_TRACE(row.python_name);
-    // Host-only: exactly the unsigned types wider than a byte.
+    // Host-only: exactly the unsigned types wider than a byte, and complex32.
     EXPECT_EQ(row.host_only, TypeOf(row) == ScalarType::UInt16 || TypeOf(row) == ScalarType::UInt32 ||
-                                 TypeOf(row) == ScalarType::UInt64);
+                                 TypeOf(row) == ScalarType::UInt64 || TypeOf(row) == ScalarType::ComplexHalf);
     EXPECT_EQ(IsHostOnlyDtype(TypeOf(row)), row.host_only);
     // Exact in float32: float32's 24-bit significand holds every value.
     const bool exact =
