@@ -614,7 +614,8 @@ std::optional<std::string> HostOnlyReason(const Call& c, const MetaResult& meta,
   for (const ir::Value& v : operands)
     if (IsHostOnlyDtype(v.shape().dtype())) host_only = FactsOf(v.shape().dtype());
   if (ABSL_PREDICT_TRUE(host_only == nullptr) || c.info.view_of) return std::nullopt;
-  return std::string("it reads or writes ") + host_only->python_name + ", which runs on PyTorch's CPU kernels";
+  return std::string("it reads or writes ") + host_only->python_name +
+         ", which runs on PyTorch's CPU kernels";
 }
 
 // Stage 6, writes: the tensor arguments, and for each return the argument it

@@ -45,8 +45,8 @@ TEST(DtypeTableTest, SixteenDtypesOnceEachWithDistinctNames) {
 }
 
 TEST(DtypeTableTest, UnsupportedDtypesHaveNoRowAndAreRefusedByName) {
-  for (ScalarType t : {ScalarType::QInt8, ScalarType::Float8_e4m3fn, ScalarType::Bits8,
-                       ScalarType::Undefined}) {
+  for (ScalarType t :
+       {ScalarType::QInt8, ScalarType::Float8_e4m3fn, ScalarType::Bits8, ScalarType::Undefined}) {
     EXPECT_EQ(FactsOf(t), nullptr) << c10::toString(t);
     EXPECT_FALSE(IsSupportedDtype(t));
   }
