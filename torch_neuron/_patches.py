@@ -68,11 +68,19 @@ PATCHES: Tuple[Patch, ...] = (
     Patch("torch.Tensor.__dlpack__", _SUPPORT + "_neuron_dlpack",
           "__dlpack__(self, *, stream: typing.Any | None = -1, max_version: tuple[int, int] | None = None, "
           "dl_device: tuple[enum.IntEnum, int] | None = None, copy: bool | None = None)",
-          "DLPack has no device type for PrivateUse1 devices: a neuron tensor goes out through the CPU"),
+          "PyTorch picks a PrivateUse1 tensor's DLPack device by the name 'privateuse1', not the renamed "
+          "one, and its export reads data_ptr(), which a lazy tensor has only after a sync"),
     Patch("torch.Tensor.__dlpack_device__", _SUPPORT + "_neuron_dlpack_device",
           "__dlpack_device__(self) -> tuple[enum.IntEnum, int]", "as __dlpack__"),
     Patch("torch.utils.dlpack.to_dlpack", _SUPPORT + "_neuron_to_dlpack", "to_dlpack(tensor) -> PyCapsule",
           "as __dlpack__"),
+    Patch("torch._C._from_dlpack", _SUPPORT + "_neuron_from_dlpack_capsule", "_from_dlpack(C)",
+          "PyTorch reads a kDLExtDev capsule into a plain PrivateUse1 tensor around the address (from_blob), "
+          "outside functionalization and the lazy tensors; a neuron capsule stands for its neuron tensor"),
+    Patch("torch.asarray", _SUPPORT + "_neuron_asarray",
+          "asarray(obj: Any, *, dtype: Optional[dtype], device: Optional[DeviceLikeType], copy: Optional[bool] "
+          "= None, requires_grad: Optional[bool] = None) -> Tensor # noqa: B950",
+          "as torch._C._from_dlpack, for the capsules asarray reads itself (in C++)"),
     Patch("torch._C._set_default_dtype", _SUPPORT + "_finish_work_before_default_dtype", "_set_default_dtype(C)",
           "traced ops take torch's default dtype again when their graph runs on the device's thread: a change of "
           "the default first runs what is traced", wraps=True),

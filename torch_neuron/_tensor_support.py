@@ -22,7 +22,10 @@ PyTorch gives storage-less backends:
   are read with ``.cpu()``; the storage's own reads and copies raise);
 - ``neuron_tensor.numpy()`` is a sync point returning the values read back
   (like ``.cpu().numpy()``; a tensor requiring grad still needs ``.detach()``
-  or ``force=True``, as on the CPU).
+  or ``force=True``, as on the CPU);
+- DLPack (``__dlpack__``, ``to_dlpack``, ``from_dlpack``, ``asarray`` of a
+  capsule) as CUDA tensors have it, with the device PyTorch maps PrivateUse1 to
+  (kDLExtDev); lazy/dlpack.h says how an export syncs and what an import gives.
 """
 
 from __future__ import annotations
@@ -172,31 +175,90 @@ def _neuron_data_ptr(self):
 
 _original_dlpack = torch.Tensor.__dlpack__
 _original_dlpack_device = torch.Tensor.__dlpack_device__
-_NO_DLPACK = ("neuron tensors cannot be shared through DLPack: their values live in device memory with no "
-              "address another library can read; use tensor.cpu() (then torch.from_dlpack or numpy)")
+_original_to_dlpack = torch.utils.dlpack.to_dlpack
+_original_from_dlpack_capsule = torch._C._from_dlpack
+_original_asarray = torch.asarray
 
 
-def _neuron_dlpack(self, *args, **kwargs):
-    # PyTorch's own __dlpack__ would hand out a capsule holding the virtual
-    # address above, which a consumer (numpy, cupy, jax) would read as memory.
-    if _is_neuron(self):
-        raise BufferError(_NO_DLPACK)
-    return _original_dlpack(self, *args, **kwargs)
+def _dlpack_device_of(device: torch.device):
+    # PyTorch's mapping of a PrivateUse1 device (ATen's DLConvertor.cpp):
+    # kDLExtDev, the device's index.
+    return torch.utils.dlpack.DLDeviceType.kDLExtDev, device.index if device.index is not None else 0
+
+
+def _torch_device_of(dl_device) -> torch.device:
+    kind, index = int(dl_device[0]), int(dl_device[1])
+    if kind == torch.utils.dlpack.DLDeviceType.kDLCPU:
+        return torch.device("cpu")
+    if kind == torch.utils.dlpack.DLDeviceType.kDLExtDev:
+        return torch.device(_DEVICE, index)
+    raise BufferError(f"a neuron tensor cannot be exported to DLPack device {tuple(dl_device)}: "
+                      "only to the CPU (kDLCPU, a copy) or to neuron (kDLExtDev)")
+
+
+def _neuron_dlpack(self, *, stream=-1, max_version=None, dl_device=None, copy=None):
+    """A neuron tensor's DLPack capsule, as a CUDA tensor's: device kDLExtDev
+    (PyTorch's type for PrivateUse1 devices) and the neuron index, the data the
+    tensor's device buffer after a sync (lazy/dlpack.h). `dl_device` (kDLCPU,
+    0) exports a CPU copy; `copy=True` a copy on neuron."""
+    if not _is_neuron(self):
+        return _original_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+    if self.requires_grad:
+        raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+    if self.is_conj():
+        raise BufferError("Can't export tensors with the conjugate bit set")
+    if self.layout != torch.strided:
+        raise BufferError("Can't export tensors with layout other than torch.strided")
+    if stream is not None and type(stream) is not int:
+        raise TypeError("stream must be ``int`` or ``none``")
+    # Any stream: a neuron device has one in-order queue, and the export waits
+    # for the tensor's value on it.
+    tensor = self
+    if dl_device is not None and tuple(int(x) for x in dl_device) != _dlpack_device_of(self.device):
+        target = _torch_device_of(dl_device)
+        if copy is False:
+            raise BufferError(f"cannot move tensor from {self.device} to {target} without copying. "
+                              "Set copy=True is needed.")
+        moved = self.to(target)
+        if target.type == "cpu":
+            return _original_dlpack(moved, max_version=max_version)
+        tensor = moved
+    elif copy:
+        tensor = self.clone()
+    versioned = max_version is not None and max_version[0] >= 1
+    return _C._neuron_to_dlpack(tensor, versioned)
 
 
 def _neuron_dlpack_device(self):
     if _is_neuron(self):
-        raise BufferError(_NO_DLPACK)
+        return _dlpack_device_of(self.device)
     return _original_dlpack_device(self)
 
 
-_original_to_dlpack = torch.utils.dlpack.to_dlpack
-
-
-def _neuron_to_dlpack(tensor):
+def _neuron_to_dlpack(tensor, *args, **kwargs):
+    if _is_neuron(tensor) and not args and not kwargs:
+        return _C._neuron_to_dlpack(tensor, False)
     if _is_neuron(tensor):
-        raise BufferError(_NO_DLPACK)
-    return _original_to_dlpack(tensor)
+        # dl_device= or copy=: __dlpack__'s rules, unversioned.
+        return _neuron_dlpack(tensor, *args, **kwargs)
+    return _original_to_dlpack(tensor, *args, **kwargs)
+
+
+def _neuron_from_dlpack_capsule(data):
+    """torch._C._from_dlpack, reading a neuron tensor's capsule as a view of
+    that tensor: PyTorch's own would wrap the buffer's address in a plain
+    PrivateUse1 tensor, outside functionalization and the lazy tensors."""
+    tensor = _C._neuron_from_dlpack(data)
+    return tensor if tensor is not None else _original_from_dlpack_capsule(data)
+
+
+def _neuron_asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    # A capsule of a neuron tensor stands for that tensor (as above); asarray's
+    # own rules (dtype, device, copy) then apply to it as to any tensor.
+    tensor = _C._neuron_from_dlpack(obj) if type(obj).__name__ == "PyCapsule" else None
+    if tensor is not None:
+        obj = tensor
+    return _original_asarray(obj, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
 
 
 def _finish_work_before(set_default, current):

@@ -11,6 +11,7 @@ namespace torch_neuron::python {
 void BindCache(pybind11::module_& m);
 void BindConfig(pybind11::module_& m);
 void BindDevice(pybind11::module_& m);
+void BindDlpack(pybind11::module_& m);
 void BindDynamo(pybind11::module_& m);
 void BindEager(pybind11::module_& m);
 void BindLazy(pybind11::module_& m);

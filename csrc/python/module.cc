@@ -57,6 +57,7 @@ PYBIND11_MODULE(_C, m) {
   torch_neuron::python::BindCache(m);
   torch_neuron::python::BindConfig(m);
   torch_neuron::python::BindDevice(m);
+  torch_neuron::python::BindDlpack(m);
   torch_neuron::python::BindMetrics(m);
   torch_neuron::python::BindProfiler(m);
   torch_neuron::python::BindLazy(m);

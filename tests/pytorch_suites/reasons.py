@@ -17,9 +17,6 @@ EXPECTED_FAILURES = [
     # OpInfo's sample-input wrapper re-raises a sample's error as a bare Exception
     # naming the sample (test_masked's strided tests also try sparse masks).
     ("*", "*", "Exception: sparse layouts are not supported on neuron*", SPARSE),
-    ("*", "*", "BufferError: neuron tensors cannot be shared through DLPack*",
-     "DLPack export of a neuron tensor is refused (BufferError): its values have no address another "
-     "library could read; .cpu() first (docs/SUPPORT.md)"),
     ("*", "*", "RuntimeError: Found a custom (non-ATen) operator whose output has alias annotations*",
      "upstream: PyTorch's functionalization refuses prims' view ops (prims.broadcast_in_dim, "
      "prims.real/imag/conj), which the tests reach through torch._refs; it only knows aten views, so "
