@@ -117,6 +117,8 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     if (traits.data_dependent) slot->never_traced = "its output shape depends on the data";
     slot->identity = traits.identity;
     slot->allows_cpu_tensors = traits.cpu_index_tensors;
+    slot->composite_explicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+                               !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
     // Scalar values key the Meta cache where they shape the result or a check
     // depends on them: the Meta kernel's own (vector_norm's ord) or a CPU probe
     // of neuron's Meta kernel that keys by value (celu's alpha; cpu_parity.h).

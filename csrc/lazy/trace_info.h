@@ -37,6 +37,11 @@ struct TraceInfo {
   const char* never_traced = nullptr;  // why it always takes the CPU fallback
   bool identity = false;
   bool allows_cpu_tensors = false;
+  // The CPU's (and CUDA's) kernel is the op's CompositeExplicitAutograd one,
+  // which checks its arguments itself on every device but neuron, where the
+  // tracer takes its place (block_diag's "input tensors must all be on the
+  // same device").
+  bool composite_explicit = false;
   // The Meta result depends on Scalar argument values: the output shape
   // (arange(5) vs arange(7)) or whether the Meta kernel refuses them
   // (vector_norm's ord over an empty dim). For every other op it depends only

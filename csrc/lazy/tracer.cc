@@ -231,6 +231,35 @@ std::optional<int> DeviceOf(const Call& c) {
   return std::nullopt;
 }
 
+// Stage 2b, tensors of another device among the arguments, for an op whose
+// CPU and CUDA kernel is its composite one: that kernel runs first, as on
+// CUDA, so that its own check raises with its own words (block_diag's "input
+// tensors must all be on the same device. Input 0 is on device cpu ...").
+// Where it accepts the devices, its results are dropped, and stage 3 raises
+// the generic "Expected all tensors to be on the same device".
+void RunCompositeDeviceChecks(const Call& c) {
+  if (ABSL_PREDICT_TRUE(!c.info.composite_explicit)) return;
+  bool foreign = false;
+  auto look = [&](const c10::IValue& v) {
+    if (!v.isTensor()) return;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || IsNeuron(t) || t.is_meta()) return;
+    if (t.device().is_cpu() && (t.dim() == 0 || c.info.allows_cpu_tensors)) return;
+    foreign = true;
+  };
+  for (size_t i = c.base; i < c.stack->size(); ++i) {
+    const c10::IValue& v = (*c.stack)[i];
+    if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) look(e);
+    } else {
+      look(v);
+    }
+  }
+  if (!foreign) return;
+  torch::jit::Stack arguments(c.stack->begin() + c.base, c.stack->end());
+  c.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &arguments);
+}
+
 // Stage 3, binding the arguments: each becomes an operand of the node (a
 // tensor's value, a scalar parameter, a generator), an attribute, or both a
 // slot of the Meta kernel's stack and words of the Meta-cache key. Reads the
@@ -743,6 +772,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (TakeShortcut(c)) return;
   const std::optional<int> device = DeviceOf(c);
   if (!device) return;
+  RunCompositeDeviceChecks(c);
 
   ArgumentBinder bound(c, *device);
   if (std::optional<std::string> reason = bound.Bind()) return CpuFallback(op, stack, *reason, c.trace);

@@ -116,6 +116,32 @@ def test_set_rng_state_rejects_a_malformed_state_as_the_cpu_does(state, error, m
     assert torch.equal(torch.neuron.get_rng_state(), before)
 
 
+# ------------------------------------------------- tensors of two devices
+
+@pytest.mark.parametrize("order", ["cpu-first", "neuron-first"])
+def test_a_composite_ops_own_device_check_words_the_error_as_on_cuda(order):
+    # block_diag's CPU and CUDA kernel is its composite one, which checks the
+    # devices itself; the tracer runs it first so its words, not the generic
+    # ones, reach the user.
+    cpu, neuron = torch.ones(2, 2), torch.ones(2, 2, device="neuron")
+    args, devices = ((cpu, neuron), ("cpu", "neuron:0")) if order == "cpu-first" else \
+        ((neuron, cpu), ("neuron:0", "cpu"))
+    message = (f"torch.block_diag: input tensors must all be on the same device. Input 0 is on device "
+               f"{devices[0]} and input 1 is on device {devices[1]}")
+    with pytest.raises(RuntimeError) as error:
+        torch.block_diag(*args)
+    assert str(error.value).splitlines()[0] == message
+    # The op itself still traces, equal to the CPU.
+    expected = torch.block_diag(torch.ones(2, 2), torch.tensor([1.0, 2.0]))
+    assert torch.equal(torch.block_diag(neuron, torch.tensor([1.0, 2.0], device="neuron")).cpu(), expected)
+
+
+def test_an_op_with_a_kernel_of_its_own_keeps_the_generic_device_error():
+    with pytest.raises(RuntimeError, match=r"^Expected all tensors to be on the same device, but found at least "
+                                           r"two devices, neuron:0 and cpu! \(in aten::cat;"):
+        torch.cat([torch.ones(2), torch.ones(2, device="neuron")])
+
+
 # ------------------------------------------------- settings from the environment
 
 # With autoloading, `import torch` loads torch_neuron and reports its failure

@@ -103,11 +103,6 @@ EXPECTED_FAILURES = [
      "writing into a tensor whose elements overlap in memory (empty_strided with overlapping "
      "strides, then fill_) is refused at the call: functionalization replays writes element by "
      "element and cannot express several elements sharing one location (docs/SUPPORT.md)"),
-    ("test_tensor_creation_ops.py", "test_block_diag_neuron",
-     "AssertionError: \"torch.block_diag: input tensors must all be on the same device*",
-     "neuron checks that an op's tensors share a device before the op runs, with PyTorch's generic "
-     "message ('Expected all tensors to be on the same device, ... neuron:0 and cpu'), at the call; "
-     "block_diag's own CPU kernel words it its own way"),
     ("test_view_ops.py", "test_conj_imag_view_neuron_*", "AssertionError: False is not true*",
      "the conjugate and negative bits are resolved when an op is traced, not kept as tensor flags: "
      "t.conj().imag is a view of t with the right values, and writes through it reach t, but its "
