@@ -88,6 +88,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
   // Integers binned as CUDA bins them (lazy/dtype_widening.h).
   m.impl("histc", CppFunction::makeFromBoxedFunction<&lazy::HistcOfIntegers>());
+  // uint8 masks: the CPU's warning at the call, bool masks traced (lazy/dtype_widening.h).
+  for (const char* index_put : {"index_put", "index_put_", "_index_put_impl", "_index_put_impl_"}) {
+    m.impl(index_put, CppFunction::makeFromBoxedFunction<&lazy::IndexPutOfByteMasks>());
+  }
   // Determinants factored as their backward reads the factors (determinants.h).
   m.impl("_linalg_det", TORCH_FN(LinalgDet));
   m.impl("_linalg_slogdet", TORCH_FN(LinalgSlogdet));

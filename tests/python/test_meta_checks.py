@@ -307,6 +307,43 @@ def test_random_past_a_floats_exact_integers_warns_at_every_call_as_on_the_cpu()
     assert all(messages[DEV, call] == messages["cpu", call] != set() for call in range(3))
 
 
+def _byte_mask_assignment(d):
+    x = torch.arange(16.0, device=d).view(4, 4)
+    x[torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=d)] = torch.tensor([3.0, 4.0, 5.0, 6.0], device=d)
+    return x
+
+
+def _byte_mask_accumulate(d):
+    y = torch.ones(3, 4, device=d)
+    y.index_put_((torch.tensor([0, 1, 1], dtype=torch.uint8, device=d),), torch.full((4,), 2.0, device=d),
+                 accumulate=True)
+    return y
+
+
+def _two_byte_masks(d):
+    z = torch.zeros(2, 3, device=d)
+    z.index_put_((torch.tensor([1, 0], dtype=torch.uint8, device=d),
+                  torch.tensor([0, 1, 1], dtype=torch.uint8, device=d)), torch.tensor(7.0, device=d))
+    return z
+
+
+@pytest.mark.parametrize("call", [_byte_mask_assignment, _byte_mask_accumulate, _two_byte_masks])
+def test_index_put_with_uint8_masks_warns_at_every_call_as_on_the_cpu(call):
+    # The CPU's kernel warns once per uint8 mask; neuron warns at the call (not
+    # where the graph runs) and writes the CPU's values.
+    results, warned = {}, {}
+    for device in ("cpu", DEV):
+        for _ in range(2):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                results[device] = call(device).cpu()
+            # (the words, not where they were raised: "Triggered internally at ...")
+            warned.setdefault(device, []).append([str(m.message).split(" (Triggered")[0] for m in w])
+    assert warned[DEV] == warned["cpu"]
+    assert warned["cpu"][0] and all("indexing with dtype torch.uint8 is now deprecated" in m for m in warned["cpu"][0])
+    assert torch.equal(results[DEV], results["cpu"])
+
+
 @pytest.mark.parametrize("call", [
     pytest.param(lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, -1.0, 2.0], device=d)),
                  id="tensor_mean_tensor_std"),

@@ -38,14 +38,6 @@ EXPECTED_FAILURES = [
      "a *_copy op called by hand reports the strides of the view it copies (functionalization "
      "emits the same ops for views, whose strides must be the view's); values are right "
      "(docs/SUPPORT.md)"),
-    ("test_indexing.py", "test_byte_tensor_assignment_neuron", "*Scalars are not equal*",
-     "the test counts warnings: index_put_'s uint8-mask deprecation warning is raised where the "
-     "graph runs (on the device thread, printed to stderr) instead of at the call; the values are "
-     "right"),
-    ("test_indexing.py", "test_byte_mask_accumulate_neuron", "*Scalars are not equal*",
-     "the test counts warnings: index_put_'s uint8-mask deprecation warning is raised where the "
-     "graph runs (on the device thread, printed to stderr) instead of at the call, so Python "
-     "sees one of the CPU's two warnings; the values are right"),
     ("test_reductions.py", "test_dim_ndim_limit_*", "*RuntimeError not raised*",
      "the CPU's reductions refuse a tensor of more than 64 dims (a limit of their dim mask) in the "
      "kernel, not in the Meta kernel: neuron raises the CPU's error when the graph runs (at the next "
