@@ -14,8 +14,6 @@ KNOWN_FAILURES = [
     ("view_as_complex", "float32", "noncontig", "*last dimension with stride 1*",
      "the CPU refuses the same strided input (view_as_complex needs a last dimension of "
      "stride 1); neuron reports the CPU's strides, so it refuses it too"),
-    ("chalf", "*", "*", "*ComplexHalf*", "complex32 (chalf) is not a neuron dtype: complex64 and "
-     "complex128 are"),
     ("sparse.*", "*", "*", "*", "sparse layouts are not supported: neuron tensors are strided"),
     ("to_sparse", "*", "*", "*", "sparse layouts are not supported: neuron tensors are strided"),
     ("polygamma.*", "float32", "inplace", "*custom (non-ATen) operator*",
