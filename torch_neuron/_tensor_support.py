@@ -252,13 +252,15 @@ def _neuron_from_dlpack_capsule(data):
     return tensor if tensor is not None else _original_from_dlpack_capsule(data)
 
 
-def _neuron_asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+def _neuron_asarray(obj, **kwargs):
     # A capsule of a neuron tensor stands for that tensor (as above); asarray's
-    # own rules (dtype, device, copy) then apply to it as to any tensor.
+    # own rules (dtype, device, copy, requires_grad) then apply to it as to any
+    # tensor. Only the keywords given are passed on: asarray's defaults differ
+    # by input (requires_grad=None keeps a tensor's own).
     tensor = _C._neuron_from_dlpack(obj) if type(obj).__name__ == "PyCapsule" else None
     if tensor is not None:
         obj = tensor
-    return _original_asarray(obj, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
+    return _original_asarray(obj, **kwargs)
 
 
 def _finish_work_before(set_default, current):

@@ -114,3 +114,15 @@ def test_export_refusals_are_the_cpus():
             torch.ones(2, device=device, requires_grad=True).__dlpack__()
         with pytest.raises(TypeError, match="stream must be ``int`` or ``none``"):
             torch.ones(2, device=device).__dlpack__(stream="s")
+
+
+def test_asarray_of_a_tensor_keeps_its_own_defaults():
+    # torch.asarray reads neuron capsules through torch_neuron's replacement;
+    # for every other input it must act as PyTorch's own (requires_grad=None
+    # keeps a tensor's own flag).
+    for device in ("cpu", "neuron"):
+        t = torch.ones(2, device=device, requires_grad=True)
+        assert torch.asarray(t).requires_grad is True
+        assert torch.asarray(t).data_ptr() == t.data_ptr()
+        assert torch.asarray(t, requires_grad=False).requires_grad is False
+        assert torch.asarray(t, dtype=torch.float64).dtype == torch.float64
