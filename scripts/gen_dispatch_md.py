@@ -29,9 +29,9 @@ OWN_KEYS = ("PrivateUse1", "AutogradPrivateUse1", "AutocastPrivateUse1", "Quanti
 WHY = {
     "csrc/aten/registration.cc": {
         "PrivateUse1": "the generic tracer (fallback); copies across the device boundary and reads; dropout drawn "
-                       "from the neuron generator; normal's std tensor checked at the call; integer histc as CUDA bins it; determinants factored as their "
-                       "backward reads the factors; the composites below, for "
-                       "inference_mode",
+                       "from the neuron generator; normal's std tensor checked at the call; integer histc as CUDA bins it; "
+                       "index_put's uint8 masks warned at the call and traced as bool; determinants factored as their "
+                       "backward reads the factors; the composites below, for inference_mode",
         "AutogradPrivateUse1": "fused LSTM/GRU cells, ctc_loss with CPU lengths and foreach ops with packed "
                                "scalars, composed of neuron ops; the fused optimizer steps traced as one op; "
                                "linalg.eig/eigh with the eigenvector phase check ATen skips for neuron tensors",
