@@ -1,6 +1,7 @@
 """Zoo entries from libraries beside transformers: diffusers (its denoisers and
-autoencoders trained one step at a time, and its schedulers' sampling loops) and
-sentence-transformers (encoders trained with a pair loss, and `encode`).
+autoencoders trained one step at a time, and its schedulers' sampling loops),
+sentence-transformers (encoders trained with a pair loss, and `encode`) and timm
+(one image classifier per model family, trained with cross entropy).
 
 Each entry has the interface of catalog.Entry (name, model_type, head, class_name,
 broken, build, batch) plus `library`, and `mode`:
@@ -11,7 +12,8 @@ broken, build, batch) plus `library`, and `mode`:
             `encode`)
 
 Configs are written here by hand, tiny (channels 8-32, one or two layers per
-block), from random weights; nothing is downloaded. Names are
+block), from random weights; nothing is downloaded. timm's models are its own
+registered ones (the smallest of each family; see TIMM_MODELS), at 64 px. Names are
 "<library>-<model>/<head>", e.g. "diffusers-unet_2d/denoise".
 """
 
@@ -421,6 +423,139 @@ def _encoders() -> List[LibEntry]:
     return out
 
 
+# ---------------------------------------------------------------------------
+# timm: image classifiers, trained as the others are (cross entropy, 3 SGD steps).
+
+class ClassifierLoss(torch.nn.Module):
+    """Cross entropy over an image classifier's logits."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values, labels):
+        logits = self.model(pixel_values)
+        return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+
+# One architecture per timm model family (a module of timm.models and a name prefix):
+# its smallest registered model by parameter count, among those of at most 30M
+# parameters. name -> (image size, whether the model is built for that size with
+# `img_size=`, timm module). Sizes are at least 64 px, with a batch of 8: smaller,
+# the last batch norms normalize a handful of values and the CPU's own float32 run
+# drifts from float64 over three steps. Picked by creating every registered model
+# on the meta device (timm 1.0.31: 1,371 models, 191 families, 166 within the bound).
+TIMM_MODELS = {
+    "bat_resnext26ts": (256, True, "byobnet"), "botnet26t_256": (64, True, "byoanet"),
+    "caformer_s18": (64, False, "metaformer"), "cait_xxs24_224": (64, True, "cait"), "coat_tiny": (64, True, "coat"),
+    "coatnet_pico_rw_224": (64, True, "maxxvit"), "coatnext_nano_rw_224": (64, True, "maxxvit"),
+    "convformer_s18": (64, False, "metaformer"), "convit_tiny": (64, True, "convit"),
+    "convmixer_768_32": (64, False, "convmixer"), "convnext_zepto_rms": (64, False, "convnext"),
+    "convnextv2_atto": (64, False, "convnext"), "cpubone_nano": (64, False, "cpubone"),
+    "crossvit_tiny_240": (64, False, "crossvit"), "cs3darknet_focus_s": (64, False, "cspnet"),
+    "csatv2": (64, False, "csatv2"), "cspdarknet53": (64, False, "cspnet"), "cspnext_tiny": (64, False, "cspnext"),
+    "cspresnet50": (64, False, "cspnet"), "cspresnext50": (64, False, "cspnet"), "darknet17": (64, False, "cspnet"),
+    "davit_tiny": (64, False, "davit"), "deit_tiny_patch16_224": (64, True, "deit"),
+    "densenet121": (64, False, "densenet"), "densenetblur121d": (64, False, "densenet"),
+    "dla46x_c": (64, False, "dla"), "dpn48b": (64, False, "dpn"), "eca_botnext26ts_256": (64, True, "byoanet"),
+    "eca_nfnet_l0": (64, False, "nfnet"), "eca_resnext26ts": (64, True, "byobnet"),
+    "eca_vovnet39b": (64, False, "vovnet"), "ecaresnet26t": (64, False, "resnet"),
+    "ecaresnetlight": (64, False, "resnet"), "ecaresnext26t_32x4d": (64, False, "resnet"),
+    "edgenext_xx_small": (64, False, "edgenext"), "efficientformer_l1": (224, True, "efficientformer"),
+    "efficientformerv2_s0": (64, True, "efficientformer_v2"), "efficientnet_lite0": (64, False, "efficientnet"),
+    "efficientnetv2_rw_t": (64, False, "efficientnet"), "efficientvim_m1": (64, False, "efficientvim"),
+    "efficientvit_b0": (64, False, "efficientvit_mit"), "efficientvit_m0": (64, True, "efficientvit_msra"),
+    "ese_vovnet19b_slim_dw": (64, False, "vovnet"), "eva02_tiny_patch14_224": (64, True, "eva"),
+    "fasternet_t0": (64, False, "fasternet"), "fastvit_t8": (64, False, "fastvit"),
+    "fbnetc_100": (64, False, "efficientnet"), "fbnetv3_b": (64, False, "mobilenetv3"),
+    "flexivit_small": (64, True, "vision_transformer"), "focalnet_tiny_srf": (64, False, "focalnet"),
+    "gc_efficientnetv2_rw_t": (64, False, "efficientnet"), "gcresnet33ts": (64, True, "byobnet"),
+    "gcresnext26ts": (64, True, "byobnet"), "gcvit_xxtiny": (64, True, "gcvit"), "gernet_s": (64, True, "byobnet"),
+    "ghostnet_050": (64, False, "ghostnet"), "ghostnetv3_050": (64, False, "ghostnet"),
+    "gmixer_12_224": (64, True, "mlp_mixer"), "gmlp_ti16_224": (64, True, "mlp_mixer"),
+    "halo2botnet50ts_256": (128, True, "byoanet"), "halonet_h1": (256, False, "byoanet"),
+    "haloregnetz_b": (224, True, "byoanet"), "hardcorenas_b": (64, False, "hardcorenas"),
+    "hgnet_tiny": (64, False, "hgnet"), "hgnetv2_b0": (64, False, "hgnet"), "hiera_tiny_224": (64, True, "hiera"),
+    "hrnet_w18_small": (64, False, "hrnet"), "iformer_t": (64, False, "iformer"),
+    "inception_next_atto": (64, False, "inception_next"), "inception_v3": (96, False, "inception_v3"),
+    "lambda_resnet26t": (64, True, "byoanet"), "lamhalobotnet50ts_256": (128, True, "byoanet"),
+    "lcnet_035": (64, False, "mobilenetv3"), "lcnetv2_small": (64, False, "lcnetv2"),
+    "legacy_seresnet18": (64, False, "senet"), "legacy_xception": (64, False, "xception"),
+    "levit_128s": (64, True, "levit"), "lowformer_b0": (64, False, "lowformer"),
+    "mambaout_femto": (64, False, "mambaout"), "maxvit_pico_rw_256": (64, True, "maxxvit"),
+    "maxxvit_rmlp_nano_rw_256": (64, True, "maxxvit"), "maxxvitv2_nano_rw_256": (64, True, "maxxvit"),
+    "mixer_s16_224": (64, True, "mlp_mixer"), "mixnet_s": (64, False, "efficientnet"),
+    "mnasnet_small": (64, False, "efficientnet"), "mobilenet_edgetpu_100": (64, False, "efficientnet"),
+    "mobilenetv2_035": (64, False, "efficientnet"), "mobilenetv3_small_050": (64, False, "mobilenetv3"),
+    "mobileone_s1": (64, True, "byobnet"), "mobilevit_xxs": (64, True, "mobilevit"),
+    "mobilevitv2_050": (64, True, "mobilevit"), "mvitv2_tiny": (64, True, "mvitv2"), "nest_tiny": (64, True, "nest"),
+    "nf_regnet_b0": (64, False, "nfnet"), "pit_ti_224": (64, True, "pit"),
+    "poolformer_s12": (64, False, "metaformer"), "poolformerv2_s12": (64, False, "metaformer"),
+    "pvt_v2_b0": (64, False, "pvt_v2"), "rdnet_tiny": (64, False, "rdnet"), "regnetv_040": (64, False, "regnet"),
+    "regnetx_002": (64, False, "regnet"), "regnety_002": (64, False, "regnet"), "regnetz_005": (64, False, "regnet"),
+    "regnetz_b16": (64, True, "byobnet"), "repghostnet_050": (64, False, "repghost"),
+    "repvgg_a0": (64, True, "byobnet"), "repvit_m1": (64, True, "repvit"), "res2next50": (64, False, "res2net"),
+    "resmlp_12_224": (64, True, "mlp_mixer"), "resnest14d": (64, False, "resnest"),
+    "resnet10t": (64, False, "resnet"), "resnet32ts": (64, True, "byobnet"), "resnetaa34d": (64, False, "resnet"),
+    "resnetblur18": (64, False, "resnet"), "resnetv2_18": (64, False, "resnetv2"),
+    "resnext26ts": (64, True, "byobnet"), "resnext50_32x4d": (64, False, "resnet"),
+    "rexnet_100": (64, False, "rexnet"), "rexnetr_100": (64, False, "rexnet"),
+    "sam2_hiera_tiny": (64, False, "hieradet_sam2"), "sebotnet33ts_256": (64, True, "byoanet"),
+    "sedarknet21": (64, False, "cspnet"), "sehalonet33ts": (256, True, "byoanet"),
+    "selecsls42": (64, False, "selecsls"), "semnasnet_050": (64, False, "efficientnet"),
+    "sequencer2d_s": (64, True, "sequencer"), "seresnet18": (64, False, "resnet"),
+    "seresnet33ts": (64, True, "byobnet"), "seresnetaa50d": (64, False, "resnet"),
+    "seresnext26t_32x4d": (64, False, "resnet"), "seresnext26ts": (64, True, "byobnet"),
+    "shvit_s1": (64, False, "shvit"), "skresnet18": (64, False, "sknet"), "skresnext50_32x4d": (64, False, "sknet"),
+    "spnasnet_100": (64, False, "efficientnet"), "starnet_s050": (64, False, "starnet"),
+    "swiftformer_xs": (64, True, "swiftformer"), "swin_tiny_patch4_window7_224": (64, True, "swin_transformer"),
+    "swinv2_cr_tiny_224": (64, True, "swin_transformer_v2_cr"),
+    "swinv2_tiny_window8_256": (64, True, "swin_transformer_v2"), "test_byobnet": (64, True, "byobnet"),
+    "test_coatnet": (64, True, "maxxvit"), "test_convnext": (64, False, "convnext"),
+    "test_efficientnet": (64, False, "efficientnet"), "test_mambaout": (64, False, "mambaout"),
+    "test_nfnet": (64, False, "nfnet"), "test_resnet": (64, False, "resnet"),
+    "test_vit": (64, True, "vision_transformer"), "test_vit_relpos": (64, True, "vision_transformer_relpos"),
+    "tf_mixnet_s": (64, False, "efficientnet"), "tf_mobilenetv3_small_075": (64, False, "mobilenetv3"),
+    "tiny_vit_5m_224": (64, False, "tiny_vit"), "tinynet_e": (64, False, "efficientnet"),
+    "tnt_s_legacy_patch16_224": (64, True, "tnt"), "tresnet_m": (64, False, "tresnet"),
+    "twins_svt_small": (64, True, "twins"), "visformer_tiny": (64, True, "visformer"),
+    "vit_srelpos_small_patch16_224": (64, True, "vision_transformer_relpos"),
+    "vit_tiny_patch16_224": (64, True, "vision_transformer"), "vit_tiny_patch16_dinov3_qkvb": (64, True, "eva"),
+    "vit_tiny_r_s16_p8_224": (64, True, "vision_transformer_hybrid"), "vitamin_small_224": (64, True, "vitamin"),
+    "volo_d1_224": (64, True, "volo"), "vovnet39a": (64, False, "vovnet"),
+    "xception41p": (64, False, "xception_aligned"), "xcit_nano_12_p8_224": (64, True, "xcit"),
+}
+TIMM_BATCH = 8
+# Deep batch-normed networks at the zoo's rate of 0.1 diverge within three steps from
+# random weights (inception_v3's loss moves by 4 between float32 and float64 on the
+# CPU alone), and then the comparison measures chaos, not the device.
+TIMM_LR = 1e-2
+TIMM_CLASSES = 8
+
+
+def _timm(name: str, size: int, img_size: bool):
+    def make():
+        import timm
+
+        kw = {"img_size": size} if img_size else {}
+        return timm.create_model(name, pretrained=False, num_classes=TIMM_CLASSES, **kw)
+
+    def inputs(g):
+        return {"pixel_values": _randn(g, TIMM_BATCH, 3, size, size),
+                "labels": torch.randint(0, TIMM_CLASSES, (TIMM_BATCH,), generator=g)}
+
+    return make, inputs
+
+
+def _timm_models() -> List[LibEntry]:
+    out = []
+    for name, (size, img_size, module) in TIMM_MODELS.items():
+        make, inputs = _timm(name, size, img_size)
+        out.append(LibEntry(f"timm-{name}/classify", name, "classify", module, "timm", make, inputs,
+                            wrap=ClassifierLoss, lr=TIMM_LR))
+    return out
+
+
 def classify(entry: LibEntry, model: torch.nn.Module) -> Dict[str, List[str]]:
     """Traits of a library entry, in traits.py's dimensions plus "library"; read from
     module class names, as traits.py does for transformers."""
@@ -433,6 +568,11 @@ def classify(entry: LibEntry, model: torch.nn.Module) -> Dict[str, List[str]]:
     if entry.library == "sentence_transformers":
         t["front_end"] = {"token-embedding"}
         t["structure"] = {"encoder"}
+    elif entry.library == "timm":
+        patches = "patchembed" in lower or "patch_embed" in " ".join(n for n, _ in model.named_modules())
+        attends = "attention" in lower or "attn" in lower
+        t["front_end"] = {"patch-embedding"} if patches else {"conv-stem"}
+        t["structure"] = {"vision-transformer" if attends and patches else "conv-attention" if attends else "cnn"}
     elif "PatchEmbed" in lower or "patchembed" in lower or entry.model_type in ("flux", "lumina2", "prior"):
         t["front_end"] = {"patch-embedding"}
         t["structure"] = {"diffusion-transformer"}
@@ -455,12 +595,17 @@ def classify(entry: LibEntry, model: torch.nn.Module) -> Dict[str, List[str]]:
         t["position"].add("sinusoidal")   # the timestep's embedding
     if any("Rope" in n or "Rotary" in n or "PosEmbed" in n for n in names):
         t["position"].add("rotary")
-    if any("position" in n for n, _ in model.named_parameters()):
-        t["position"].add("learned-absolute")
+    for n, _ in model.named_parameters():
+        if "relative_position" in n or "rel_pos" in n:
+            t["position"].add("relative-bias")
+        elif "position" in n or "pos_embed" in n:
+            t["position"].add("learned-absolute")
     t["position"] = t["position"] or {"none"}
     t["norm"] = set()
     for m in model.modules():
-        if isinstance(m, torch.nn.GroupNorm):
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            t["norm"].add("batchnorm")
+        elif isinstance(m, torch.nn.GroupNorm):
             t["norm"].add("groupnorm")
         elif isinstance(m, torch.nn.LayerNorm):
             t["norm"].add("layernorm")
@@ -479,4 +624,4 @@ def classify(entry: LibEntry, model: torch.nn.Module) -> Dict[str, List[str]]:
 
 def entries() -> List[LibEntry]:
     """Every entry of the libraries above, sorted by name."""
-    return sorted(_denoisers() + _schedulers() + _encoders(), key=lambda e: e.name)
+    return sorted(_denoisers() + _schedulers() + _encoders() + _timm_models(), key=lambda e: e.name)

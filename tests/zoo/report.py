@@ -177,7 +177,7 @@ def _graphs_per_step(r) -> str:
 def library_of(name: str) -> str:
     """catalog_libs names its entries "<library>-<model>/<head>"; the rest are transformers'."""
     head = name.split("/", 1)[0]
-    for lib in ("diffusers", "sentence_transformers"):
+    for lib in ("diffusers", "sentence_transformers", "timm"):
         if head.startswith(lib + "-"):
             return lib
     return "transformers"

@@ -17,9 +17,10 @@ Traits (each a set of values; a model may have several per dimension):
   mlp        gelu, relu, silu, tanh, gated (SwiGLU/GeGLU), moe, none
   structure  decoder, encoder, encoder-decoder
   head       the entry's head (causal_lm, masked_lm, seq2seq_lm, seq_cls, ...)
-  library    diffusers or sentence_transformers (catalog_libs.py); transformers
+  library    diffusers, sentence_transformers or timm (catalog_libs.py); transformers
              entries have none. Those entries also use structure values unet,
-             autoencoder, diffusion-transformer, scheduler-loop, and norm adaptive-norm
+             autoencoder, diffusion-transformer, scheduler-loop, cnn, vision-transformer,
+             conv-attention, and norm adaptive-norm
 
 The heuristics are deliberately plain (module class names, config fields); a
 wrong trait costs coverage, not correctness: every entry is still compared.
