@@ -23,11 +23,14 @@ void DataLeaves::SweepLocked() {
   sweep_at_ = std::max(kMinSweepSize, leaves_.size() * 2);
 }
 
-ir::NodePtr DataLeaves::LeafFor(const runtime::DeviceDataPtr& data, const ir::Shape& shape) {
+ir::NodePtr DataLeaves::LeafFor(const runtime::DeviceDataPtr& data, const ir::Shape& shape,
+                                bool size_from_data) {
   absl::MutexLock lock(&mu_);
   std::weak_ptr<const ir::Node>& slot = leaves_[data.get()];
+  // The live leaf even if it does not say its sizes came from data: one leaf
+  // per buffer comes first (a graph would bind the buffer twice).
   if (ir::NodePtr leaf = slot.lock()) return leaf;
-  ir::NodePtr leaf = ir::Node::MakeDeviceData(shape, std::make_shared<DeviceDataLeaf>(data));
+  ir::NodePtr leaf = ir::Node::MakeDeviceData(shape, std::make_shared<DeviceDataLeaf>(data, size_from_data));
   slot = leaf;
   if (leaves_.size() >= std::max(kMinSweepSize, sweep_at_)) SweepLocked();
   return leaf;

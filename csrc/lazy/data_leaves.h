@@ -30,8 +30,9 @@ class DataLeaves {
   static DataLeaves& Global();
 
   // The live leaf of `data`, or a new device-data leaf of `shape` for it,
-  // recorded as its leaf.
-  ir::NodePtr LeafFor(const runtime::DeviceDataPtr& data, const ir::Shape& shape);
+  // recorded as its leaf (`size_from_data`: see LazyTensor::size_from_data).
+  ir::NodePtr LeafFor(const runtime::DeviceDataPtr& data, const ir::Shape& shape,
+                      bool size_from_data = false);
 
   // Entries whose leaf is alive (sweeps first); for tests.
   size_t size();

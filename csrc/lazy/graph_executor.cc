@@ -6,6 +6,7 @@
 #include <tuple>
 #include <map>
 
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -381,6 +382,22 @@ void GraphExecutor::CaptureStep(int device, StepRecord* record) {
   SyncDevice(CurrentSettings(), device, PendingTensors(device), record);
 }
 
+namespace {
+
+// Whether a root of the graph, or a buffer it reads, has sizes from data.
+bool HoldsSizesFromData(const std::vector<LazyTensorPtr>& roots, const ir::CanonicalGraph& g) {
+  for (const LazyTensorPtr& t : roots) {
+    if (t->size_from_data()) return true;
+  }
+  for (const int32_t i : g.parameters) {
+    const ir::Node& leaf = *g.nodes[i];
+    if (leaf.kind() == ir::NodeKind::kDeviceData && LeafSizeFromData(leaf)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool GraphExecutor::SyncDevice(const Settings& settings, int device,
                                const std::vector<LazyTensorPtr>& tensors, StepRecord* record, bool partial,
                                bool only_if_cached, const std::vector<ir::NodePtr>& keep, bool size_generic) {
@@ -412,6 +429,13 @@ bool GraphExecutor::SyncDevice(const Settings& settings, int device,
     size_generic = true;
   }
   ir::CanonicalGraph g = CanonicalizeResolved(roots, ordered, size_generic);
+  // A lazy graph that reads or makes a tensor whose sizes came from data
+  // (lazy_tensor.h size_from_data): size-generic, so the next count finds
+  // this graph's program (its ops took their sizes as parameters).
+  if (ABSL_PREDICT_FALSE(SizesFromDataSeen()) && !g.size_generic && record == nullptr &&
+      CurrentMode() == ExecutionMode::kLazy && HoldsSizesFromData(tensors, g)) {
+    g = CanonicalizeResolved(roots, ordered, /*size_generic=*/true);
+  }
   std::shared_ptr<const runtime::Program> program;
   if (only_if_cached) {
     program = FindInMemory(g);

@@ -152,9 +152,21 @@ ir::Value LazyTensor::GetValue() {
   if (pending_) return pending_;
   if (!data_leaf_) {
     // One leaf per buffer, shared by every tensor holding it.
-    data_leaf_ = ir::Value{DataLeaves::Global().LeafFor(data_, shape_), 0};
+    data_leaf_ = ir::Value{DataLeaves::Global().LeafFor(data_, shape_, size_from_data_), 0};
   }
   return data_leaf_;
+}
+
+namespace {
+std::atomic<bool> sizes_from_data_seen{false};
+}  // namespace
+
+bool SizesFromDataSeen() { return sizes_from_data_seen.load(std::memory_order_relaxed); }
+
+void LazyTensor::MarkSizeFromData() {
+  if (size_from_data_) return;
+  size_from_data_ = true;
+  sizes_from_data_seen.store(true, std::memory_order_relaxed);
 }
 
 void LazyTensor::SetData(runtime::DeviceDataPtr data) {

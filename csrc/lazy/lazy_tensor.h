@@ -19,9 +19,18 @@ namespace torch_neuron::lazy {
 
 // A device buffer as an IR leaf payload.
 struct DeviceDataLeaf : public ir::LeafData {
-  explicit DeviceDataLeaf(runtime::DeviceDataPtr d) : data(std::move(d)) {}
+  explicit DeviceDataLeaf(runtime::DeviceDataPtr d, bool from_data = false)
+      : data(std::move(d)), size_from_data(from_data) {}
   runtime::DeviceDataPtr data;
+  // The buffer's sizes came from data (LazyTensor::size_from_data).
+  bool size_from_data;
 };
+
+// Whether `leaf` (a kDeviceData leaf) holds a buffer whose sizes came from data.
+inline bool LeafSizeFromData(const ir::Node& leaf) {
+  const auto* payload = static_cast<const DeviceDataLeaf*>(leaf.data().get());
+  return payload != nullptr && payload->size_from_data;
+}
 
 // The buffer of a kDeviceData leaf, or nullptr for a leaf that holds none (a
 // graph copied for a compile, an undefined output's placeholder).
@@ -79,6 +88,21 @@ class LazyTensor {
   void set_view_base(const std::shared_ptr<LazyTensor>& base);
   // Called when `op` wrote into this tensor: marks every base up the view chain.
   void RecordWriteIntoView(const std::string& op);
+  // Whether the tensor's sizes came from data: the result of an op whose
+  // output shape depends on its operands' values (nonzero, masked_select,
+  // unique: the CPU fallback's data-dependent ops), or of an op that read
+  // such a tensor and whose shape is not that of an operand of fixed size
+  // (tracer.cc). Lazy mode traces the ops that read such a tensor with their
+  // SymInt arguments as parameters, and the graphs holding them size-generic
+  // (graph_executor.cc), so a count that changes from step to step (a
+  // mixture-of-experts router's tokens per expert) is a run-time value, not a
+  // new graph (issue 49). Materializing keeps it.
+  bool size_from_data() const { return size_from_data_; }
+  void MarkSizeFromData();
+  // For a value written in place into a tensor whose sizes did not come from
+  // data (neuron_inplace.cc): its sizes are that tensor's.
+  void ClearSizeFromData() { size_from_data_ = false; }
+
   // `op` overwrote the whole tensor (out=).
   void ClearStale() { lost_write_.clear(); }
   // Raises if a write into one of this tensor's views was lost.
@@ -93,7 +117,12 @@ class LazyTensor {
   ir::Value data_leaf_;  // cached leaf for data_
   std::weak_ptr<LazyTensor> view_base_;
   std::string lost_write_;  // the op that wrote into a view of this tensor
+  bool size_from_data_ = false;
 };
+
+// Whether any tensor was ever marked size_from_data in this process: until
+// then syncs skip looking for such tensors.
+bool SizesFromDataSeen();
 
 using LazyTensorPtr = std::shared_ptr<LazyTensor>;
 

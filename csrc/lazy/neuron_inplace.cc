@@ -163,6 +163,13 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
   }
 
   static void Update(const at::Tensor& self, const at::Tensor& value) {
+    // An in-place write keeps the tensor's sizes: a value computed from a
+    // tensor whose sizes came from data (a parameter's update by a gradient
+    // of the picked rows) has sizes that did not, if the tensor's had not
+    // (LazyTensor::size_from_data).
+    LazyTensorPtr before = TryGetLazy(fimpl::from_functional_tensor(self));
+    LazyTensorPtr after = TryGetLazy(value);
+    if (before != nullptr && after != nullptr && !before->size_from_data()) after->ClearSizeFromData();
     fimpl::replace_(self, value);
     fimpl::commit_update(self);
     fimpl::sync(self);

@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/DefaultDtype.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -141,12 +142,28 @@ bool TraceDeviceAssert(const Call& c) {
   return true;
 }
 
+// After the CPU fallback ran an op whose output shape depends on the data:
+// its neuron results' sizes came from data (LazyTensor::size_from_data).
+void MarkResultsSizeFromData(const Call& c) {
+  for (auto it = c.stack->begin() + static_cast<std::ptrdiff_t>(c.base); it != c.stack->end(); ++it) {
+    auto mark = [](const at::Tensor& t) {
+      if (LazyTensorPtr lazy = t.defined() ? TryGetLazy(t) : nullptr) lazy->MarkSizeFromData();
+    };
+    if (it->isTensor()) {
+      mark(it->toTensor());
+    } else if (it->isTensorList()) {
+      for (const at::Tensor& t : it->toTensorList()) mark(t);
+    }
+  }
+}
+
 // Stage 1, shortcuts: ops handled without a node of their own. True when the
 // op is done.
 bool TakeShortcut(const Call& c) {
   if (ABSL_PREDICT_FALSE(c.info.tensor_assert) && TraceDeviceAssert(c)) return true;
   if (c.info.never_traced != nullptr) {
     CpuFallback(c.op, c.stack, c.info.never_traced, c.trace);
+    if (c.info.data_dependent) MarkResultsSizeFromData(c);
     return true;
   }
   // Ops that return their input's value unchanged share its LazyTensor: below
@@ -283,6 +300,13 @@ class ArgumentBinder {
   std::vector<ir::Value>& operands() { return operands_; }
   std::vector<ir::Arg>& args() { return args_; }
   bool draws() const { return draws_; }
+  // Whether a tensor operand's sizes came from data (LazyTensor::size_from_data).
+  bool size_from_data() const { return size_from_data_; }
+  // Marks the op's new results (a tensor it writes in place keeps its
+  // sizes, and so its mark). Every one, whatever its shape: a rule by shape
+  // would mark or not as counts happen to equal other sizes, and the graphs
+  // would change with them.
+  void MarkResultsSizeFromData(const std::vector<LazyTensorPtr>& results) const;
   ir::hash_t op_key() const { return signature_.Hash(); }
   // The Meta kernel's stack, its deferred meta tensors made (once: the stack
   // is moved out).
@@ -290,6 +314,8 @@ class ArgumentBinder {
 
  private:
   std::optional<int32_t> TensorOperand(const at::Tensor& t);
+  // Sets size_from_data_ from the call's neuron tensor arguments.
+  void FindSizesFromData();
   int32_t ScalarOperand(const c10::Scalar& s);
   int32_t PositionOperand(int64_t position);
   void BindTensorList(const c10::TypePtr& type, const c10::IValue& v);
@@ -314,6 +340,8 @@ class ArgumentBinder {
   bool in_list_ = false;
   OpSignature signature_;
   bool draws_ = false;  // it takes a generator
+  bool size_from_data_ = false;
+  std::vector<const LazyTensor*> tensor_args_;  // the call's neuron tensors (FindSizesFromData)
   // A view's base and an out= argument may be stale (see LazyTensor): the
   // view inherits it, the out= write replaces the values.
   bool exempt_from_stale_check_ = false;
@@ -416,14 +444,48 @@ void ArgumentBinder::BindTensorList(const c10::TypePtr& type, const c10::IValue&
   args_.push_back(ir::Arg::OperandList(std::move(indices)));
 }
 
+void ArgumentBinder::FindSizesFromData() {
+  auto look = [this](const at::Tensor& t) {
+    LazyTensorPtr lazy = t.defined() ? TryGetLazy(t) : nullptr;
+    if (lazy == nullptr) return;
+    size_from_data_ |= lazy->size_from_data();
+    tensor_args_.push_back(lazy.get());
+  };
+  for (size_t i = 0; i < c_.num_args; ++i) {
+    const c10::IValue& v = c_.arg(i);
+    if (v.isTensor()) {
+      look(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) look(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) look(e.toTensor());
+      }
+    }
+  }
+}
+
+void ArgumentBinder::MarkResultsSizeFromData(const std::vector<LazyTensorPtr>& results) const {
+  for (const LazyTensorPtr& t : results) {
+    if (std::find(tensor_args_.begin(), tensor_args_.end(), t.get()) == tensor_args_.end())
+      t->MarkSizeFromData();
+  }
+}
+
 std::optional<std::string> ArgumentBinder::Bind() {
   const TraceInfo& info = c_.info;
   const std::string& name = info.name;
+  // An operand whose sizes came from data (a router's picked tokens) makes
+  // the op's sizes run-time values in lazy mode (LazyTensor::size_from_data).
+  if (ABSL_PREDICT_FALSE(SizesFromDataSeen()) && CurrentMode() == ExecutionMode::kLazy) FindSizesFromData();
   // Bit i: argument i is bound as a position (a parameter whatever its value).
   // SymInts too in a size-generic trace: a region's (dynamo/compiled_graph.h),
-  // or every lazy trace with TORCH_NEURON_DYNAMIC_SHAPES.
-  const bool generic = ABSL_PREDICT_FALSE(size_generic_trace) ||
-                       (ABSL_PREDICT_FALSE(c_.trace.dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy);
+  // every lazy trace with TORCH_NEURON_DYNAMIC_SHAPES, and a lazy op that
+  // reads a tensor whose sizes came from data.
+  const bool generic =
+      ABSL_PREDICT_FALSE(size_generic_trace) ||
+      (ABSL_PREDICT_FALSE(c_.trace.dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy) ||
+      ABSL_PREDICT_FALSE(size_from_data_);
   const uint64_t positions = info.position_args | (generic ? info.symint_args : 0);
   auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
   for (size_t i = 0; i < c_.num_args; ++i) {
@@ -797,6 +859,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   ReadThroughConcat(c, bound, *meta);
   const ir::NodePtr node = EmitNode(c, bound, *meta);
   const std::vector<LazyTensorPtr> created = BindResults(c, *device, node, *meta, writes);
+  if (ABSL_PREDICT_FALSE(bound.size_from_data())) bound.MarkResultsSizeFromData(created);
   // Every draw runs exactly once, in trace order, even if its result is never
   // read: the next sync of the device takes it along (graph_executor.cc).
   // Collectives too: every rank must run each one, in the order it traced them;

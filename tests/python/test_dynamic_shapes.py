@@ -269,3 +269,97 @@ def test_lazy_mode_with_dynamic_shapes_settles_when_sizes_come_from_data(metrics
             counts.append(graphs())
     # The first call's graphs serve every later count of picked rows.
     assert counts == [counts[0]] * 6, counts
+
+
+# ------------------------------- lazy mode, sizes from data (no setting needed)
+
+EXPERTS, TOP_K, HIDDEN = 4, 2, 8
+
+
+class _Expert(torch.nn.Module):
+    def forward(self, x, w1, w2):
+        return torch.relu(x @ w1) @ w2
+
+
+class _TinyMoE(torch.nn.Module):
+    """A mixture of experts routed as transformers' dbrx and switch-transformers
+    route: ``torch.where`` on each expert's slice of a one-hot mask picks its
+    tokens, so each expert's token count is data."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.router = torch.nn.Parameter(torch.randn(HIDDEN, EXPERTS, generator=g))
+        self.w1 = torch.nn.Parameter(torch.randn(EXPERTS, HIDDEN, 16, generator=g) * 0.3)
+        self.w2 = torch.nn.Parameter(torch.randn(EXPERTS, 16, HIDDEN, generator=g) * 0.3)
+        self.expert = _Expert()
+
+    def forward(self, x):
+        weights, top = (x @ self.router).softmax(-1).topk(TOP_K, dim=-1)
+        out = torch.zeros_like(x)
+        mask = torch.nn.functional.one_hot(top, EXPERTS).permute(2, 1, 0)
+        for e in range(EXPERTS):
+            idx, tok = torch.where(mask[e])
+            h = self.expert(x[tok], self.w1[e], self.w2[e])
+            out.index_add_(0, tok, h * weights[tok, idx, None])
+        return out
+
+
+def moe_training(device, steps=6, graphs=None, compiled=False):
+    """SGD steps of _TinyMoE on new tokens each step: losses, parameters after,
+    tokens per expert per step, and (neuron) graphs built per step."""
+    model = _TinyMoE().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    forward = torch.compile(model, backend="neuron") if compiled else model
+    losses, built, counts = [], [], []
+    for step in range(steps):
+        x = torch.randn(12, HIDDEN, generator=torch.Generator().manual_seed(step))
+        counts.append(torch.bincount((x @ model.router.detach().cpu()).topk(TOP_K, dim=-1).indices.flatten(),
+                                     minlength=EXPERTS).tolist())
+        before = graphs() if graphs else 0
+        loss = forward(x.to(device)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if device == "neuron":
+            torch_neuron.mark_step()
+        losses.append(loss.detach().cpu())
+        if graphs:
+            built.append(graphs() - before)
+    return losses, [p.detach().cpu() for p in model.parameters()], counts, built
+
+
+def test_lazy_mode_settles_when_each_experts_token_count_is_data(metrics):
+    want_losses, want_params, counts, _ = moe_training("cpu")
+    # The routing changes: every step gives some expert a count not seen before.
+    assert all(any(c[e] not in [p[e] for p in counts[:s]] for e in range(EXPERTS))
+               for s, c in enumerate(counts) if s > 0), counts
+    graphs = count_graphs(metrics)
+    got_losses, got_params, _, built = moe_training("neuron", graphs=graphs)
+    for g, w in zip(got_losses, want_losses):
+        torch.testing.assert_close(g, w)
+    for g, w in zip(got_params, want_params):
+        torch.testing.assert_close(g, w)
+    # Ops that read a tensor whose sizes came from torch.where take their sizes
+    # as parameters, and the graphs holding them are size-generic: the second
+    # step's graphs serve every later count (lazy_tensor.h, size_from_data).
+    # Step 1: the router's product, the loss read and the step; step 2: the
+    # step again (its parameters and gradients are no longer new).
+    assert built == [3, 1, 0, 0, 0, 0], built
+
+
+def test_code_between_compiled_regions_settles_when_token_counts_are_data(metrics):
+    # Under torch.compile the loop breaks Dynamo's graph at torch.where; the
+    # expert's MLP is a region of its own and the loop runs lazily between.
+    want_losses, want_params, _, _ = moe_training("cpu")
+    graphs = count_graphs(metrics)
+    got_losses, got_params, _, built = moe_training("neuron", graphs=graphs, compiled=True)
+    for g, w in zip(got_losses, want_losses):
+        torch.testing.assert_close(g, w)
+    for g, w in zip(got_params, want_params):
+        torch.testing.assert_close(g, w)
+    # Step 1: the expert region's forward and backward programs (static,
+    # then size-generic when Dynamo makes the count symbolic) and the lazy
+    # graphs; then nothing: each new count's region trace finds the
+    # size-generic programs, and the lazy graphs between are size-generic.
+    assert built == [10, 0, 0, 0, 0, 0], built
