@@ -44,7 +44,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _C, _static_forms, debug
+from . import _C, _size_rebinding, _static_forms, debug
 
 # torch.compile's modes tune Inductor (CUDA graphs, autotuning); this backend
 # has no such choices, so each is taken and means the same.
@@ -76,6 +76,10 @@ class _GraphRunner:
         # dynamic shapes): traced size-generic, so a trace at new sizes finds
         # the program compiled for the first and compiles nothing.
         self.size_generic = _has_symbolic_sizes(example_inputs)
+        # A size-generic graph's sizes as expressions of its symbols: its
+        # traces then run at other sizes without a trace (_size_rebinding.py).
+        self.plan = _size_plan(gm, example_inputs) if self.size_generic else None
+        self.rebindings: list = []  # [(Rebinding, result template)], newest first
         self.graphs: dict = {}  # scalar values -> [(traced graph, result template)], newest first
         self.op_by_op = False  # the graph cannot be one program (fallback)
 
@@ -93,7 +97,27 @@ class _GraphRunner:
                 results = graph.run(tensors)
                 if results is not None:
                     return results if template is None else _fill(template, results)
+        if self.rebindings:
+            results = self._run_rebound(args, tensors)
+            if results is not None:
+                return results
         return self._trace(args, tensors, key)
+
+    def _run_rebound(self, args: list, tensors: list) -> Optional[list]:
+        """The graph run at sizes it was not traced at by a size-generic
+        trace's program, or None where none fits."""
+        values = self.plan.bind(args)
+        if values is None:
+            return None
+        for rebinding, template in self.rebindings:
+            results = rebinding.run(tensors, values)
+            if results is None:
+                continue
+            if template is None:
+                return results
+            others = rebinding.others(values)
+            return _fill([t if t is _TENSOR or o is None else o for t, o in zip(template, others)], results)
+        return None
 
     def _run_op_by_op(self, args: list) -> Any:
         _C._metrics_increment("dynamo.region.op_by_op.count", 1)
@@ -110,7 +134,10 @@ class _GraphRunner:
         traced = iter(graph.begin_trace(device, tensors, self.size_generic))
         args = [next(traced) if isinstance(a, torch.Tensor) else a for a in args]
         try:
-            outputs = self.program_gm(*args)
+            if self.plan is not None:
+                outputs = _ArmingInterpreter(self.program_gm, self.plan, graph).run(*args)
+            else:
+                outputs = self.program_gm(*args)
         except BaseException as error:
             graph.abort_trace()
             if _NOT_ONE_GRAPH not in str(error):
@@ -144,10 +171,40 @@ class _GraphRunner:
         if len(results) != len(outputs):
             template = [_TENSOR if isinstance(o, torch.Tensor) else o for o in outputs]
         self.graphs.setdefault(key, []).insert(0, (graph, template))
+        if self.plan is not None:
+            values = self.plan.bind(args)
+            rebinding = _size_rebinding.Rebinding(self.plan, graph, values) if values is not None else None
+            if rebinding is not None and rebinding.ok:
+                self.rebindings.insert(0, (rebinding, template))
         return results if template is None else _fill(template, results)
 
 
 _TENSOR = object()  # a template's slot for a tensor result
+
+
+class _ArmingInterpreter(torch.fx.Interpreter):
+    """Runs a size-generic graph for its trace, telling the trace before each
+    op which of the op's int arguments are which size expressions."""
+
+    def __init__(self, gm: torch.fx.GraphModule, plan, graph):
+        super().__init__(gm)
+        self.plan = plan
+        self.compiled = graph
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            self.plan.arm(self.compiled, n)
+        return super().run_node(n)
+
+
+def _size_plan(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
+    """The graph's SizePlan, or None where its sizes cannot be read from
+    AOTAutograd's metadata (a node without it)."""
+    try:
+        plan = _size_rebinding.SizePlan(gm, example_inputs)
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return plan if plan.ok else None
 
 
 def _has_symbolic_sizes(example_inputs: Sequence[Any]) -> bool:

@@ -9,6 +9,7 @@
 #include <c10/core/GradMode.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "base/config.h"
 #include "base/metrics.h"
 #include "lazy/bridge.h"
@@ -34,6 +35,7 @@ CompiledGraph::~CompiledGraph() {
   if (tracing_) {
     lazy::GraphExecutor::Get().EndRegionTrace(device_);
     lazy::SetSizeGenericTrace(previous_size_generic_);
+    if (origins_ != nullptr) lazy::SetSizeOrigins(previous_origins_);
   }
 }
 
@@ -51,6 +53,9 @@ void CompiledGraph::Clear() {
   frozen_inputs_.clear();
   results_.clear();
   mutations_.clear();
+  origins_.reset();
+  param_origins_.clear();
+  origins_blocker_.clear();
 }
 
 int CompiledGraph::TraceableDevice(const std::vector<at::Tensor>& inputs) {
@@ -107,6 +112,10 @@ std::vector<at::Tensor> CompiledGraph::BeginTrace(int device, const std::vector<
   tracing_ = true;
   size_generic_ = size_generic;
   previous_size_generic_ = lazy::SetSizeGenericTrace(size_generic);
+  if (size_generic) {
+    origins_ = std::make_unique<lazy::SizeOrigins>();
+    previous_origins_ = lazy::SetSizeOrigins(origins_.get());
+  }
   // A functional view (a slice of a parameter, an expert's weights) is traced
   // through a stand-in over its own buffer: the view itself, read in the
   // trace, may be regenerated from its base (functionalization replays its
@@ -131,6 +140,7 @@ void CompiledGraph::AbortTrace() {
   if (!tracing_) return;
   lazy::GraphExecutor::Get().EndRegionTrace(device_);
   lazy::SetSizeGenericTrace(previous_size_generic_);
+  if (origins_ != nullptr) lazy::SetSizeOrigins(previous_origins_);
   // The trace's draws: the inputs' sync ran every earlier one.
   lazy::TakePendingDraws(device_);
   Clear();
@@ -141,6 +151,7 @@ std::vector<at::Tensor> CompiledGraph::EndTrace(const std::vector<at::Tensor>& o
   lazy::GraphExecutor& executor = lazy::GraphExecutor::Get();
   executor.EndRegionTrace(device_);
   lazy::SetSizeGenericTrace(previous_size_generic_);
+  if (origins_ != nullptr) lazy::SetSizeOrigins(previous_origins_);
   tracing_ = false;
   try {
     absl::flat_hash_map<const runtime::DeviceData*, size_t> input_of;
@@ -195,6 +206,8 @@ std::vector<at::Tensor> CompiledGraph::EndTrace(const std::vector<at::Tensor>& o
         frozen_inputs_.emplace_back(slot, data);
       }
     }
+    if (size_generic_) FindParamOrigins();
+    origins_.reset();
   } catch (...) {
     lazy::TakePendingDraws(device_);
     Clear();
@@ -215,6 +228,7 @@ std::vector<at::Tensor> CompiledGraph::EndTrace(const std::vector<at::Tensor>& o
   }
   record_.inputs.clear();
   record_.input_shapes.clear();
+  record_.parameter_nodes.clear();
   record_.roots.clear();
   record_.root_to_output.clear();
   before_.clear();
@@ -226,16 +240,18 @@ std::vector<at::Tensor> CompiledGraph::EndTrace(const std::vector<at::Tensor>& o
 }
 
 at::Tensor CompiledGraph::Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,
-                               const std::vector<lazy::LazyTensorPtr>& inputs) const {
+                               const std::vector<lazy::LazyTensorPtr>& inputs,
+                               const lazy::TensorLayout* layout) const {
+  const lazy::TensorLayout& reported = layout != nullptr ? *layout : source.layout;
   switch (source.kind) {
     case Source::Kind::kOutput:
-      return lazy::MakeTensor(lazy::LazyTensor::FromData(outputs[source.index]), source.layout);
+      return lazy::MakeTensor(lazy::LazyTensor::FromData(outputs[source.index]), reported);
     case Source::Kind::kInput:
-      return lazy::MakeTensor(lazy::LazyTensor::FromData(inputs[source.index]->data()), source.layout);
+      return lazy::MakeTensor(lazy::LazyTensor::FromData(inputs[source.index]->data()), reported);
     case Source::Kind::kFrozen:
       break;
   }
-  return lazy::MakeTensor(lazy::LazyTensor::FromData(source.frozen), source.layout);
+  return lazy::MakeTensor(lazy::LazyTensor::FromData(source.frozen), reported);
 }
 
 void CompiledGraph::WriteInput(const at::Tensor& input, const at::Tensor& value) {
@@ -267,6 +283,21 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::
       return std::nullopt;
     }
   }
+  return Launch(inputs, std::move(lazy), record_.params, record_.output_shapes, nullptr, trace, run);
+}
+
+std::optional<std::vector<at::Tensor>> CompiledGraph::Launch(
+    const std::vector<at::Tensor>& inputs, std::vector<lazy::LazyTensorPtr> lazy,
+    std::vector<c10::IValue> params, const std::vector<ir::Shape>& output_shapes,
+    const std::vector<lazy::TensorLayout>* result_layouts, const TraceConfig& trace, const RunConfig& run) {
+  // A value written into an input of other sizes than traced: plain
+  // contiguous, as the input then is (RunAt).
+  for (const auto& [input, source] : mutations_) {
+    if (!(lazy[input]->shape() == inputs_[input].shape) &&
+        !(source.layout.is_default() && lazy::TensorLayout::Of(inputs[input]).is_default())) {
+      return std::nullopt;
+    }
+  }
   lazy::GraphExecutor& executor = lazy::GraphExecutor::Get();
   executor.SyncRegionInputs(device_, lazy);
   const std::vector<int> aliases = AliasPattern(lazy);
@@ -279,13 +310,15 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::
   for (const auto& [slot, input] : input_links_) bound.emplace_back(slot, lazy[input]->data());
   bound.insert(bound.end(), frozen_inputs_.begin(), frozen_inputs_.end());
   std::vector<runtime::DeviceDataPtr> outputs;
-  outputs.reserve(record_.output_shapes.size());
-  for (const ir::Shape& shape : record_.output_shapes) {
+  outputs.reserve(output_shapes.size());
+  for (const ir::Shape& shape : output_shapes) {
     outputs.push_back(std::make_shared<runtime::DeviceData>(device_, shape.dtype(), shape.sizes()));
   }
   std::vector<at::Tensor> results;
   results.reserve(results_.size());
-  for (const Source& source : results_) results.push_back(Make(source, outputs, lazy));
+  for (size_t i = 0; i < results_.size(); ++i) {
+    results.push_back(Make(results_[i], outputs, lazy, result_layouts ? &(*result_layouts)[i] : nullptr));
+  }
   for (const auto& [input, source] : mutations_) WriteInput(inputs[input], Make(source, outputs, lazy));
   // Only the job may hold a buffer it is to donate (an input's old value).
   lazy.clear();
@@ -293,10 +326,130 @@ std::optional<std::vector<at::Tensor>> CompiledGraph::Run(const std::vector<at::
   if (record_.program != nullptr) {
     std::optional<std::string> source;  // the program's own lines, if recorded
     if (!trace.ir_debug) source = "";
-    executor.Launch(device_, run, record_.program, record_.params, std::move(bound), std::move(outputs),
+    executor.Launch(device_, run, record_.program, std::move(params), std::move(bound), std::move(outputs),
                     std::move(source), /*launched_at=*/lazy::CurrentSourceLocation());
   }
   return results;
+}
+
+void CompiledGraph::ArmOrigins(std::string op, std::vector<std::vector<int64_t>> args) {
+  TORCH_CHECK(tracing_ && origins_ != nullptr, "origins are armed while a size-generic graph is traced");
+  origins_->Arm(std::move(op), std::move(args));
+}
+
+void CompiledGraph::FindParamOrigins() {
+  using lazy::SizeOrigins;
+  param_origins_.clear();
+  auto blocked = [this](std::string why) { origins_blocker_ = std::move(why); };
+  if (origins_ == nullptr) return blocked("not traced size-generic");
+  if (origins_->baked()) return blocked("a size-dependent value is a constant of the graph");
+  // Sizes the caller cannot give: layouts other than plain contiguous, and
+  // buffers of the trace that have a size. (An input of other sizes must be
+  // contiguous at both; RunAt checks.)
+  auto frozen = [](const Source& source) {
+    return source.kind == Source::Kind::kFrozen && !source.frozen->sizes().empty();
+  };
+  for (size_t i = 0; i < results_.size(); ++i) {
+    if (frozen(results_[i])) return blocked(absl::StrCat("result ", i, " is a buffer of the trace"));
+  }
+  for (const auto& [input, source] : mutations_) {
+    if (frozen(source))
+      return blocked(absl::StrCat("the value written into input ", input, " is a buffer of the trace"));
+  }
+  for (const auto& [slot, data] : frozen_inputs_) {
+    if (!data->sizes().empty()) return blocked("the program reads a buffer of the trace");
+  }
+  std::vector<int64_t> origins(record_.params.size(), SizeOrigins::kLiteral);
+  std::vector<bool> buffer(record_.params.size(), false);
+  for (const auto& [slot, data] : record_.inputs) buffer[slot] = true;
+  for (size_t slot = 0; slot < record_.params.size(); ++slot) {
+    if (buffer[slot] || !record_.params[slot].isScalar()) continue;
+    const int64_t origin = origins_->Get(record_.parameter_nodes[slot]);
+    if (origin == SizeOrigins::kUnknown) {
+      return blocked(absl::StrCat("parameter ", slot, " (",
+                                  c10::IValue(record_.params[slot]).toScalar().toLong(),
+                                  ") comes from an op traced inside another's kernel"));
+    }
+    origins[slot] = origin;
+  }
+  origins_blocker_.clear();
+  param_origins_ = std::move(origins);
+}
+
+int64_t CompiledGraph::param_value(size_t slot) const {
+  TORCH_CHECK(slot < record_.params.size(), "no parameter slot ", slot);
+  const c10::IValue& v = record_.params[slot];
+  return v.isInt() ? v.toInt() : 0;
+}
+
+std::vector<std::vector<int64_t>> CompiledGraph::output_sizes() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const ir::Shape& shape : record_.output_shapes) out.push_back(shape.sizes());
+  return out;
+}
+
+std::vector<std::pair<std::vector<int64_t>, int64_t>> CompiledGraph::result_layouts() const {
+  std::vector<std::pair<std::vector<int64_t>, int64_t>> out;
+  for (const Source& s : results_) {
+    out.emplace_back(std::vector<int64_t>(s.layout.strides.begin(), s.layout.strides.end()),
+                     s.layout.storage_offset);
+  }
+  return out;
+}
+
+std::vector<std::pair<int, int64_t>> CompiledGraph::result_sources() const {
+  std::vector<std::pair<int, int64_t>> out;
+  for (const Source& s : results_) out.emplace_back(static_cast<int>(s.kind), static_cast<int64_t>(s.index));
+  return out;
+}
+
+std::vector<std::tuple<int64_t, int, int64_t>> CompiledGraph::mutation_sources() const {
+  std::vector<std::tuple<int64_t, int, int64_t>> out;
+  for (const auto& [input, s] : mutations_) {
+    out.emplace_back(static_cast<int64_t>(input), static_cast<int>(s.kind), static_cast<int64_t>(s.index));
+  }
+  return out;
+}
+
+std::optional<std::vector<at::Tensor>> CompiledGraph::RunAt(
+    const std::vector<at::Tensor>& inputs, const std::vector<std::pair<size_t, int64_t>>& params,
+    const std::vector<std::vector<int64_t>>& output_sizes, const std::vector<ResultLayout>& result_layouts,
+    const TraceConfig& trace, const RunConfig& run) {
+  TORCH_CHECK(traced_ && !param_origins_.empty(), "this compiled graph cannot run at other sizes");
+  TORCH_CHECK(result_layouts.size() == results_.size(), "expected the layouts of ", results_.size(),
+              " results, got ", result_layouts.size());
+  TORCH_CHECK(output_sizes.size() == record_.output_shapes.size(), "expected the sizes of ",
+              record_.output_shapes.size(), " program outputs, got ", output_sizes.size());
+  if (inputs.size() != inputs_.size()) return std::nullopt;
+  std::vector<lazy::LazyTensorPtr> lazy = LazyInputs(inputs);
+  for (size_t i = 0; i < lazy.size(); ++i) {
+    if (lazy[i] == nullptr || lazy[i]->shape().dtype() != inputs_[i].shape.dtype() ||
+        lazy[i]->shape().sizes().size() != inputs_[i].shape.sizes().size()) {
+      return std::nullopt;
+    }
+    // An input of the traced sizes keeps its traced layout (an expert's
+    // weights, a view into the stacked ones); the caller checked the layout
+    // of one of other sizes against its expressions.
+    if (lazy[i]->shape() == inputs_[i].shape && !(lazy::TensorLayout::Of(inputs[i]) == inputs_[i].layout)) {
+      return std::nullopt;
+    }
+  }
+  std::vector<c10::IValue> values = record_.params;
+  for (const auto& [slot, value] : params) {
+    TORCH_CHECK(slot < param_origins_.size() && param_origins_[slot] >= 0, "parameter slot ", slot,
+                " is not a size of the graph");
+    values[slot] = values[slot].isDouble() ? c10::IValue(static_cast<double>(value)) : c10::IValue(value);
+  }
+  std::vector<ir::Shape> shapes;
+  shapes.reserve(output_sizes.size());
+  for (size_t r = 0; r < output_sizes.size(); ++r)
+    shapes.emplace_back(record_.output_shapes[r].dtype(), output_sizes[r]);
+  std::vector<lazy::TensorLayout> layouts;
+  layouts.reserve(result_layouts.size());
+  for (const auto& [sizes, strides, offset] : result_layouts) {
+    layouts.push_back(lazy::TensorLayout::From(sizes, strides, offset));
+  }
+  return Launch(inputs, std::move(lazy), std::move(values), shapes, &layouts, trace, run);
 }
 
 }  // namespace torch_neuron::dynamo

@@ -26,6 +26,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <optional>
 #include <vector>
 
@@ -33,6 +37,7 @@
 
 #include "base/config.h"
 #include "lazy/graph_executor.h"
+#include "lazy/size_origins.h"
 #include "lazy/tensor_impl.h"
 
 namespace torch_neuron::dynamo {
@@ -77,6 +82,45 @@ class CompiledGraph {
   std::optional<std::vector<at::Tensor>> Run(const std::vector<at::Tensor>& inputs, const TraceConfig& trace,
                                              const RunConfig& run);
 
+  // Running a size-generic trace's program at other sizes (issue 49). While
+  // a size-generic graph is traced, the caller arms the trace's SizeOrigins
+  // recorder before each op of its graph with the origins of the op's int
+  // arguments (lazy/size_origins.h). After EndTrace, `param_origins` gives
+  // each parameter slot's origin: one of the caller's size expressions
+  // (>= 0) for a scalar parameter bound from one, kLiteral for the others
+  // (buffers, generators, constants of the graph); it is empty where the
+  // trace cannot run at other sizes: a parameter of unknown origin, a
+  // size-dependent value bound as a constant, or a constant buffer of the
+  // trace with a size (origins_blocker says which). The caller also gives
+  // each result's layout (result_layouts gives the traced ones, to check). The caller checks the inputs'
+  // sizes against its expressions, evaluates them at the new sizes and calls
+  // RunAt with each program output's sizes; nullopt where the inputs do not
+  // fit (a dtype, rank, device or aliasing differs, an input of its traced
+  // sizes has another layout, or a written input of other sizes or the
+  // value written into it is not contiguous). The layouts of inputs of other
+  // sizes are the caller's to check.
+  void ArmOrigins(std::string op, std::vector<std::vector<int64_t>> args);
+  const std::vector<int64_t>& param_origins() const { return param_origins_; }
+  // Why param_origins is empty (empty when it is not).
+  const std::string& origins_blocker() const { return origins_blocker_; }
+  // The value scalar parameter `slot` had in the trace (0 for other slots).
+  int64_t param_value(size_t slot) const;
+  std::vector<std::vector<int64_t>> output_sizes() const;
+  // Where each result's value comes from: (kind, index), kind 0 a program
+  // output, 1 a graph input, 2 a buffer of the trace; and for each written
+  // input, (input, kind, index).
+  std::vector<std::pair<int, int64_t>> result_sources() const;
+  // Each result's traced strides (empty: contiguous) and storage offset.
+  std::vector<std::pair<std::vector<int64_t>, int64_t>> result_layouts() const;
+  // A result's sizes, strides and storage offset at the new sizes.
+  using ResultLayout = std::tuple<std::vector<int64_t>, std::vector<int64_t>, int64_t>;
+  std::vector<std::tuple<int64_t, int, int64_t>> mutation_sources() const;
+  std::optional<std::vector<at::Tensor>> RunAt(const std::vector<at::Tensor>& inputs,
+                                               const std::vector<std::pair<size_t, int64_t>>& params,
+                                               const std::vector<std::vector<int64_t>>& output_sizes,
+                                               const std::vector<ResultLayout>& result_layouts,
+                                               const TraceConfig& trace, const RunConfig& run);
+
   bool traced() const { return traced_; }
   bool size_generic() const { return size_generic_; }
   // Program inputs bound from graph inputs, and kept from the trace (constants).
@@ -105,10 +149,22 @@ class CompiledGraph {
   lazy::LazyTensorPtr LazyOf(const at::Tensor& t) const;
   std::vector<lazy::LazyTensorPtr> LazyInputs(const std::vector<at::Tensor>& inputs) const;
   static std::vector<int> AliasPattern(const std::vector<lazy::LazyTensorPtr>& lazy);
+  // `layout`: what the result reports, if not the traced one.
   at::Tensor Make(const Source& source, const std::vector<runtime::DeviceDataPtr>& outputs,
-                  const std::vector<lazy::LazyTensorPtr>& inputs) const;
+                  const std::vector<lazy::LazyTensorPtr>& inputs,
+                  const lazy::TensorLayout* layout = nullptr) const;
   // Gives a graph input the value the graph wrote into it.
   static void WriteInput(const at::Tensor& input, const at::Tensor& value);
+  // Binds the checked inputs and queues the program with `params` into
+  // buffers of `output_shapes`; the results over them.
+  std::optional<std::vector<at::Tensor>> Launch(const std::vector<at::Tensor>& inputs,
+                                                std::vector<lazy::LazyTensorPtr> lazy,
+                                                std::vector<c10::IValue> params,
+                                                const std::vector<ir::Shape>& output_shapes,
+                                                const std::vector<lazy::TensorLayout>* result_layouts,
+                                                const TraceConfig& trace, const RunConfig& run);
+  // Fills param_origins_ at the end of a size-generic trace.
+  void FindParamOrigins();
   void Clear();
 
   int device_ = -1;
@@ -127,6 +183,13 @@ class CompiledGraph {
   std::vector<std::pair<size_t, runtime::DeviceDataPtr>> frozen_inputs_;
   std::vector<Source> results_;
   std::vector<std::pair<size_t, Source>> mutations_;  // graph input, its new value
+
+  // A size-generic trace's recorder, installed while it is traced, and the
+  // thread's recorder before it.
+  std::unique_ptr<lazy::SizeOrigins> origins_;
+  lazy::SizeOrigins* previous_origins_ = nullptr;
+  std::vector<int64_t> param_origins_;  // see param_origins()
+  std::string origins_blocker_;
 };
 
 }  // namespace torch_neuron::dynamo

@@ -484,6 +484,8 @@ bool GraphExecutor::SyncDevice(const Settings& settings, int device,
     for (const auto& [node, index] : g.outputs) {
       record->output_shapes.push_back(g.nodes[node]->shape(index));
     }
+    record->parameter_nodes.clear();
+    for (const int32_t i : g.parameters) record->parameter_nodes.push_back(g.nodes[i]);
     record->roots = tensors;
     record->root_to_output.assign(g.root_to_output.begin(),
                                   g.root_to_output.begin() + static_cast<long>(tensors.size()));

@@ -41,6 +41,9 @@ struct StepRecord {
   std::vector<std::pair<size_t, runtime::DeviceDataPtr>> inputs;
   std::vector<ir::Shape> input_shapes;
   std::vector<ir::Shape> output_shapes;
+  // Each parameter slot's leaf, to compare with leaves held elsewhere (a
+  // SizeOrigins recorder's): not owned, and may dangle once the sync returned.
+  std::vector<const ir::Node*> parameter_nodes;
   // The tensors synced and the output each one took.
   std::vector<LazyTensorPtr> roots;
   std::vector<int> root_to_output;

@@ -116,6 +116,7 @@ const TraceInfo& InfoFor(const c10::OperatorHandle& op) {
     const ir::OpTraits& traits = ir::TraitsOf(slot->name);
     if (traits.data_dependent) slot->never_traced = "its output shape depends on the data";
     slot->data_dependent = traits.data_dependent;
+    slot->index_tensor = slot->name == "aten::index.Tensor";
     slot->identity = traits.identity;
     slot->allows_cpu_tensors = traits.cpu_index_tensors;
     slot->composite_explicit = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&

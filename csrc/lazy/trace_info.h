@@ -36,6 +36,7 @@ struct TraceInfo {
   ir::hash_t name_hash = 0;
   const char* never_traced = nullptr;  // why it always takes the CPU fallback
   bool data_dependent = false;         // its output shape depends on its operands' values
+  bool index_tensor = false;           // aten::index.Tensor (a boolean mask's count shapes it)
   bool identity = false;
   bool allows_cpu_tensors = false;
   // The CPU's (and CUDA's) kernel is the op's CompositeExplicitAutograd one,

@@ -28,6 +28,7 @@
 #include "lazy/op_signature.h"
 #include "lazy/ran_values.h"
 #include "lazy/scheduler.h"
+#include "lazy/size_origins.h"
 #include "lazy/tensor_impl.h"
 #include "lazy/trace_info.h"
 #include "lazy/trace_observer.h"
@@ -155,6 +156,18 @@ void MarkResultsSizeFromData(const Call& c) {
       for (const at::Tensor& t : it->toTensorList()) mark(t);
     }
   }
+}
+
+// Whether aten::index.Tensor's call indexes by a boolean (or uint8) mask.
+bool IndexesByMask(const Call& c) {
+  const c10::IValue& indices = c.arg(1);
+  if (!indices.isList()) return false;
+  for (const c10::IValue& e : indices.toListRef()) {
+    if (!e.isTensor() || !e.toTensor().defined()) continue;
+    const c10::ScalarType dtype = e.toTensor().scalar_type();
+    if (dtype == c10::ScalarType::Bool || dtype == c10::ScalarType::Byte) return true;
+  }
+  return false;
 }
 
 // Stage 1, shortcuts: ops handled without a node of their own. True when the
@@ -316,8 +329,12 @@ class ArgumentBinder {
   std::optional<int32_t> TensorOperand(const at::Tensor& t);
   // Sets size_from_data_ from the call's neuron tensor arguments.
   void FindSizesFromData();
-  int32_t ScalarOperand(const c10::Scalar& s);
-  int32_t PositionOperand(int64_t position);
+  // `element`: its place in its argument's list (0 for a single value).
+  int32_t ScalarOperand(const c10::Scalar& s, size_t element = 0);
+  int32_t PositionOperand(int64_t position, size_t element = 0);
+  // Tells a region's SizeOrigins recorder (size_origins.h) where the
+  // scalar leaf just bound for element `element` of argument arg_index_ came from.
+  void NoteOrigin(const ir::NodePtr& leaf, size_t element);
   void BindTensorList(const c10::TypePtr& type, const c10::IValue& v);
 
   const Call& c_;
@@ -341,6 +358,9 @@ class ArgumentBinder {
   OpSignature signature_;
   bool draws_ = false;  // it takes a generator
   bool size_from_data_ = false;
+  SizeOrigins* origins_ = nullptr;              // a size-generic region's recorder, if any
+  bool origins_taken_ = false;                  // it was armed for this op
+  size_t arg_index_ = 0;                        // the argument being bound
   std::vector<const LazyTensor*> tensor_args_;  // the call's neuron tensors (FindSizesFromData)
   // A view's base and an out= argument may be stale (see LazyTensor): the
   // view inherits it, the out= write replaces the values.
@@ -368,6 +388,8 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
     const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
     const c10::Scalar item = t.item();
     value = ir::Value{ir::Node::MakeScalar(item, t.scalar_type(), wrapped), 0};
+    // A CPU scalar tensor in a region's graph is a constant of the graph.
+    if (ABSL_PREDICT_FALSE(origins_ != nullptr)) origins_->Note(value.node, SizeOrigins::kLiteral);
     meta = t;
     // A Python number's value never shapes the result; another CPU scalar
     // tensor's might (the Meta kernel sees its data).
@@ -391,8 +413,13 @@ std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
   return static_cast<int32_t>(operands_.size() - 1);
 }
 
-int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s) {
+void ArgumentBinder::NoteOrigin(const ir::NodePtr& leaf, size_t element) {
+  origins_->Note(leaf, origins_taken_ ? origins_->OriginOf(arg_index_, element) : SizeOrigins::kUnknown);
+}
+
+int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s, size_t element) {
   operands_.push_back(ir::Value{ir::Node::MakeScalar(s, ScalarDtype(s)), 0});
+  if (ABSL_PREDICT_FALSE(origins_ != nullptr)) NoteOrigin(operands_.back().node, element);
   // The value is never part of the node's hash (it is a parameter), and part
   // of the Meta signature only where it shapes the result (arange) or the
   // Meta kernel checks it (vector_norm's ord).
@@ -404,8 +431,9 @@ int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s) {
 
 // A position (TraceInfo::position_args): a parameter whatever its value,
 // which keys the Meta cache (it bounds the result).
-int32_t ArgumentBinder::PositionOperand(int64_t position) {
+int32_t ArgumentBinder::PositionOperand(int64_t position, size_t element) {
   operands_.push_back(ir::Value{ir::Node::MakePosition(position), 0});
+  if (ABSL_PREDICT_FALSE(origins_ != nullptr)) NoteOrigin(operands_.back().node, element);
   signature_.Tagged(OpSignature::kAttr).Word(static_cast<uint64_t>(position));
   return static_cast<int32_t>(operands_.size() - 1);
 }
@@ -488,8 +516,11 @@ std::optional<std::string> ArgumentBinder::Bind() {
       ABSL_PREDICT_FALSE(size_from_data_);
   const uint64_t positions = info.position_args | (generic ? info.symint_args : 0);
   auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
+  origins_ = CurrentSizeOrigins();
+  if (ABSL_PREDICT_FALSE(origins_ != nullptr)) origins_taken_ = origins_->Take(name);
   for (size_t i = 0; i < c_.num_args; ++i) {
     const c10::IValue& v = c_.arg(i);
+    arg_index_ = i;
     // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
     const c10::TypePtr& type = c_.schema.arguments()[i].real_type();
     exempt_from_stale_check_ = info.stale_allowed[i];
@@ -513,7 +544,8 @@ std::optional<std::string> ArgumentBinder::Bind() {
       meta_stack_.push_back(v);
     } else if (IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
       std::vector<int32_t> indices;
-      for (const c10::IValue& e : v.toListRef()) indices.push_back(ScalarOperand(e.toScalar()));
+      for (const c10::IValue& e : v.toListRef())
+        indices.push_back(ScalarOperand(e.toScalar(), indices.size()));
       args_.push_back(ir::Arg::OperandList(std::move(indices)));
       meta_stack_.push_back(v);
     } else if (ABSL_PREDICT_FALSE(is_position(i)) && v.isInt()) {
@@ -521,7 +553,7 @@ std::optional<std::string> ArgumentBinder::Bind() {
       meta_stack_.push_back(v);
     } else if (ABSL_PREDICT_FALSE(is_position(i)) && v.isIntList()) {
       std::vector<int32_t> indices;  // a size-generic trace's sizes
-      for (const int64_t e : v.toIntVector()) indices.push_back(PositionOperand(e));
+      for (const int64_t e : v.toIntVector()) indices.push_back(PositionOperand(e, indices.size()));
       args_.push_back(ir::Arg::OperandList(std::move(indices)));
       meta_stack_.push_back(v);
     } else if (IsGeneratorType(type)) {
@@ -836,25 +868,31 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!device) return;
   RunCompositeDeviceChecks(c);
 
+  // Indexing by a boolean mask (x[mask]) takes the CPU fallback: its result's
+  // sizes are the mask's count (LazyTensor::size_from_data).
+  const bool by_mask = ABSL_PREDICT_FALSE(c.info.index_tensor) && IndexesByMask(c);
+  auto fallback = [&](const std::string& reason) {
+    CpuFallback(op, stack, reason, c.trace);
+    if (by_mask) MarkResultsSizeFromData(c);
+  };
   ArgumentBinder bound(c, *device);
-  if (std::optional<std::string> reason = bound.Bind()) return CpuFallback(op, stack, *reason, c.trace);
+  if (std::optional<std::string> reason = bound.Bind()) return fallback(*reason);
 
   // Stage 4, Meta inference: output shapes and layouts, cached per op key.
   const ir::hash_t op_key = bound.op_key();
   const std::shared_ptr<const MetaResult> meta =
       InferMeta(op, op_key, c.info.view_of, c.info.meta_fixup, [&bound] { return bound.TakeMetaStack(); });
-  if (!meta) return CpuFallback(op, stack, "it has no Meta kernel for these inputs", c.trace);
+  if (!meta) return fallback("it has no Meta kernel for these inputs");
   for (const ir::Shape& s : meta->shapes) {
     if (s.dtype() != c10::ScalarType::Undefined) runtime::CheckSupportedDtype(s.dtype());
   }
 
   if (FillFactoryResult(c, *device, *meta)) return;
   if (std::optional<std::string> reason = HostOnlyReason(c, *meta, bound.operands())) {
-    return CpuFallback(op, stack, *reason, c.trace);
+    return fallback(*reason);
   }
   Writes writes;
-  if (std::optional<std::string> reason = CheckWrites(c, &writes))
-    return CpuFallback(op, stack, *reason, c.trace);
+  if (std::optional<std::string> reason = CheckWrites(c, &writes)) return fallback(*reason);
 
   ReadThroughConcat(c, bound, *meta);
   const ir::NodePtr node = EmitNode(c, bound, *meta);

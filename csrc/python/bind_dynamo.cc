@@ -1,9 +1,13 @@
 // Bindings of the compiled road (dynamo/compiled_graph.h): the backend
 // "neuron" (torch_neuron/_compile_backend.py) keeps one _CompiledGraph per
 // traced graph and input shapes.
+#include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/config.h"
@@ -68,6 +72,26 @@ void BindDynamo(py::module_& m) {
              return WrapAll(std::move(*results));
            })
       .def_property_readonly("traced", &CompiledGraph::traced)
+      // Running a size-generic trace at other sizes (compiled_graph.h).
+      .def("arm_origins", &CompiledGraph::ArmOrigins, py::arg("op"), py::arg("args"))
+      .def("param_origins", &CompiledGraph::param_origins)
+      .def_property_readonly("origins_blocker", &CompiledGraph::origins_blocker)
+      .def("param_value", &CompiledGraph::param_value)
+      .def("output_sizes", &CompiledGraph::output_sizes)
+      .def("result_sources", &CompiledGraph::result_sources)
+      .def("result_layouts", &CompiledGraph::result_layouts)
+      .def("mutation_sources", &CompiledGraph::mutation_sources)
+      .def("run_at",
+           [](CompiledGraph& g, const py::handle& inputs,
+              const std::vector<std::pair<size_t, int64_t>>& params,
+              const std::vector<std::vector<int64_t>>& output_sizes,
+              const std::vector<CompiledGraph::ResultLayout>& layouts) -> py::object {
+             const Config& config = GlobalConfig();  // the top of a region's run
+             std::optional<std::vector<at::Tensor>> results =
+                 g.RunAt(TensorList(inputs), params, output_sizes, layouts, config.trace, config.run);
+             if (!results) return py::none();
+             return WrapAll(std::move(*results));
+           })
       .def("links", [](const CompiledGraph& g) {
         py::dict d;
         d["linked_inputs"] = g.linked_inputs();

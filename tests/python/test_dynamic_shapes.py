@@ -305,9 +305,10 @@ class _TinyMoE(torch.nn.Module):
         return out
 
 
-def moe_training(device, steps=6, graphs=None, compiled=False):
+def moe_training(device, steps=6, graphs=None, compiled=False, traces=None):
     """SGD steps of _TinyMoE on new tokens each step: losses, parameters after,
-    tokens per expert per step, and (neuron) graphs built per step."""
+    tokens per expert per step, and (neuron) graphs built per step (and, given
+    ``traces``, a list, region traces per step appended to it)."""
     model = _TinyMoE().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     forward = torch.compile(model, backend="neuron") if compiled else model
@@ -317,6 +318,7 @@ def moe_training(device, steps=6, graphs=None, compiled=False):
         counts.append(torch.bincount((x @ model.router.detach().cpu()).topk(TOP_K, dim=-1).indices.flatten(),
                                      minlength=EXPERTS).tolist())
         before = graphs() if graphs else 0
+        traced = torch_neuron.metrics.counter("dynamo.region.trace.count")
         loss = forward(x.to(device)).square().mean()
         loss.backward()
         opt.step()
@@ -326,6 +328,8 @@ def moe_training(device, steps=6, graphs=None, compiled=False):
         losses.append(loss.detach().cpu())
         if graphs:
             built.append(graphs() - before)
+        if traces is not None:
+            traces.append(torch_neuron.metrics.counter("dynamo.region.trace.count") - traced)
     return losses, [p.detach().cpu() for p in model.parameters()], counts, built
 
 
@@ -348,18 +352,25 @@ def test_lazy_mode_settles_when_each_experts_token_count_is_data(metrics):
     assert built == [3, 1, 0, 0, 0, 0], built
 
 
-def test_code_between_compiled_regions_settles_when_token_counts_are_data(metrics):
+def test_a_compiled_moe_settles_when_token_counts_are_data(metrics):
     # Under torch.compile the loop breaks Dynamo's graph at torch.where; the
     # expert's MLP is a region of its own and the loop runs lazily between.
     want_losses, want_params, _, _ = moe_training("cpu")
     graphs = count_graphs(metrics)
-    got_losses, got_params, _, built = moe_training("neuron", graphs=graphs, compiled=True)
+    traces = []
+    got_losses, got_params, _, built = moe_training("neuron", graphs=graphs, compiled=True, traces=traces)
     for g, w in zip(got_losses, want_losses):
         torch.testing.assert_close(g, w)
     for g, w in zip(got_params, want_params):
         torch.testing.assert_close(g, w)
     # Step 1: the expert region's forward and backward programs (static,
     # then size-generic when Dynamo makes the count symbolic) and the lazy
-    # graphs; then nothing: each new count's region trace finds the
-    # size-generic programs, and the lazy graphs between are size-generic.
+    # graphs; then nothing: the lazy graphs between are size-generic.
     assert built == [10, 0, 0, 0, 0, 0], built
+    # Region traces: step 1, the first expert's static trace and then one
+    # size-generic trace per expert, forward and backward (each expert's
+    # weights are a view at an offset of its own, part of what a trace
+    # holds); step 2, the first expert, whose step-1 trace was static; from then on
+    # every count runs a size-generic trace's program without a trace
+    # (torch_neuron/_size_rebinding.py).
+    assert traces == [8, 2, 0, 0, 0, 0], traces

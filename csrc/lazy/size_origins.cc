@@ -1,0 +1,61 @@
+#include "lazy/size_origins.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+
+namespace torch_neuron::lazy {
+namespace {
+
+thread_local SizeOrigins* current = nullptr;
+
+// "aten::view_copy.default" -> "aten::view".
+absl::string_view BaseName(absl::string_view name) {
+  name = name.substr(0, name.find('.'));
+  if (absl::EndsWith(name, "_copy")) name.remove_suffix(5);
+  return name;
+}
+
+}  // namespace
+
+void SizeOrigins::Arm(std::string op, std::vector<std::vector<int64_t>> args) {
+  op_ = std::move(op);
+  args_ = std::move(args);
+  armed_ = true;
+}
+
+bool SizeOrigins::Take(const std::string& name) {
+  if (!armed_ || BaseName(name) != BaseName(op_)) {
+    taken_.clear();
+    return false;
+  }
+  armed_ = false;
+  taken_ = std::move(args_);
+  return true;
+}
+
+int64_t SizeOrigins::OriginOf(size_t arg, size_t element) const {
+  if (arg >= taken_.size() || element >= taken_[arg].size()) return kUnknown;
+  return taken_[arg][element];
+}
+
+void SizeOrigins::Note(const ir::NodePtr& leaf, int64_t origin) {
+  if (!leaf->is_parameter()) {
+    if (origin != kLiteral) baked_ = true;
+    return;
+  }
+  leaves_[leaf.get()] = origin;
+  held_.push_back(leaf);
+}
+
+int64_t SizeOrigins::Get(const ir::Node* leaf) const {
+  auto it = leaves_.find(leaf);
+  return it == leaves_.end() ? kUnknown : it->second;
+}
+
+SizeOrigins* SetSizeOrigins(SizeOrigins* origins) { return std::exchange(current, origins); }
+
+SizeOrigins* CurrentSizeOrigins() { return current; }
+
+}  // namespace torch_neuron::lazy
