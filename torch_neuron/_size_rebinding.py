@@ -133,7 +133,12 @@ class SizePlan:
         schema = node.target._schema
         args = []
         for i, a in enumerate(schema.arguments):
-            value = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            if i < len(node.args):
+                value = node.args[i]
+            elif a.name in node.kwargs:
+                value = node.kwargs[a.name]
+            else:
+                value = a.default_value  # not given: the schema's default, a literal
             args.append(self._arg_origins(value))
         graph.arm_origins(schema.name, args)
 
@@ -195,9 +200,11 @@ class Rebinding:
         for exprs, (kind, index) in zip(tensor_outputs, graph.result_sources()):
             if kind == 0:
                 sizes.setdefault(index, exprs)
+        # The graph's tensor inputs (its program's) among all its inputs.
+        tensor_inputs = [e for e in plan.input_exprs if isinstance(e, list)]
         for input_index, kind, index in graph.mutation_sources():
             if kind == 0:
-                sizes.setdefault(index, plan.input_exprs[input_index])
+                sizes.setdefault(index, tensor_inputs[input_index])
         traced = graph.output_sizes()
         self.output_exprs = [sizes.get(i) for i in range(len(traced))]
         self.result_exprs = tensor_outputs
@@ -237,7 +244,7 @@ class Rebinding:
             if with_sizes:
                 out.append((sizes, got, at))
             else:
-                out.append(([] if got == _contiguous(sizes) and at == 0 else got, at))
+                out.append(([] if got == _contiguous(sizes) else got, at))
         return out
 
     def run(self, tensors: list, values: Dict[Any, int]):

@@ -1,5 +1,6 @@
 #include "dynamo/compiled_graph.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -372,6 +373,9 @@ void CompiledGraph::FindParamOrigins() {
     }
     origins[slot] = origin;
   }
+  const int64_t sizes = std::count_if(origins.begin(), origins.end(), [](int64_t o) { return o >= 0; });
+  if (sizes < origins_->sizes_noted())
+    return blocked("a size argument is held by no parameter of the program");
   origins_blocker_.clear();
   param_origins_ = std::move(origins);
 }

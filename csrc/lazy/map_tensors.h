@@ -49,4 +49,17 @@ c10::IValue MapTensors(const c10::IValue& v, F&& f) {
   return v;
 }
 
+// Calls `f` on each tensor `v` holds (a tensor, a list of tensors or of
+// optional tensors).
+template <typename F>
+void ForEachTensor(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) f(e.toTensor());
+    }
+  }
+}
+
 }  // namespace torch_neuron::lazy

@@ -19,7 +19,20 @@ absl::string_view BaseName(absl::string_view name) {
 
 }  // namespace
 
+bool SizeOrigins::AnySize(const std::vector<std::vector<int64_t>>& args) {
+  for (const std::vector<int64_t>& arg : args) {
+    for (const int64_t origin : arg) {
+      if (origin != SizeOrigins::kLiteral) return true;
+    }
+  }
+  return false;
+}
+
 void SizeOrigins::Arm(std::string op, std::vector<std::vector<int64_t>> args) {
+  // The op armed before was never bound as itself (a shortcut, or a kernel
+  // of other ops): where it was given a size, that size went where no
+  // origin was noted.
+  if (armed_ && AnySize(args_)) baked_ = true;
   op_ = std::move(op);
   args_ = std::move(args);
   armed_ = true;
@@ -45,6 +58,7 @@ void SizeOrigins::Note(const ir::NodePtr& leaf, int64_t origin) {
     if (origin != kLiteral) baked_ = true;
     return;
   }
+  if (origin >= 0 && !leaves_.contains(leaf.get())) ++sizes_noted_;
   leaves_[leaf.get()] = origin;
   held_.push_back(leaf);
 }

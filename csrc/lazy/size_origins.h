@@ -35,7 +35,6 @@ class SizeOrigins {
   // element j of argument i (element 0 of a scalar argument); an empty
   // `args[i]` gives none.
   void Arm(std::string op, std::vector<std::vector<int64_t>> args);
-  void Disarm() { armed_ = false; }
 
   // Called by the tracer when it binds op `name`: whether the armed origins
   // are that op's (then they are taken).
@@ -48,17 +47,25 @@ class SizeOrigins {
 
   // The origin of parameter leaf `leaf`: kUnknown for one never noted.
   int64_t Get(const ir::Node* leaf) const;
-  // Whether a size-dependent value was bound as a constant.
-  bool baked() const { return baked_; }
+  // How many parameter leaves were noted with a size's origin (>= 0): a
+  // program whose parameters hold fewer lost one (a node that kept a size
+  // otherwise, an op dropped or merged with an earlier one).
+  int64_t sizes_noted() const { return sizes_noted_; }
+  // Whether a size-dependent value was bound as a constant, or an op given
+  // a size was never bound as itself (taken by a shortcut that keeps sizes in
+  // its node, or traced as other ops).
+  bool baked() const { return baked_ || (armed_ && AnySize(args_)); }
 
  private:
   bool armed_ = false;
   std::string op_;
   std::vector<std::vector<int64_t>> args_;
   std::vector<std::vector<int64_t>> taken_;
+  static bool AnySize(const std::vector<std::vector<int64_t>>& args);
   absl::flat_hash_map<const ir::Node*, int64_t> leaves_;
   std::vector<ir::NodePtr> held_;  // the noted leaves, alive while noted
   bool baked_ = false;
+  int64_t sizes_noted_ = 0;
 };
 
 // The recorder installed on this thread (null: none). Returns the previous.

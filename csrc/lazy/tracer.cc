@@ -23,6 +23,7 @@
 #include "lazy/graph_executor.h"
 #include "lazy/hidden_mutations.h"
 #include "lazy/layouts.h"
+#include "lazy/map_tensors.h"
 #include "lazy/meta_inference.h"
 #include "lazy/neuron_meta.h"
 #include "lazy/op_signature.h"
@@ -146,16 +147,10 @@ bool TraceDeviceAssert(const Call& c) {
 // After the CPU fallback ran an op whose output shape depends on the data:
 // its neuron results' sizes came from data (LazyTensor::size_from_data).
 void MarkResultsSizeFromData(const Call& c) {
-  for (auto it = c.stack->begin() + static_cast<std::ptrdiff_t>(c.base); it != c.stack->end(); ++it) {
-    auto mark = [](const at::Tensor& t) {
-      if (LazyTensorPtr lazy = t.defined() ? TryGetLazy(t) : nullptr) lazy->MarkSizeFromData();
-    };
-    if (it->isTensor()) {
-      mark(it->toTensor());
-    } else if (it->isTensorList()) {
-      for (const at::Tensor& t : it->toTensorList()) mark(t);
-    }
-  }
+  auto mark = [](const at::Tensor& t) {
+    if (LazyTensorPtr lazy = t.defined() ? TryGetLazy(t) : nullptr) lazy->MarkSizeFromData();
+  };
+  for (size_t i = c.base; i < c.stack->size(); ++i) ForEachTensor((*c.stack)[i], mark);
 }
 
 // Whether aten::index.Tensor's call indexes by a boolean (or uint8) mask.
@@ -479,18 +474,7 @@ void ArgumentBinder::FindSizesFromData() {
     size_from_data_ |= lazy->size_from_data();
     tensor_args_.push_back(lazy.get());
   };
-  for (size_t i = 0; i < c_.num_args; ++i) {
-    const c10::IValue& v = c_.arg(i);
-    if (v.isTensor()) {
-      look(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) look(t);
-    } else if (v.isList()) {
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) look(e.toTensor());
-      }
-    }
-  }
+  for (size_t i = 0; i < c_.num_args; ++i) ForEachTensor(c_.arg(i), look);
 }
 
 void ArgumentBinder::MarkResultsSizeFromData(const std::vector<LazyTensorPtr>& results) const {
