@@ -39,6 +39,42 @@ def _expr_of(value: Any):
     return None
 
 
+def _is_int_type(t) -> bool:
+    """Whether a schema argument's type is int-like: int or SymInt, possibly
+    in a list or optional."""
+    name = str(t)
+    while True:
+        for wrapper in ("Optional[", "List["):
+            if name.startswith(wrapper) and name.endswith("]"):
+                name = name[len(wrapper):-1]
+                break
+        else:
+            break
+    name = name.rstrip("?").replace("[]", "")
+    return name in ("int", "SymInt")
+
+
+def _sizes_used_as_values(gm: torch.fx.GraphModule) -> bool:
+    """Whether some op takes a size expression as a value: a SymInt (or a
+    SymFloat made from one) passed where its schema has a Scalar or a Tensor
+    (``x / x.shape[0]`` is ``div.Tensor(x, s0)``). The trace holds such a value
+    as data, not as a size parameter whose origin is known, so a program run
+    at other sizes would compute with the traced one."""
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not hasattr(n.target, "_schema"):
+            continue
+        for i, a in enumerate(n.target._schema.arguments):
+            value = n.args[i] if i < len(n.args) else n.kwargs.get(a.name)
+            values = value if isinstance(value, (list, tuple)) else [value]
+            for v in values:
+                if not isinstance(v, torch.fx.Node):
+                    continue
+                val = v.meta.get("val")
+                if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and not _is_int_type(a.type):
+                    return True
+    return False
+
+
 class SizePlan:
     """A size-generic graph's size expressions: how its inputs bind the
     symbols, which expression each op argument is, and the sizes of its
@@ -93,7 +129,7 @@ class SizePlan:
             for part in ([*layout[0], layout[1]] if layout is not None else []):
                 if part is not None:
                     needed |= part.free_symbols
-        self.ok = needed <= set(self.symbol_at) and all(
+        self.ok = not _sizes_used_as_values(gm) and needed <= set(self.symbol_at) and all(
             e is not None for s in self.input_exprs if isinstance(s, list) for e in s
         ) and all(e is not None for o in self.outputs if isinstance(o, list) for e in o) and all(
             e is not None and e.free_symbols <= set(self.symbol_at)
