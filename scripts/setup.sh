@@ -69,6 +69,16 @@ if ! cmake --build build -j "$(nproc)" ${TARGETS[@]:+--target "${TARGETS[@]}"} 2
   say "the C++ build failed (output above)"
   exit 1
 fi
+# A .venv that is a link to another checkout's venv (a git worktree sharing main's)
+# must not be pointed at this checkout: the other checkout would import this one.
+# Such a checkout runs with PYTHONPATH set to itself instead.
+venv_real=$(realpath "$VENV")
+if [ "${venv_real#"$ROOT"/}" = "$venv_real" ]; then
+  say "$VENV is $venv_real, outside this checkout: its .pth is left as it is;"
+  say "run this checkout with PYTHONPATH=$ROOT"
+  PYTHONPATH="$ROOT" "$VENV/bin/python" -c 'import torch_neuron' || { say "the build does not import"; exit 1; }
+  exit 0
+fi
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$ROOT" > "$site/torch_neuron-dev.pth"
 # The package's metadata, as an editable install writes it: its entry points
