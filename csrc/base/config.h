@@ -136,9 +136,9 @@ absl::StatusOr<Config> ApplyEnvironment(Config base,
 // Same, from a fixed map (tests).
 absl::StatusOr<Config> ConfigFromMap(const std::map<std::string, std::string>& env);
 
-// The process-wide config. The first call reads the real environment; an invalid
-// environment makes InitGlobalConfig fail and GlobalConfig() fall back to defaults
-// only after the error was reported to the caller of InitGlobalConfig.
+// The process-wide config. InitGlobalConfig reads the real environment (the
+// package's import calls it); an invalid environment makes it fail and leaves
+// the defaults in place, so GlobalConfig() never reads the environment itself.
 absl::Status InitGlobalConfig();
 const Config& GlobalConfig();
 

@@ -16,6 +16,7 @@
 #include "base/metrics.h"
 #include "ir/interner.h"
 #include "ir/node.h"
+#include "lazy/argument_binder.h"
 #include "lazy/bridge.h"
 #include "lazy/concat_pieces.h"
 #include "lazy/cpu_fallback.h"
@@ -110,19 +111,6 @@ void TraceThroughFunctionalization(const c10::OperatorHandle& op, torch::jit::St
   op.callBoxed(stack);
 }
 
-// One traced call: the op, its stack and where its arguments start.
-struct Call {
-  const c10::OperatorHandle& op;
-  torch::jit::Stack* stack;
-  const c10::FunctionSchema& schema;
-  const TraceInfo& info;
-  size_t num_args;
-  size_t base;
-  const TraceConfig& trace;  // the settings in force, read once per op
-
-  const c10::IValue& arg(size_t i) const { return (*stack)[base + i]; }
-};
-
 void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // A tensor assert (aten::_assert_async) on a device whose graph must stay one
@@ -131,7 +119,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // neuron::assert_async (runtime/device_assert.h), which runs when the graph
 // does and fails the run with the assert's message. Elsewhere the CPU fallback
 // reads the value and raises at once. True when traced.
-bool TraceDeviceAssert(const Call& c) {
+bool TraceDeviceAssert(const TracedCall& c) {
   const at::Tensor& condition = c.arg(0).toTensor();
   if (!IsNeuron(condition) || !GraphExecutor::Get().IsCapturing(condition.device().index())) return false;
   // What the CPU checks of the metadata, it checks at once.
@@ -146,7 +134,7 @@ bool TraceDeviceAssert(const Call& c) {
 
 // After the CPU fallback ran an op whose output shape depends on the data:
 // its neuron results' sizes came from data (LazyTensor::size_from_data).
-void MarkResultsSizeFromData(const Call& c) {
+void MarkResultsSizeFromData(const TracedCall& c) {
   auto mark = [](const at::Tensor& t) {
     if (LazyTensorPtr lazy = t.defined() ? TryGetLazy(t) : nullptr) lazy->MarkSizeFromData();
   };
@@ -154,7 +142,7 @@ void MarkResultsSizeFromData(const Call& c) {
 }
 
 // Whether aten::index.Tensor's call indexes by a boolean (or uint8) mask.
-bool IndexesByMask(const Call& c) {
+bool IndexesByMask(const TracedCall& c) {
   const c10::IValue& indices = c.arg(1);
   if (!indices.isList()) return false;
   for (const c10::IValue& e : indices.toListRef()) {
@@ -167,7 +155,7 @@ bool IndexesByMask(const Call& c) {
 
 // Stage 1, shortcuts: ops handled without a node of their own. True when the
 // op is done.
-bool TakeShortcut(const Call& c) {
+bool TakeShortcut(const TracedCall& c) {
   if (ABSL_PREDICT_FALSE(c.info.tensor_assert) && TraceDeviceAssert(c)) return true;
   if (c.info.never_traced != nullptr) {
     CpuFallback(c.op, c.stack, c.info.never_traced, c.trace);
@@ -212,7 +200,7 @@ bool TakeShortcut(const Call& c) {
 // Stage 2, the device: that of the neuron tensors (all the same) or of the
 // device argument. Nullopt when the op was handled another way (fake tensors
 // of a neuron device, or no neuron argument at all).
-std::optional<int> DeviceOf(const Call& c) {
+std::optional<int> DeviceOf(const TracedCall& c) {
   int device = -1;
   auto claim = [&](int d) {
     runtime::ThrowIfError(runtime::DeviceRegistry::Global().CheckIndex(d));
@@ -262,7 +250,7 @@ std::optional<int> DeviceOf(const Call& c) {
 // tensors must all be on the same device. Input 0 is on device cpu ...").
 // Where it accepts the devices, its results are dropped, and stage 3 raises
 // the generic "Expected all tensors to be on the same device".
-void RunCompositeDeviceChecks(const Call& c) {
+void RunCompositeDeviceChecks(const TracedCall& c) {
   if (ABSL_PREDICT_TRUE(!c.info.composite_explicit)) return;
   bool foreign = false;
   auto look = [&](const c10::IValue& v) {
@@ -285,322 +273,13 @@ void RunCompositeDeviceChecks(const Call& c) {
   c.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &arguments);
 }
 
-// Stage 3, binding the arguments: each becomes an operand of the node (a
-// tensor's value, a scalar parameter, a generator), an attribute, or both a
-// slot of the Meta kernel's stack and words of the Meta-cache key. Reads the
-// call's stack, never changes it.
-class ArgumentBinder {
- public:
-  // The Meta-cache key starts with the op's name and torch's default dtype
-  // (op_signature.h).
-  ArgumentBinder(const Call& call, int device) : c_(call), device_(device), signature_(call.info.name_hash) {
-    // One allocation each for a call without lists (growing one element at a
-    // time reallocated them two or three times per traced op).
-    operands_.reserve(call.num_args);
-    args_.reserve(call.num_args);
-    meta_stack_.reserve(call.num_args);
-    deferred_.reserve(call.num_args);
-  }
-
-  // Binds every argument. A reason when the op must take the CPU fallback.
-  std::optional<std::string> Bind();
-
-  std::vector<ir::Value>& operands() { return operands_; }
-  std::vector<ir::Arg>& args() { return args_; }
-  bool draws() const { return draws_; }
-  // Whether a tensor operand's sizes came from data (LazyTensor::size_from_data).
-  bool size_from_data() const { return size_from_data_; }
-  // Marks the op's new results (a tensor it writes in place keeps its
-  // sizes, and so its mark). Every one, whatever its shape: a rule by shape
-  // would mark or not as counts happen to equal other sizes, and the graphs
-  // would change with them.
-  void MarkResultsSizeFromData(const std::vector<LazyTensorPtr>& results) const;
-  ir::hash_t op_key() const { return signature_.Hash(); }
-  // The Meta kernel's stack, its deferred meta tensors made (once: the stack
-  // is moved out).
-  torch::jit::Stack TakeMetaStack();
-
- private:
-  std::optional<int32_t> TensorOperand(const at::Tensor& t);
-  // Sets size_from_data_ from the call's neuron tensor arguments.
-  void FindSizesFromData();
-  // `element`: its place in its argument's list (0 for a single value).
-  int32_t ScalarOperand(const c10::Scalar& s, size_t element = 0);
-  int32_t PositionOperand(int64_t position, size_t element = 0);
-  // Tells a region's SizeOrigins recorder (size_origins.h) where the
-  // scalar leaf just bound for element `element` of argument arg_index_ came from.
-  void NoteOrigin(const ir::NodePtr& leaf, size_t element);
-  void BindTensorList(const c10::TypePtr& type, const c10::IValue& v);
-
-  const Call& c_;
-  const int device_;
-  std::vector<ir::Value> operands_;
-  std::vector<ir::Arg> args_;
-  // The Meta kernel's stack, with placeholders where meta tensors go; those
-  // are made (from `deferred_`) only if the Meta result is not cached.
-  torch::jit::Stack meta_stack_;
-  struct DeferredMeta {
-    size_t position;  // in meta_stack_
-    int element;      // in the list at `position`, or -1
-    // The operand's own shape, in its node (immutable, and held by operands_
-    // until the Meta stack is made): no copy for the usual cached call.
-    const ir::Shape* shape;
-    TensorLayout layout;
-  };
-  std::vector<DeferredMeta> deferred_;
-  size_t list_position_ = 0;
-  bool in_list_ = false;
-  OpSignature signature_;
-  bool draws_ = false;  // it takes a generator
-  bool size_from_data_ = false;
-  SizeOrigins* origins_ = nullptr;              // a size-generic region's recorder, if any
-  bool origins_taken_ = false;                  // it was armed for this op
-  size_t arg_index_ = 0;                        // the argument being bound
-  std::vector<const LazyTensor*> tensor_args_;  // the call's neuron tensors (FindSizesFromData)
-  // A view's base and an out= argument may be stale (see LazyTensor): the
-  // view inherits it, the out= write replaces the values.
-  bool exempt_from_stale_check_ = false;
-};
-
-// The operand index of `t`, or nullopt for an undefined tensor.
-std::optional<int32_t> ArgumentBinder::TensorOperand(const at::Tensor& t) {
-  if (!t.defined()) return std::nullopt;
-  const TraceInfo& info = c_.info;
-  ir::Value value;
-  at::Tensor meta;  // undefined: made later from `deferred_`
-  auto defer = [&](const ir::Value& operand, TensorLayout layout) {
-    deferred_.push_back({in_list_ ? list_position_ : meta_stack_.size(),
-                         in_list_ ? static_cast<int>(meta_stack_.size()) : -1, &operand.shape(),
-                         std::move(layout)});
-  };
-  if (LazyTensorPtr lazy = TryGetLazy(t)) {
-    if (!exempt_from_stale_check_) lazy->CheckNoLostWrite();
-    value = lazy->GetValue();
-    TensorLayout layout = TensorLayout::Of(t);
-    signature_.Tensor(value.node->shape_hash(value.index), layout);
-    defer(value, std::move(layout));
-  } else if (t.device().is_cpu() && t.dim() == 0) {
-    const bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
-    const c10::Scalar item = t.item();
-    value = ir::Value{ir::Node::MakeScalar(item, t.scalar_type(), wrapped), 0};
-    // A CPU scalar tensor in a region's graph is a constant of the graph.
-    if (ABSL_PREDICT_FALSE(origins_ != nullptr)) origins_->Note(value.node, SizeOrigins::kLiteral);
-    meta = t;
-    // A Python number's value never shapes the result; another CPU scalar
-    // tensor's might (the Meta kernel sees its data).
-    ir::hash_t value_hash = 0;
-    if (!wrapped || info.scalar_values_key_meta) ir::HashIValue(c10::IValue(item), &value_hash);
-    signature_.CpuScalar(t.scalar_type(), wrapped, value_hash);
-  } else if (t.device().is_cpu() && info.allows_cpu_tensors) {
-    auto data = runtime::ValueOrThrow(runtime::DeviceData::FromHost(device_, t));
-    value = LazyTensor::FromData(data)->GetValue();
-    defer(value, TensorLayout{});
-    signature_.Tensor(value.node->shape_hash(value.index), TensorLayout{});
-  } else {
-    TORCH_CHECK(false,
-                "Expected all tensors to be on the same device, but found at least two "
-                "devices, neuron:",
-                device_, " and ", t.device(), "! (in ", info.name,
-                "; move the tensor with .to('neuron') first)");
-  }
-  operands_.push_back(std::move(value));
-  meta_stack_.push_back(meta);
-  return static_cast<int32_t>(operands_.size() - 1);
-}
-
-void ArgumentBinder::NoteOrigin(const ir::NodePtr& leaf, size_t element) {
-  origins_->Note(leaf, origins_taken_ ? origins_->OriginOf(arg_index_, element) : SizeOrigins::kUnknown);
-}
-
-int32_t ArgumentBinder::ScalarOperand(const c10::Scalar& s, size_t element) {
-  operands_.push_back(ir::Value{ir::Node::MakeScalar(s, ScalarDtype(s)), 0});
-  if (ABSL_PREDICT_FALSE(origins_ != nullptr)) NoteOrigin(operands_.back().node, element);
-  // The value is never part of the node's hash (it is a parameter), and part
-  // of the Meta signature only where it shapes the result (arange) or the
-  // Meta kernel checks it (vector_norm's ord).
-  ir::hash_t value_hash = 0;
-  if (c_.info.scalar_values_key_meta) ir::HashIValue(c10::IValue(s), &value_hash);
-  signature_.Scalar(ScalarDtype(s), value_hash);
-  return static_cast<int32_t>(operands_.size() - 1);
-}
-
-// A position (TraceInfo::position_args): a parameter whatever its value,
-// which keys the Meta cache (it bounds the result).
-int32_t ArgumentBinder::PositionOperand(int64_t position, size_t element) {
-  operands_.push_back(ir::Value{ir::Node::MakePosition(position), 0});
-  if (ABSL_PREDICT_FALSE(origins_ != nullptr)) NoteOrigin(operands_.back().node, element);
-  signature_.Tagged(OpSignature::kAttr).Word(static_cast<uint64_t>(position));
-  return static_cast<int32_t>(operands_.size() - 1);
-}
-
-void ArgumentBinder::BindTensorList(const c10::TypePtr& type, const c10::IValue& v) {
-  std::vector<int32_t> indices;
-  torch::jit::Stack saved_meta;
-  saved_meta.swap(meta_stack_);
-  list_position_ = saved_meta.size();
-  in_list_ = true;
-  for (const c10::IValue& e : v.toListRef()) {
-    std::optional<int32_t> index = e.isTensor() ? TensorOperand(e.toTensor()) : std::nullopt;
-    indices.push_back(index.value_or(-1));
-    if (!index) meta_stack_.push_back(c10::IValue());
-  }
-  const bool optional_list = Unwrapped(type->castRaw<c10::ListType>()->getElementType()) !=
-                             type->castRaw<c10::ListType>()->getElementType();
-  c10::IValue meta_list;
-  if (optional_list) {
-    c10::List<std::optional<at::Tensor>> list;
-    for (const c10::IValue& m : meta_stack_) {
-      // A deferred slot holds an undefined tensor until it is made.
-      list.push_back(m.isTensor() ? std::optional<at::Tensor>(m.toTensor()) : std::nullopt);
-    }
-    meta_list = list;
-  } else {
-    std::vector<at::Tensor> list;
-    for (const c10::IValue& m : meta_stack_) list.push_back(m.toTensor());
-    meta_list = list;
-  }
-  meta_stack_.swap(saved_meta);
-  in_list_ = false;
-  meta_stack_.push_back(meta_list);
-  signature_.Tagged(OpSignature::kList).Word(indices.size());
-  for (int32_t index : indices) signature_.Word(static_cast<uint64_t>(index));
-  args_.push_back(ir::Arg::OperandList(std::move(indices)));
-}
-
-void ArgumentBinder::FindSizesFromData() {
-  auto look = [this](const at::Tensor& t) {
-    LazyTensorPtr lazy = t.defined() ? TryGetLazy(t) : nullptr;
-    if (lazy == nullptr) return;
-    size_from_data_ |= lazy->size_from_data();
-    tensor_args_.push_back(lazy.get());
-  };
-  for (size_t i = 0; i < c_.num_args; ++i) ForEachTensor(c_.arg(i), look);
-}
-
-void ArgumentBinder::MarkResultsSizeFromData(const std::vector<LazyTensorPtr>& results) const {
-  for (const LazyTensorPtr& t : results) {
-    if (std::find(tensor_args_.begin(), tensor_args_.end(), t.get()) == tensor_args_.end())
-      t->MarkSizeFromData();
-  }
-}
-
-std::optional<std::string> ArgumentBinder::Bind() {
-  const TraceInfo& info = c_.info;
-  const std::string& name = info.name;
-  // An operand whose sizes came from data (a router's picked tokens) makes
-  // the op's sizes run-time values in lazy mode (LazyTensor::size_from_data).
-  if (ABSL_PREDICT_FALSE(SizesFromDataSeen()) && CurrentMode() == ExecutionMode::kLazy) FindSizesFromData();
-  // Bit i: argument i is bound as a position (a parameter whatever its value).
-  // SymInts too in a size-generic trace: a region's (dynamo/compiled_graph.h),
-  // every lazy trace with TORCH_NEURON_DYNAMIC_SHAPES, and a lazy op that
-  // reads a tensor whose sizes came from data.
-  const bool generic =
-      ABSL_PREDICT_FALSE(size_generic_trace) ||
-      (ABSL_PREDICT_FALSE(c_.trace.dynamic_shapes) && CurrentMode() == ExecutionMode::kLazy) ||
-      ABSL_PREDICT_FALSE(size_from_data_);
-  const uint64_t positions = info.position_args | (generic ? info.symint_args : 0);
-  auto is_position = [&](size_t i) { return i < 64 && (positions >> i & 1) != 0; };
-  origins_ = CurrentSizeOrigins();
-  if (ABSL_PREDICT_FALSE(origins_ != nullptr)) origins_taken_ = origins_->Take(name);
-  for (size_t i = 0; i < c_.num_args; ++i) {
-    const c10::IValue& v = c_.arg(i);
-    arg_index_ = i;
-    // real_type(): a ScalarType, Layout or MemoryFormat argument's type() is int.
-    const c10::TypePtr& type = c_.schema.arguments()[i].real_type();
-    exempt_from_stale_check_ = info.stale_allowed[i];
-    if (v.isTensor()) {
-      std::optional<int32_t> index = TensorOperand(v.toTensor());
-      if (index) {
-        args_.push_back(ir::Arg::Operand(*index));
-      } else {
-        args_.push_back(ir::Arg::Attr(c10::IValue()));
-        meta_stack_.push_back(c10::IValue());
-        // Keyed, so that (None, t) and (t, None) differ.
-        signature_.Tagged(OpSignature::kUndefined);
-      }
-    } else if (IsListOf(type, c10::TypeKind::TensorType) && v.isList()) {
-      BindTensorList(type, v);
-    } else if (IsNumberType(type) && !v.isNone()) {
-      const c10::Scalar s = v.toScalar();
-      if (s.isComplex()) return "it takes a complex scalar";
-      const bool position = ABSL_PREDICT_FALSE(is_position(i)) && s.isIntegral(false);
-      args_.push_back(ir::Arg::Operand(position ? PositionOperand(s.toLong()) : ScalarOperand(s)));
-      meta_stack_.push_back(v);
-    } else if (IsListOf(type, c10::TypeKind::NumberType) && v.isList()) {
-      std::vector<int32_t> indices;
-      for (const c10::IValue& e : v.toListRef())
-        indices.push_back(ScalarOperand(e.toScalar(), indices.size()));
-      args_.push_back(ir::Arg::OperandList(std::move(indices)));
-      meta_stack_.push_back(v);
-    } else if (ABSL_PREDICT_FALSE(is_position(i)) && v.isInt()) {
-      args_.push_back(ir::Arg::Operand(PositionOperand(v.toInt())));
-      meta_stack_.push_back(v);
-    } else if (ABSL_PREDICT_FALSE(is_position(i)) && v.isIntList()) {
-      std::vector<int32_t> indices;  // a size-generic trace's sizes
-      for (const int64_t e : v.toIntVector()) indices.push_back(PositionOperand(e, indices.size()));
-      args_.push_back(ir::Arg::OperandList(std::move(indices)));
-      meta_stack_.push_back(v);
-    } else if (IsGeneratorType(type)) {
-      at::Generator gen = v.isNone() ? runtime::DefaultNeuronGenerator(static_cast<c10::DeviceIndex>(device_))
-                                     : v.toGenerator();
-      TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a neuron generator for ",
-                  name, " on neuron:", device_, ", got a generator for ", gen.device());
-      draws_ = true;
-      operands_.push_back(ir::Value{ir::Node::MakeGenerator(std::make_shared<GeneratorLeaf>(gen)), 0});
-      args_.push_back(ir::Arg::Operand(static_cast<int32_t>(operands_.size() - 1)));
-      meta_stack_.push_back(c10::IValue());
-      signature_.Tagged(OpSignature::kGenerator);
-    } else if (c_.schema.arguments()[i].name() == "pin_memory" && v.isBool() && v.toBool()) {
-      TORCH_CHECK(false, "only CPU tensors can be pinned, not neuron tensors (in ", name, ")");
-    } else if (Unwrapped(type)->kind() == c10::TypeKind::LayoutType && v.isInt() &&
-               static_cast<c10::Layout>(v.toInt()) != c10::kStrided) {
-      TORCH_CHECK(false, "neuron devices only hold strided tensors, got layout ",
-                  static_cast<c10::Layout>(v.toInt()), " (in ", name, ")");
-    } else if (Unwrapped(type)->kind() == c10::TypeKind::ScalarTypeType && v.isInt()) {
-      runtime::CheckSupportedDtype(static_cast<c10::ScalarType>(v.toInt()));
-      args_.push_back(ir::Arg::Attr(v));
-      meta_stack_.push_back(v);
-      signature_.Tagged(OpSignature::kDtype).Word(static_cast<uint64_t>(v.toInt()));
-    } else if (v.isDevice()) {
-      args_.push_back(ir::Arg::Attr(v));
-      const bool neuron = v.toDevice().type() == c10::DeviceType::PrivateUse1;
-      meta_stack_.push_back(neuron ? c10::IValue(c10::Device(c10::DeviceType::Meta)) : v);
-      signature_.Tagged(OpSignature::kDevice)
-          .Word(static_cast<uint64_t>(v.toDevice().type()))
-          .Word(static_cast<uint64_t>(v.toDevice().index()));
-    } else {
-      ir::hash_t h = 0;
-      if (!ir::HashIValue(v, &h)) return std::string("it takes a ") + v.tagKind() + " argument";
-      args_.push_back(ir::Arg::Attr(v));
-      meta_stack_.push_back(v);
-      signature_.Tagged(OpSignature::kAttr).Add(h);
-    }
-  }
-  return std::nullopt;
-}
-
-torch::jit::Stack ArgumentBinder::TakeMetaStack() {
-  for (const DeferredMeta& d : deferred_) {
-    at::Tensor t = MetaTensor(*d.shape, d.layout);
-    c10::IValue& slot = meta_stack_[d.position];
-    if (d.element < 0) {
-      slot = t;
-    } else if (slot.isTensorList()) {
-      slot.toTensorList().set(d.element, t);
-    } else {
-      slot.toOptionalTensorList().set(d.element, t);
-    }
-  }
-  return std::move(meta_stack_);
-}
-
 // Stage 3b, reads of a concatenation's piece: a slice, select or narrow that
 // lies inside one operand of a pending cat reads that operand instead
 // (concat_pieces.h), the positions shifted by the operand's offset. The result
 // is the same tensor, shape and layout (Meta ran on the call as made).
-void FlattenConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta);
+void FlattenConcat(const TracedCall& c, ArgumentBinder& bound, const MetaResult& meta);
 
-void ReadThroughConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta) {
+void ReadThroughConcat(const TracedCall& c, ArgumentBinder& bound, const MetaResult& meta) {
   using RangeRead = TraceInfo::RangeRead;
   if (c.info.range_read == RangeRead::kConcat) return FlattenConcat(c, bound, meta);
   std::vector<ir::Value>& operands = bound.operands();
@@ -658,7 +337,7 @@ void ReadThroughConcat(const Call& c, ArgumentBinder& bound, const MetaResult& m
 
 // ...and a cat whose operands are pending cats along its dim takes their
 // operands, those that ran as their buffers (concat_pieces.h).
-void FlattenConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta) {
+void FlattenConcat(const TracedCall& c, ArgumentBinder& bound, const MetaResult& meta) {
   std::vector<ir::Value>& operands = bound.operands();
   std::vector<ir::Arg>& args = bound.args();
   if (args.size() != 2 || args[0].kind != ir::Arg::Kind::kOperandList || !c.arg(1).isInt() ||
@@ -692,7 +371,7 @@ void FlattenConcat(const Call& c, ArgumentBinder& bound, const MetaResult& meta)
 
 // Stage 5, results that need no node: a constant factory becomes a buffer
 // the device queue fills. True when the op is done.
-bool FillFactoryResult(const Call& c, int device, const MetaResult& meta) {
+bool FillFactoryResult(const TracedCall& c, int device, const MetaResult& meta) {
   if (!c.info.fill.is_factory || meta.shapes.size() != 1) return false;
   const ir::Shape& shape = meta.shapes[0];
   const c10::Scalar value = c.info.fill.value_arg >= 0 ? c.arg(c.info.fill.value_arg).toScalar()
@@ -713,7 +392,7 @@ bool FillFactoryResult(const Call& c, int device, const MetaResult& meta) {
 // PyTorch has for them: a reason to take the CPU fallback. Views
 // (functionalization's *_copy ops) stay traced: they move elements, which
 // every kernel does for any dtype, and keep the view's layout.
-std::optional<std::string> HostOnlyReason(const Call& c, const MetaResult& meta,
+std::optional<std::string> HostOnlyReason(const TracedCall& c, const MetaResult& meta,
                                           const std::vector<ir::Value>& operands) {
   const DtypeFacts* host_only = nullptr;
   for (const ir::Shape& s : meta.shapes)
@@ -733,7 +412,7 @@ struct Writes {
   std::vector<at::Tensor> originals;  // per argument: the tensor, or undefined
   std::vector<int> written_by_return;
 };
-std::optional<std::string> CheckWrites(const Call& c, Writes* w) {
+std::optional<std::string> CheckWrites(const TracedCall& c, Writes* w) {
   for (size_t i = 0; i < c.num_args; ++i) {
     const c10::IValue& v = c.arg(i);
     w->originals.push_back(v.isTensor() ? v.toTensor() : at::Tensor());
@@ -770,7 +449,7 @@ std::optional<std::string> CheckWrites(const Call& c, Writes* w) {
 
 // Stage 7, emitting the node (hash-consed: the same op on the same operands
 // is the same node).
-ir::NodePtr EmitNode(const Call& c, ArgumentBinder& bound, const MetaResult& meta) {
+ir::NodePtr EmitNode(const TracedCall& c, ArgumentBinder& bound, const MetaResult& meta) {
   static ir::NodeInterner* interner = new ir::NodeInterner();
   // Eager mode always records the user's line: its execution errors name it.
   // (An op interned earlier keeps the line it was first traced from.)
@@ -783,7 +462,7 @@ ir::NodePtr EmitNode(const Call& c, ArgumentBinder& bound, const MetaResult& met
 // Stage 8, binding the results: the stack's arguments give way to the node's
 // outputs (written arguments take them; new tensors hold the others). The
 // tensors made or updated.
-std::vector<LazyTensorPtr> BindResults(const Call& c, int device, const ir::NodePtr& node,
+std::vector<LazyTensorPtr> BindResults(const TracedCall& c, int device, const ir::NodePtr& node,
                                        const MetaResult& meta, const Writes& w) {
   // A view's base: its first tensor argument.
   LazyTensorPtr view_base;
@@ -843,7 +522,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // The top of the trace: the one read of the config an op makes; its stages
   // and the eager scheduler get the sub-configs.
   const Config& config = GlobalConfig();
-  const Call c{op, stack, schema, InfoFor(op), num_args, stack->size() - num_args, config.trace};
+  const TracedCall c{op, stack, schema, InfoFor(op), num_args, stack->size() - num_args, config.trace};
   if (ABSL_PREDICT_FALSE(InsideSubclassOnFunctionalTensors(*stack, c.base))) {
     return TraceThroughFunctionalization(op, stack);
   }
@@ -859,7 +538,7 @@ void TraceUnobserved(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     CpuFallback(op, stack, reason, c.trace);
     if (by_mask) MarkResultsSizeFromData(c);
   };
-  ArgumentBinder bound(c, *device);
+  ArgumentBinder bound(c, *device, size_generic_trace);
   if (std::optional<std::string> reason = bound.Bind()) return fallback(*reason);
 
   // Stage 4, Meta inference: output shapes and layouts, cached per op key.

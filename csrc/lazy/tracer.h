@@ -6,7 +6,7 @@
 //
 // TraceOp runs named stages (tracer.cc): shortcuts (identities, constant
 // factories' fills, storage-addressing views), the device, binding the
-// arguments (operands, attributes, the Meta stack and cache key), Meta
+// arguments (argument_binder.h: operands, attributes, the Meta stack and cache key), Meta
 // inference (meta_inference.h, fixups in cpu_parity_rules.h), writes (in-place and
 // out= arguments), emitting the node, binding the results; then the
 // TraceObserver list and the Scheduler. What it knows of each op is in

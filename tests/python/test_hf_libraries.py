@@ -21,28 +21,10 @@ import torch.nn.functional as F
 
 import torch_neuron
 
+from library_training import assert_close_lists, assert_same_parameters, new_graphs, per_step, train_steps
+
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
-
-
-def new_graphs(metrics) -> int:
-    """Graphs that were not in the in-memory cache: compiled, or read from disk."""
-    return metrics.counter("graph.compile.count") + metrics.counter("cache.disk_hit.count")
-
-
-def per_step(totals):
-    """Cumulative counts after each step -> counts in each step."""
-    return [b - a for a, b in zip([0] + totals[:-1], totals)]
-
-
-def assert_close_lists(got, expected, rtol=1e-5, atol=1e-6):
-    torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=rtol, atol=atol)
-
-
-def assert_same_parameters(model, cpu_model, rtol=1e-5, atol=1e-6):
-    for (name, p_cpu), (_, p) in zip(cpu_model.named_parameters(), model.named_parameters()):
-        torch.testing.assert_close(p.detach().cpu(), p_cpu.detach(), rtol=rtol, atol=atol,
-                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --------------------------------------------------------------------------- Trainer
@@ -169,15 +151,9 @@ def test_an_accelerate_loop_trains_on_neuron_as_on_the_cpu(accelerate_state, met
         optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
         loader = torch.utils.data.DataLoader(data, batch_size=None)
         model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-        losses, graphs = [], []
-        for x, y in loader:
-            loss = F.mse_loss(model(x), y)
-            accelerator.backward(loss)
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.detach())
-            graphs.append(new_graphs(metrics))
-        return [l.item() for l in losses], per_step(graphs), accelerator.unwrap_model(model), accelerator.device
+        losses, graphs = train_steps(loader, lambda b: F.mse_loss(model(b[0]), b[1]), optimizer, metrics,
+                                     backward=accelerator.backward)
+        return losses, graphs, accelerator.unwrap_model(model), accelerator.device
 
     cpu_losses, _, cpu_model, cpu_device = run(cpu=True)
     metrics.reset()
@@ -210,15 +186,10 @@ def test_peft_lora_trains_on_neuron_as_on_the_cpu(metrics):
         model = copy.deepcopy(base).to(device)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=5e-2)
-        losses, graphs = [], []
-        for _ in range(6):
-            loss = model(input_ids=ids.to(device), labels=labels.to(device)).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.detach())
-            graphs.append(new_graphs(metrics))
-        return [l.item() for l in losses], per_step(graphs), model
+        batch = (ids.to(device), labels.to(device))
+        losses, graphs = train_steps([batch] * 6, lambda b: model(input_ids=b[0], labels=b[1]).loss, optimizer,
+                                     metrics)
+        return losses, graphs, model
 
     cpu_losses, _, cpu_model = run("cpu")
     metrics.reset()
