@@ -184,8 +184,12 @@ absl::Status LowerToProgram(const CompileGraph& g, bool views_in_place, const st
       note_source(n.source);
       continue;
     }
-    // A view run as a view is named as such in the program (and its NEFF).
-    const std::string op_name = as_view[i] ? std::string(ir::TraitsOf(n.op).view_form) : n.op;
+    // A view run as a view is named as such in the program (and its NEFF), and
+    // so is a view run as reshape (OpTraits::runs_as_reshape).
+    const ir::OpTraits& traits = ir::TraitsOf(n.op);
+    const std::string op_name = as_view[i]               ? std::string(traits.view_form)
+                                : traits.runs_as_reshape ? std::string("aten::reshape")
+                                                         : n.op;
     absl::StatusOr<c10::OperatorHandle> op = ir::FindOperator(op_name);
     if (!op.ok()) return op.status();
     const c10::FunctionSchema& schema = op->schema();

@@ -189,6 +189,7 @@ OpTraits Compute(std::string_view op) {
   for (const auto& [copy, view] : kViewForms) {
     if (op == copy) t.view_form = view;
   }
+  t.runs_as_reshape = op == "aten::view" || op == "aten::_unsafe_view";
   t.stride_agnostic = OneOf(op, kStrideAgnostic);
   t.writes_overlapping_memory = OneOf(name, kWritesOverlappingMemory);
   t.writes_metadata_only = OneOf(name, kWritesMetadataOnly);

@@ -65,6 +65,14 @@ struct OpTraits {
   // a program may run as this view instead (t, slice.Tensor): the same values,
   // no copy. Empty when it has none.
   std::string_view view_form;
+  // A view op whose kernel demands strides it can view (view, _unsafe_view). A
+  // program's value may hold other strides than the traced tensor did: a view
+  // traced below functionalization (a composite such as einsum under
+  // inference_mode) runs as that view, and an identity shortcut (a clone to a
+  // contiguous layout) shares its value. Programs run such an op as reshape,
+  // which is the same op wherever the view would succeed, and copies where it
+  // would fail.
+  bool runs_as_reshape = false;
   // Takes any strides and storage offset, so a view may feed it in place of a
   // copy: generated kernels, BLAS calls, TensorIterator elementwise ops and
   // reductions.

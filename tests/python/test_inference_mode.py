@@ -84,6 +84,14 @@ STRIDED_COMPOSITES = {
     "flatten_of_a_transpose": lambda x, w: x.transpose(1, 2).flatten(1) * 2,
     "reshape_of_an_expand": lambda x, w: x[:, :1].expand(2, 6, 6).reshape(12, 6) + 1,
     "as_strided_of_a_transpose": lambda x, w: torch.as_strided(x.transpose(1, 2).contiguous(), (2, 3), (6, 1)),
+    # LongT5's local attention: einsum's bmm reads a reshape whose clone (to a
+    # contiguous layout) shared the permuted value, and the program's
+    # _unsafe_view failed on those strides ("view size is not compatible").
+    "einsum_over_blocks": lambda x, w: torch.einsum("...hqk,...khd->...qhd", x.reshape(2, 3, 2, 2, 3)[..., :2],
+                                                    x.reshape(2, 3, 2, 2, 3)),
+    "einsum_over_blocks_then_linear": lambda x, w: torch.nn.functional.linear(
+        torch.einsum("...hqk,...khd->...qhd", x.reshape(2, 3, 2, 2, 3)[..., :2], x.reshape(2, 3, 2, 2, 3))
+        .contiguous().view(2, -1, 6), w),
 }
 
 

@@ -3,14 +3,16 @@
     python tests/zoo/report.py /tmp/zoo.json                 # -> docs/ZOO.md
     python tests/zoo/report.py /tmp/zoo.json --out /tmp/ZOO.md --plot /tmp/by_trait.png
     python tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json \
-        --compiled docs/zoo/results-compile-o0.json    # regenerate from the committed results
+        --compiled docs/zoo/results-compile-o0.json \
+        --generate docs/zoo/results-generate-o0.json   # regenerate from the committed results
 
 Sections: totals; pass rate by trait value (table and bar plot); failures grouped
 by cause (exception type and normalized message, or the kind of mismatch), most
 common first, each with its known reason where KNOWN_CAUSES has one; per-model
 results; the config-broken entries with their CPU errors; entries not run. With
---other-level and --compiled, sections on a second sweep at another opt level and on
-a sweep under torch.compile(backend="neuron") (runner.py --compile).
+--other-level, --compiled and --generate, sections on a second sweep at another opt
+level, on a sweep under torch.compile(backend="neuron") (runner.py --compile) and on
+greedy generate() of the LMs (runner.py --generate).
 The pass rate counts valid entries only (config-broken ones are excluded).
 """
 
@@ -37,6 +39,10 @@ DIMENSIONS = ("front_end", "attention", "position", "norm", "mlp", "structure", 
 # A mismatch is explained only by a measurement (the float64 run of float64_check)
 # or a named cause, never by its size alone.
 KNOWN_CAUSES: List[Tuple[str, str]] = [
+    (r"^mismatch: generate: tokens part where the CPU's two best logits are a near tie",
+     "Greedy decoding at a near tie: at the first parting step the CPU's two best logits are closer than "
+     "the tolerance (rtol x the scores' scale; the margin is in the entry's record), so float32 rounding "
+     "picks either token, and every scores before it agree within the tolerance (generate.py)."),
     (r"histogram_cpu\" not implemented for 'Int'",
      "Mixture-of-experts: `torch.nn.functional.grouped_mm` -> `aten::_grouped_mm` has no lowering and runs "
      "on the CPU fallback, whose `histc` on the Int expert ids fails (issue 16)."),
@@ -106,6 +112,10 @@ def cause_of(r: Dict[str, Any]) -> str:
     if st == "config-broken":
         e = r.get("cpu_error", {})
         return f"{e.get('type', '?')}: {normalize(e.get('message', ''))}"
+    if st == "mismatch" and r.get("mode") == "generate":
+        if r.get("near_tie"):
+            return "mismatch: generate: tokens part where the CPU's two best logits are a near tie"
+        return "mismatch: generate: " + re.sub(r"[-\d.e]+", "N", r.get("mismatch", ""))[:120]
     if st == "mismatch":
         cmp = r.get("compare", {})
         if (r.get("float64_check") or {}).get("rounding_level"):
@@ -375,7 +385,7 @@ def render_compiled(compiled: Dict[str, Any], eager_by_level: Dict[Any, Dict[str
 
 
 def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[str, Any]] = None,
-           compiled: Optional[Dict[str, Any]] = None) -> str:
+           compiled: Optional[Dict[str, Any]] = None, generated: Optional[Dict[str, Any]] = None) -> str:
     meta, results = data.get("meta", {}), data.get("results", {})
     counts = collections.Counter(r["status"] for r in results.values())
     valid = sum(counts[s] for s in VALID)
@@ -428,6 +438,10 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[
     if compiled is not None:
         by_level = {d.get("meta", {}).get("opt_level"): d for d in (other, data) if d is not None}
         out.extend(render_compiled(compiled, by_level))
+    if generated is not None:
+        import generate
+
+        out.extend(generate.render(generated))
 
     table = by_trait(results, traits_of)
     w("## Pass rate by trait value")
@@ -508,7 +522,8 @@ def render(data: Dict[str, Any], plot_rel: str, traits_of, other: Optional[Dict[
 def keep_results(data: Dict[str, Any], source_path: str, folder: str) -> None:
     """A compact copy of a results file (per-step counters dropped) in `folder`."""
     meta = data.get("meta", {})
-    path = os.path.join(folder, f"results-{'compile-' if meta.get('compile') else ''}o{meta.get('opt_level', 'x')}.json")
+    mode = "compile-" if meta.get("compile") else "generate-" if meta.get("generate") else ""
+    path = os.path.join(folder, f"results-{mode}o{meta.get('opt_level', 'x')}.json")
     if os.path.abspath(path) == os.path.abspath(source_path):
         return
     os.makedirs(folder, exist_ok=True)
@@ -531,6 +546,8 @@ def main(argv=None) -> int:
                    help="a second results file (another opt level, whole or part of the zoo): a section of its own")
     p.add_argument("--compiled", default=None,
                    help='a results file of runner.py --compile (torch.compile(backend="neuron")): a section of its own')
+    p.add_argument("--generate", default=None,
+                   help="a results file of runner.py --generate (greedy generate() of the LMs): a section of its own")
     p.add_argument("--keep", default=None,
                    help="a folder to also write the results files into, without per-step counters, as "
                         "results-o<level>.json (default: zoo/ beside --out; 'none' to skip), so the report "
@@ -564,13 +581,18 @@ def main(argv=None) -> int:
     if args.compiled:
         with open(args.compiled) as f:
             compiled = json.load(f)
-    text = render(data, rel, traits_of, other, compiled)
+    generated = None
+    if args.generate:
+        with open(args.generate) as f:
+            generated = json.load(f)
+    text = render(data, rel, traits_of, other, compiled, generated)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text + "\n")
     if args.keep != "none":
         keep_dir = args.keep or os.path.join(os.path.dirname(os.path.abspath(args.out)), "zoo")
-        for source_path, results_data in ((args.results, data), (args.other_level, other), (args.compiled, compiled)):
+        for source_path, results_data in ((args.results, data), (args.other_level, other), (args.compiled, compiled),
+                                            (args.generate, generated)):
             if results_data is not None:
                 keep_results(results_data, source_path, keep_dir)
     print(f"wrote {args.out} and {plot_path}")

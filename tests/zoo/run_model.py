@@ -4,6 +4,7 @@ weights and inputs, compares, and prints one JSON result line ("ZOO_RESULT {...}
     python tests/zoo/run_model.py llama/causal_lm            # the result line
     python tests/zoo/run_model.py llama/causal_lm --pretty   # and a readable summary
     python tests/zoo/run_model.py llama/causal_lm --compile  # neuron's forward under torch.compile
+    python tests/zoo/run_model.py llama/causal_lm --generate # greedy generate() instead (generate.py)
     python tests/zoo/run_model.py --cpu-check [-k PAT] [--write-broken]
         # every entry on the CPU only, in this process: finds the config-broken ones
         # (--write-broken rewrites tests/zoo/config_broken.json)
@@ -654,6 +655,8 @@ def main(argv=None) -> int:
     p.add_argument("--pretty", action="store_true", help="also print a readable summary")
     p.add_argument("--compile", action="store_true",
                    help='run the neuron forward under torch.compile(backend="neuron")')
+    p.add_argument("--generate", action="store_true",
+                   help="greedy generate() on neuron against the CPU, default and static cache (generate.py)")
     p.add_argument("--cpu-check", action="store_true", help="train every entry on the CPU only")
     p.add_argument("-k", dest="pattern", help="with --cpu-check: a regex on entry names")
     p.add_argument("--write-broken", action="store_true", help="with --cpu-check: rewrite config_broken.json")
@@ -683,10 +686,16 @@ def main(argv=None) -> int:
     if entry is None:
         print(f"no entry {args.name!r}", file=sys.stderr)
         return 2
-    res = run_entry(entry, args.seed, compile=args.compile)
+    if args.generate:
+        import generate
+
+        res = generate.run_generate(entry, args.seed, tolerance(opt_level()))
+        res["build"], res["opt_level"] = build_id(), opt_level()
+    else:
+        res = run_entry(entry, args.seed, compile=args.compile)
     print(RESULT_PREFIX + json.dumps(_json_safe(res), sort_keys=True), flush=True)
     if args.pretty:
-        keys = ("status", "mismatch", "error", "cpu_error", "losses_cpu", "losses_neuron", "max_abs", "max_rel",
+        keys = ("status", "mismatch", "caches", "error", "cpu_error", "losses_cpu", "losses_neuron", "max_abs", "max_rel",
                 "compiles_per_step", "disk_hits_per_step", "fallback_ops", "step_s", "dynamo", "cpu_compile", "traits")
         for k in keys:
             if k in res:

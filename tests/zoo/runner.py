@@ -7,6 +7,8 @@ parallel, and writes the results JSON (read by report.py).
     python tests/zoo/runner.py --out r.json --resume --force -k cvt  # rerun some entries in place
     python tests/zoo/runner.py --compile --subset --out build/zoo/results-compile-o1.json
         # the neuron forward under torch.compile(backend="neuron") (run_model.py --compile)
+    python tests/zoo/runner.py --generate --opt-level 0 --out docs/zoo/results-generate-o0.json --resume
+        # greedy generate() of the causal and seq2seq LM entries, two caches (generate.py)
 
 Each entry prints one progress line as it finishes. The results file is rewritten
 after every entry, so an interrupted sweep keeps what it ran (--resume skips the
@@ -70,6 +72,8 @@ class Job:
         cmd = [sys.executable, os.path.join(HERE, "run_model.py"), entry.name, "--seed", str(args.seed)]
         if args.compile:
             cmd.append("--compile")
+        if args.generate:
+            cmd.append("--generate")
         # A session of its own, so a timeout can end the child and anything it started (g++).
         # Shape registry records (when --shape-registry is given) are tagged by entry.
         env = dict(env, TORCH_NEURON_REGISTRY_TAG=entry.name)
@@ -136,13 +140,19 @@ def main(argv=None) -> int:
     p.add_argument("--compile", action="store_true",
                    help='run each neuron forward under torch.compile(backend="neuron"); a graph that cannot be '
                         "one program is an error naming the op (TORCH_NEURON_COMPILE_FALLBACK=0)")
+    p.add_argument("--generate", action="store_true",
+                   help="greedy generate() of the causal and seq2seq LM entries instead of training "
+                        "(generate.py: the default and the static cache, token by token against the CPU)")
     p.add_argument("--compile-fallback", action="store_true",
                    help="with --compile: TORCH_NEURON_COMPILE_FALLBACK=1 (such graphs run op by op)")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless every selected valid entry passes or fails with a known reason "
                         "(report.KNOWN_CAUSES); also when the sweep was cut short")
     args = p.parse_args(argv)
+    if args.generate and args.compile:
+        p.error("--generate and --compile do not go together: generate() compiles its static-cache step itself")
 
+    import generate
     import traits
 
     all_entries = catalog.entries()
@@ -151,7 +161,8 @@ def main(argv=None) -> int:
     # --compile compiles a training step's forward.
     chosen = [e for e in all_entries if (not args.subset or e.name in subset)
               and (not args.pattern or re.search(args.pattern, e.name))
-              and not (args.compile and getattr(e, "mode", "train") == "infer")]
+              and not (args.compile and getattr(e, "mode", "train") == "infer")
+              and (not args.generate or generate.generates(e))]
     results: Dict[str, Any] = {}
     meta: Dict[str, Any] = {}
     if args.resume and os.path.exists(args.out):
@@ -170,6 +181,7 @@ def main(argv=None) -> int:
                  "jobs": args.jobs, "timeout_s": args.timeout,
                  "catalog_size": len(all_entries), "covering_subset": subset,
                  "catalog_fingerprint": traits.catalog_fingerprint(), "compile": args.compile,
+                 "generate": args.generate,
                  "compile_fallback": args.compile and args.compile_fallback})
     meta.setdefault("started", time.strftime("%Y-%m-%d %H:%M:%S"))
     try:
@@ -185,7 +197,8 @@ def main(argv=None) -> int:
             results[e.name] = {"name": e.name, "model_type": e.model_type, "head": e.head, "class": e.class_name,
                                "status": "config-broken", "cpu_error": {"message": e.broken, "type": e.broken.split(":")[0],
                                                                        "where": ""},
-                               "mode": getattr(e, "mode", "train"), "from_catalog": True}
+                               "mode": "generate" if args.generate else getattr(e, "mode", "train"),
+                               "from_catalog": True}
             continue
         todo.append(e)
     if args.limit is not None:
@@ -206,7 +219,7 @@ def main(argv=None) -> int:
     counts = collections.Counter(r["status"] for r in results.values())
     total = len(todo)
     print(f"zoo: {total} entries to run ({len(results)} already recorded), opt level {level}, "
-          f"{'torch.compile(backend=neuron), ' if args.compile else ''}"
+          f"{'torch.compile(backend=neuron), ' if args.compile else ''}{'generate, ' if args.generate else ''}"
           f"{args.jobs} jobs, timeout {args.timeout:.0f} s", flush=True)
     t0 = time.monotonic()
     wall_before = meta.get("wall_s", 0.0) if args.resume else 0.0
