@@ -588,7 +588,10 @@ def run_entry(entry, seed: int = 0, steps: int = STEPS, compile: bool = False) -
         except Exception as e:  # some models hard-code float32 somewhere
             res["float64_check"] = {"error": _error_info(e)}
         if not res["float64_check"].get("rounding_level"):
-            res["perturbed_check"] = perturbed_check(model, batch, seed, cpu, neu, cmp["failed"])
+            try:
+                res["perturbed_check"] = perturbed_check(model, batch, seed, cpu, neu, cmp["failed"])
+            except Exception as e:  # a perturbed run that fails explains nothing
+                res["perturbed_check"] = {"error": _error_info(e)}
     if not cmp["ok"]:
         w = cmp.get("worst", {})
         res["mismatch"] = (cmp["problems"][0] if cmp["problems"] else
