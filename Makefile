@@ -5,7 +5,7 @@ PY := .venv/bin/python
 .DEFAULT_GOAL := run
 
 .PHONY: setup run test test-all test-cpp test-python test-tiered wheel wheel-check fuzz bench bench-quick clean \
-	conformance conformance-report zoo zoo-subset zoo-compile validate asan tsan registry-test registry-record \
+	conformance conformance-report zoo zoo-subset zoo-compile zoo-generate validate asan tsan registry-test registry-record \
 	pytorch-suites format format-check
 
 setup:
@@ -103,7 +103,20 @@ zoo-compile: setup
 	@$(PY) tests/zoo/runner.py --compile --jobs 1 --out $(ZOO_COMPILE_RESULTS) --opt-level $(ZOO_OPT_LEVEL) --check \
 	  $(if $(filter 1,$(ZOO_RESUME)),--resume) $(ZOO_ARGS); rc=$$?; \
 	  $(PY) tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json \
-	    --compiled $(ZOO_COMPILE_RESULTS) && exit $$rc
+	    --compiled $(ZOO_COMPILE_RESULTS) \
+	    $(if $(wildcard docs/zoo/results-generate-o0.json),--generate docs/zoo/results-generate-o0.json) && exit $$rc
+
+# Greedy generate() of the zoo's causal and seq2seq LMs on neuron against the CPU
+# (runner.py --generate, tests/zoo/generate.py: the default and the static cache, 16
+# tokens, token by token, graphs per call), one job; then docs/ZOO.md from the
+# committed results plus these, in a section of its own. About 80 minutes at opt
+# level 0. ZOO_RESUME=1 continues a sweep; ZOO_ARGS="--budget 3600" stops early.
+ZOO_GENERATE_RESULTS ?= build/zoo/results-generate-o$(ZOO_OPT_LEVEL).json
+zoo-generate: setup
+	@$(PY) tests/zoo/runner.py --generate --jobs 1 --out $(ZOO_GENERATE_RESULTS) --opt-level $(ZOO_OPT_LEVEL) \
+	  --check $(if $(filter 1,$(ZOO_RESUME)),--resume) $(ZOO_ARGS); rc=$$?; \
+	  $(PY) tests/zoo/report.py docs/zoo/results-o0.json --other-level docs/zoo/results-o1.json \
+	    --compiled docs/zoo/results-compile-o0.json --generate $(ZOO_GENERATE_RESULTS) && exit $$rc
 
 # The zoo's covering subset alone: what `make test` runs (tests/python/test_zoo_subset.py),
 # and under torch.compile(backend="neuron") the whole subset (`make test` runs a slice of it).
