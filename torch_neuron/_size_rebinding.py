@@ -54,12 +54,25 @@ def _is_int_type(t) -> bool:
     return name in ("int", "SymInt")
 
 
+def _is_scalar_type(t) -> bool:
+    """Whether a schema argument's type is a Scalar, possibly optional or in
+    a list."""
+    name = str(t)
+    for wrapper in ("Optional[", "List["):
+        if name.startswith(wrapper) and name.endswith("]"):
+            name = name[len(wrapper):-1]
+    return name.rstrip("?").replace("[]", "") in ("Scalar", "number")
+
+
 def _sizes_used_as_values(gm: torch.fx.GraphModule) -> bool:
-    """Whether some op takes a size expression as a value: a SymInt (or a
-    SymFloat made from one) passed where its schema has a Scalar or a Tensor
-    (``x / x.shape[0]`` is ``div.Tensor(x, s0)``). The trace holds such a value
-    as data, not as a size parameter whose origin is known, so a program run
-    at other sizes would compute with the traced one."""
+    """Whether some op takes a size expression as a value the trace cannot
+    rebind: a SymInt passed where its schema has a Tensor (``x / x.shape[0]``
+    is ``div.Tensor(x, s0)``), or a SymFloat or SymBool made from one. The
+    trace holds such a value as data (a wrapped number is a constant of the
+    graph), not as a parameter whose origin is known, so a program run at
+    other sizes would compute with the traced one. A SymInt where the schema
+    has a Scalar (``arange(s0)``, ``full(..., s0)``) is a scalar parameter whose
+    origin the trace notes (ArgumentBinder::ScalarOperand): it is rebound."""
     for n in gm.graph.nodes:
         if n.op != "call_function" or not hasattr(n.target, "_schema"):
             continue
@@ -70,7 +83,9 @@ def _sizes_used_as_values(gm: torch.fx.GraphModule) -> bool:
                 if not isinstance(v, torch.fx.Node):
                     continue
                 val = v.meta.get("val")
-                if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and not _is_int_type(a.type):
+                if isinstance(val, torch.SymInt) and (_is_int_type(a.type) or _is_scalar_type(a.type)):
+                    continue
+                if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
                     return True
     return False
 

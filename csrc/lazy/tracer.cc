@@ -370,9 +370,14 @@ void FlattenConcat(const TracedCall& c, ArgumentBinder& bound, const MetaResult&
 }
 
 // Stage 5, results that need no node: a constant factory becomes a buffer
-// the device queue fills. True when the op is done.
+// the device queue fills. True when the op is done. Not in a size-generic
+// region's trace (a SizeOrigins recorder is installed): a buffer filled now
+// has the traced size and would be a constant of the program, which then
+// could not run at other sizes; there the factory is a node, its sizes
+// parameters, and the program fills it at the size it is launched with.
 bool FillFactoryResult(const TracedCall& c, int device, const MetaResult& meta) {
   if (!c.info.fill.is_factory || meta.shapes.size() != 1) return false;
+  if (ABSL_PREDICT_FALSE(CurrentSizeOrigins() != nullptr)) return false;
   const ir::Shape& shape = meta.shapes[0];
   const c10::Scalar value = c.info.fill.value_arg >= 0 ? c.arg(c.info.fill.value_arg).toScalar()
                                                        : c10::Scalar(c.info.fill.constant);

@@ -104,6 +104,57 @@ def test_new_sizes_trace_again_but_compile_one_program(metrics):
     assert graphs() == 1
 
 
+def factories(x):
+    """Constant factories sized by the input's length (jetmoe's router builds
+    its buffers so)."""
+    n = x.shape[0]
+    zeros = torch.zeros(n, 3, device=x.device)
+    ones = torch.ones(n, device=x.device, dtype=torch.int64)
+    full = torch.full((2, n), 2.5, device=x.device)
+    positions = torch.arange(n, device=x.device)
+    filled = torch.empty(n, 2, device=x.device).fill_(-1.0)
+    return (x[:, :3] + zeros, x.sum(-1) * ones + positions, full * x[:, 0], x.new_zeros(n, 2),
+            x.new_full((n,), 4) - positions, filled, torch.ones_like(x) + x)
+
+
+def test_factories_sized_by_the_input_run_at_new_sizes_without_a_trace(metrics):
+    # A factory filled at the trace was a buffer of the traced size, a
+    # constant of the program: such a trace was refused, and every length
+    # traced again. As a node whose sizes are parameters it is filled when the
+    # program runs, at the size it is launched with.
+    graphs = count_graphs(metrics)
+    compiled = torch.compile(factories, backend="neuron", dynamic=True)
+    for n in (4, 7, 5, 12, 9):  # never 6: Dynamo would give both sizes one symbol
+        x = torch.randn(n, 6, generator=torch.Generator().manual_seed(n))
+        got = compiled(x.to("neuron"))
+        want = factories(x)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            torch.testing.assert_close(g.cpu(), w)
+    assert graphs() == 1
+    # The first length traces; the others run its program.
+    assert regions(metrics) == {"dynamo.region.trace.count": 1, "dynamo.region.run.count": 4}
+
+
+def divided_by_length(x):
+    return torch.arange(x.shape[0], device=x.device) + x.cumsum(0) / x.shape[0]
+
+
+def test_a_size_used_as_a_tensor_value_is_traced_at_each_size(metrics):
+    # x / x.shape[0] is div.Tensor(x, s0): the trace holds s0 as a constant of
+    # the graph, so a program run at another length would divide by the
+    # traced one. The region is traced at each new size (arange's end, a
+    # Scalar, alone would be rebound: the test above).
+    graphs = count_graphs(metrics)
+    compiled = torch.compile(divided_by_length, backend="neuron", dynamic=True)
+    for n in (3, 8, 13, 8):
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), divided_by_length(x))
+    assert graphs() == 1
+    assert regions(metrics) == {"dynamo.region.trace.count": 3, "dynamo.region.run.count": 1}
+
+
 def test_mark_dynamic_makes_the_first_trace_size_generic(metrics):
     graphs = count_graphs(metrics)
     compiled = torch.compile(sized, backend="neuron")
