@@ -114,7 +114,8 @@ def factories(x):
     positions = torch.arange(n, device=x.device)
     filled = torch.empty(n, 2, device=x.device).fill_(-1.0)
     return (x[:, :3] + zeros, x.sum(-1) * ones + positions, full * x[:, 0], x.new_zeros(n, 2),
-            x.new_full((n,), 4) - positions, filled, torch.ones_like(x) + x)
+            x.new_full((n,), 4) - positions, filled, torch.ones_like(x) + x,
+            torch.full((n,), n, device=x.device))
 
 
 def test_factories_sized_by_the_input_run_at_new_sizes_without_a_trace(metrics):
