@@ -4,6 +4,7 @@
 #include <ATen/core/enum_tag.h>
 #include <ATen/ops/empty_strided_native.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/forward_grad.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -116,6 +117,16 @@ class NeuronInPlaceKernel final : public c10::OperatorKernel {
       }
       at::AutoDispatchSkipFunctionalize skip;
       c10::impl::ExcludeDispatchKeyGuard exclude(kExcludedForMeta);
+      std::optional<c10::impl::ForceDispatchKeyGuard> autograd_for_printing;
+      if (torch::autograd::ForwardADLevel::try_get_by_idx(0) != nullptr) {
+        // With a dual level open, a Python Meta kernel's overload resolution
+        // prints its meta arguments, and printing asks for their primals
+        // (_fw_primal), which have no kernel below autograd: there the meta
+        // copies keep autograd (they carry no tangent; it only forwards).
+        const c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+        autograd_for_printing.emplace(local.included_,
+                                      local.excluded_ - c10::autograd_dispatch_keyset_with_ADInplaceOrView);
+      }
       RunNeuronMeta(op, &meta_stack);
     }
     if (!writes_neuron || !functional_) {
