@@ -6,6 +6,7 @@ One check is one (op, dtype, kind) triple, where kind is
   backward  gradients of the sample's differentiable inputs equal the CPU's (float32)
   inplace   the op's in-place variant leaves the same values in its input (float32)
   noncontig the op on strided device views of its inputs gives the CPU's result (float32)
+  forward_ad  forward-mode AD (dual tensors) gives the CPU's primals and tangents (float32)
 
 and ends as "pass", "fail" (with the first line of the error) or "skip" (the op has
 no sample or variant for it). Random ops draw from the device generator, which is
@@ -21,6 +22,7 @@ import dataclasses
 import itertools
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 import torch_neuron  # noqa: F401  (registers the device before torch.testing loads)
 from torch.testing._internal.common_methods_invocations import op_db
@@ -38,7 +40,7 @@ DTYPES = {
     "bool": torch.bool,
     "complex64": torch.complex64,
 }
-KINDS = ("forward", "backward", "inplace", "noncontig")
+KINDS = ("forward", "backward", "inplace", "noncontig", "forward_ad")
 
 # Tolerances (documented in docs/CONFORMANCE.md). Tier 0 runs the CPU's own ATen
 # kernels, so float results differ from the CPU's only where a graph computes a
@@ -249,6 +251,52 @@ def _run_backward(op, dtype):
     return n
 
 
+def _tangents(leaves):
+    """A seeded random CPU tangent for each differentiable input, by identity."""
+    torch.manual_seed(SEED + 2)
+    return {id(t): torch.randn(t.shape, dtype=t.dtype) for t in leaves}
+
+
+def _dual_call(op, sample, proc, tangents, move):
+    """Runs the op on dual tensors (each sample tensor moved by move, its tangent
+    to the same device) and returns (primal, tangent) of every floating output;
+    the tangent is None where the output does not depend on a dual input."""
+    with fwAD.dual_level():
+        def dual(t):
+            primal = move(t.detach())
+            tangent = tangents.get(id(t))
+            return primal if tangent is None else fwAD.make_dual(primal, tangent.to(primal.device))
+
+        out = proc(_call(op, *unpack(sample, dual)))
+        pairs = [fwAD.unpack_dual(t) for t in tree_tensors(out)
+                 if t.is_floating_point() or t.is_complex()]
+        return [(p.detach().cpu(), None if d is None else d.detach().cpu()) for p, d in pairs]
+
+
+def _run_forward_ad(op, dtype):
+    n = 0
+    for sample in _samples(op, dtype, requires_grad=True):
+        proc = sample.output_process_fn_grad or (lambda x: x)
+        leaves = [t for t in tree_tensors(unpack(sample)) if t.requires_grad]
+        if not leaves:
+            continue
+        tangents = _tangents(leaves)
+        try:
+            expected = _dual_call(op, sample, proc, tangents, lambda t: t.cpu())
+        except Exception:
+            continue  # the CPU rejects this sample (or has no forward AD for it)
+        actual = _dual_call(op, sample, proc, tangents, lambda t: t)
+        assert len(actual) == len(expected), "neuron result has other floating outputs"
+        for (p, d), (ep, ed) in zip(actual, expected):
+            assert (d is None) == (ed is None), \
+                f"tangent is {'None' if d is None else 'set'} on neuron, {'None' if ed is None else 'set'} on CPU"
+            assert_same(p, ep, dtype)
+            if d is not None:
+                assert_same(d, ed, dtype)
+        n += 1
+    return n
+
+
 def _run_inplace(op, dtype):
     variant = op.inplace_variant
     n = 0
@@ -280,6 +328,9 @@ def run_check(op, dtype_name: str, kind: str) -> Result:
     if kind == "backward" and not op.supports_autograd:
         result.error = "not differentiable"
         return result
+    if kind == "forward_ad" and not op.supports_forward_ad:
+        result.error = "no forward AD"
+        return result
     if kind == "inplace" and op.inplace_variant is None:
         result.error = "no in-place variant"
         return result
@@ -291,6 +342,8 @@ def run_check(op, dtype_name: str, kind: str) -> Result:
             n = _run_forward(op, dtype, strided_view)
         elif kind == "backward":
             n = _run_backward(op, dtype)
+        elif kind == "forward_ad":
+            n = _run_forward_ad(op, dtype)
         else:
             n = _run_inplace(op, dtype)
         torch_neuron.wait_device_ops()

@@ -18,10 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results.json")
 DOC = os.path.join(HERE, "..", "..", "docs", "CONFORMANCE.md")
 
-COLUMNS = [("float32", "forward"), ("float32", "backward"), ("float32", "inplace"),
-           ("float32", "noncontig"), ("bfloat16", "forward"), ("int64", "forward"),
-           ("bool", "forward"), ("complex64", "forward")]
-HEADINGS = ["f32", "f32 grad", "f32 in-place", "f32 non-contig", "bf16", "i64", "bool", "c64"]
+COLUMNS = [("float32", "forward"), ("float32", "backward"), ("float32", "forward_ad"),
+           ("float32", "inplace"), ("float32", "noncontig"), ("bfloat16", "forward"),
+           ("int64", "forward"), ("bool", "forward"), ("complex64", "forward")]
+HEADINGS = ["f32", "f32 grad", "f32 fwd AD", "f32 in-place", "f32 non-contig", "bf16", "i64",
+            "bool", "c64"]
 MARK = {"pass": "✓", "fail": "✗", "xfail": "x", "skip": "·"}
 
 
@@ -80,7 +81,7 @@ def _only(results, op) -> str:
 def render(data) -> str:
     results = data["results"]
     rows, n_ops, n_ran, n_no_fallback, by_op = totals(results)
-    fwd, bwd = rows[0], rows[1]
+    fwd, bwd, fwd_ad = rows[0], rows[1], rows[2]
     out = [
         "# Conformance against PyTorch's OpInfo database",
         "",
@@ -99,13 +100,19 @@ def render(data) -> str:
         "shapes and dtypes only). Random ops compare exactly: the device generator is",
         "seeded like the CPU's. Checks: forward in float32, bfloat16, int64, bool and complex64",
         "where the CPU supports the dtype; gradients of every differentiable input",
-        "(float32); the in-place variant; the op on non-contiguous device views.",
+        "(float32); forward-mode AD (float32, ops OpInfo marks `supports_forward_ad`):",
+        "every differentiable input made a dual tensor with a seeded random tangent",
+        "(`torch.autograd.forward_ad`), primals and tangents of the results compared,",
+        "and a tangent that is None on one device must be None on the other; the",
+        "in-place variant; the op on non-contiguous device views.",
         "",
         "## Totals",
         "",
         f"- **Forward, float32: {fwd[1]} of {fwd[2]} ops pass ({_pct(fwd[1], fwd[2])}).**",
         f"- **Backward, float32: {bwd[1]} of {bwd[2]} differentiable ops pass "
         f"({_pct(bwd[1], bwd[2])}).**",
+        f"- **Forward-mode AD, float32: {fwd_ad[1]} of {fwd_ad[2]} ops with forward AD pass "
+        f"({_pct(fwd_ad[1], fwd_ad[2])}).**",
         f"- Ran without CPU fallback: {n_no_fallback} of {n_ran} ops "
         f"({_pct(n_no_fallback, n_ran)}); the rest are data-dependent or Meta-less ops that",
         "  run on the CPU and return to the device (counted in `metrics.fallback_counts()`).",
@@ -119,8 +126,8 @@ def render(data) -> str:
         xf = sum(outcome(r) == "xfail" for r in cells)
         fl = sum(outcome(r) == "fail" for r in cells)
         out.append(f"| {heading} | {passed} | {ran} | {_pct(passed, ran)} | {xf} | {fl} |")
-    out += ["", "Skipped checks (the op has no such dtype on CPU, no gradient, no in-place",
-            "variant, or no sample the CPU accepts) count in neither column.", ""]
+    out += ["", "Skipped checks (the op has no such dtype on CPU, no gradient, no forward",
+            "AD, no in-place variant, or no sample the CPU accepts) count in neither column.", ""]
 
     failures = [r for r in results if r["status"] == "fail"]
     reasons = collections.defaultdict(list)

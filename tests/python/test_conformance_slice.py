@@ -81,6 +81,9 @@ def test_committed_sweep_meets_the_conformance_thresholds():
            and r["status"] != "skip"]
     assert sum(r["status"] == "pass" for r in fwd) >= 0.95 * len(fwd)
     assert sum(r["status"] == "pass" for r in bwd) >= 0.90 * len(bwd)
+    fwd_ad = [r for r in results if (r["dtype"], r["kind"]) == ("float32", "forward_ad")
+              and r["status"] != "skip"]
+    assert sum(r["status"] == "pass" for r in fwd_ad) >= 0.95 * len(fwd_ad)
     # Every failure of the committed sweep is explained in known_failures.py.
     assert [r["op"] for r in results if report.outcome(r) == "fail"] == []
 
