@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "lazy/conv_layouts.h"
 
 namespace torch_neuron::lazy {
 
@@ -375,6 +376,8 @@ void CpuMultilabelMarginLoss(const c10::FunctionSchema& schema, const torch::jit
 
 MetaFixup MetaFixupFor(const std::string& name) {
   if (name == "aten::nansum") return CpuNansumAllDims;
+  if (name == "aten::convolution" || name == "aten::_convolution") return CpuConvolutionLayout;
+  if (name == "aten::convolution_backward") return CpuConvolutionBackwardLayout;
   if (name == "aten::multilabel_margin_loss_forward") return CpuMultilabelMarginLoss;
   if (name == "aten::_embedding_bag" || name == "aten::_embedding_bag_forward_only") {
     return CpuEmbeddingBag;

@@ -16,7 +16,8 @@
 //  - foreach: the one 0-dim tensor of the Tensor forms;
 //  - Meta fix-ups: where a Meta kernel gives other shapes or dtypes than the
 //    CPU kernel returns (batch norm's saved statistics, embedding bags'
-//    bookkeeping outputs, nansum over an empty dim list).
+//    bookkeeping outputs, nansum over an empty dim list), and layouts where
+//    the CPU's backend picks another than Meta (convolution: conv_layouts.h).
 // Argument-only: the rules read metadata, never values, so they run at the call.
 #pragma once
 
