@@ -81,7 +81,16 @@ std::optional<ConvCall> ReadCall(const c10::FunctionSchema& schema, const torch:
     in = at::empty({0}, in->options());
     in->unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
     if (grad) in->set_requires_grad(true);
-    w = w->unsqueeze(2);
+    // unsqueeze(2)'s geometry, set directly: a view of a stand-in would be
+    // checked against its empty storage.
+    std::vector<int64_t> w_sizes = w->sizes().vec();
+    std::vector<int64_t> w_strides = w->strides().vec();
+    w_strides.insert(w_strides.begin() + 2, w_sizes[2] * w_strides[2]);
+    w_sizes.insert(w_sizes.begin() + 2, 1);
+    const bool w_grad = w->requires_grad();
+    w = at::empty({0}, w->options());
+    w->unsafeGetTensorImpl()->set_sizes_and_strides(w_sizes, w_strides);
+    if (w_grad) w->set_requires_grad(true);
     auto widen = [](std::vector<c10::SymInt>& v, int64_t first) {
       if (v.size() == 1) v.insert(v.begin(), c10::SymInt(first));
     };

@@ -21,8 +21,10 @@ def _metadata(t):
             if t.dim() == 5 else None)
 
 
-def _check(neuron, cpu):
+def _check(neuron, cpu, metrics=None):
     assert _metadata(neuron) == _metadata(cpu)
+    if metrics is not None:  # traced, not run by the CPU fallback (which reports the CPU's strides)
+        assert metrics.fallback_counts() == {}
     torch.testing.assert_close(neuron.cpu(), cpu, rtol=1e-4, atol=1e-4)
 
 
@@ -47,13 +49,13 @@ CONV2D = [
 
 @pytest.mark.parametrize("in_fmt,w_fmt", [("c", "c"), ("cl", "c"), ("c", "cl"), ("cl", "cl")])
 @pytest.mark.parametrize("case", range(len(CONV2D)))
-def test_conv2d_output_strides_are_the_cpus(case, in_fmt, w_fmt):
+def test_conv2d_output_strides_are_the_cpus(case, in_fmt, w_fmt, metrics):
     torch.manual_seed(case)
     xs, ws, kw = CONV2D[case]
     x, w, b = _layout(torch.randn(xs), in_fmt), _layout(torch.randn(ws), w_fmt), torch.randn(ws[0])
     cpu = F.conv2d(x, w, b, **kw)
     neuron = F.conv2d(x.to("neuron"), w.to("neuron"), b.to("neuron"), **kw)
-    _check(neuron, cpu)
+    _check(neuron, cpu, metrics)
 
 
 def test_conv2d_of_the_reported_channels_last_repro():
@@ -66,39 +68,39 @@ def test_conv2d_of_the_reported_channels_last_repro():
 
 @pytest.mark.parametrize("in_fmt", ["c", "cl"])
 @pytest.mark.parametrize("kw", [{}, {"stride": 2, "output_padding": 1}, {"groups": 2}])
-def test_conv_transpose2d_output_strides_are_the_cpus(in_fmt, kw):
+def test_conv_transpose2d_output_strides_are_the_cpus(in_fmt, kw, metrics):
     torch.manual_seed(1)
     x = _layout(torch.randn(2, 4, 5, 5), in_fmt)
     w = torch.randn(4, 6 // kw.get("groups", 1) * 1, 3, 3)
     cpu = F.conv_transpose2d(x, w, **kw)
     neuron = F.conv_transpose2d(x.to("neuron"), w.to("neuron"), **kw)
-    _check(neuron, cpu)
+    _check(neuron, cpu, metrics)
 
 
 @pytest.mark.parametrize("in_fmt", ["c", "cl"])
-def test_conv3d_output_strides_are_the_cpus(in_fmt):
+def test_conv3d_output_strides_are_the_cpus(in_fmt, metrics):
     torch.manual_seed(2)
     x = _layout(torch.randn(2, 3, 4, 5, 5), in_fmt)
     w = torch.randn(4, 3, 3, 3, 3)
     cpu = F.conv3d(x, w, padding=1)
     neuron = F.conv3d(x.to("neuron"), w.to("neuron"), padding=1)
-    _check(neuron, cpu)
+    _check(neuron, cpu, metrics)
 
 
 @pytest.mark.parametrize("in_fmt", ["c", "t"])
 @pytest.mark.parametrize("w_fmt", ["c", "t"])
-def test_conv1d_output_strides_are_the_cpus(in_fmt, w_fmt):
+def test_conv1d_output_strides_are_the_cpus(in_fmt, w_fmt, metrics):
     torch.manual_seed(3)
     x = _layout(torch.randn(2, 4, 9), in_fmt)
     w = _layout(torch.randn(6, 4, 3), w_fmt)
     cpu = F.conv1d(x, w, padding=1)
     neuron = F.conv1d(x.to("neuron"), w.to("neuron"), padding=1)
-    _check(neuron, cpu)
+    _check(neuron, cpu, metrics)
 
 
 @pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("in_fmt,w_fmt", [("c", "c"), ("cl", "c"), ("c", "cl")])
-def test_convolution_backward_strides_are_the_cpus(in_fmt, w_fmt, transposed):
+def test_convolution_backward_strides_are_the_cpus(in_fmt, w_fmt, transposed, metrics):
     torch.manual_seed(4)
     x = _layout(torch.randn(2, 4, 6, 6), in_fmt)
     w = _layout(torch.randn(4, 4, 3, 3), w_fmt)
@@ -108,7 +110,7 @@ def test_convolution_backward_strides_are_the_cpus(in_fmt, w_fmt, transposed):
     cpu = torch.ops.aten.convolution_backward(g, x, w, *args)
     neuron = torch.ops.aten.convolution_backward(g.to("neuron"), x.to("neuron"), w.to("neuron"), *args)
     for n, c in zip(neuron, cpu):
-        _check(n, c)
+        _check(n, c, metrics)
 
 
 @pytest.mark.parametrize("in_fmt", ["c", "cl"])
