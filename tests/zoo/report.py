@@ -73,7 +73,7 @@ KNOWN_CAUSES: List[Tuple[str, str]] = [
      "rounding are amplified: the float64 run is as far from the CPU's float32 result as the tolerance "
      "allows many times over (mobilenet_v2 at opt level 1: loss 1.25 -> 2.74 -> 24.5 on the CPU, 18.3 on "
      "neuron; the float64 run's step-3 loss differs from the CPU's float32 by 1.9). Not a wrong result."),
-    (r"did not settle",
+    (r"^mismatch: compiles did not settle",
      "Mixture-of-experts with an eager per-expert loop (`expert_mask.nonzero()` and `torch.where(mask)`, so each "
      "expert's token count is data): the routing changes as the weights train, so the graph shapes change "
      "and step 3 builds new graphs (dbrx, jetmoe, longcat-flash, switch-transformers, openai-privacy-filter). "
@@ -127,7 +127,7 @@ def cause_of(r: Dict[str, Any]) -> str:
     if st == "mismatch" and r.get("mode") == "generate":
         if r.get("near_tie"):
             return "mismatch: generate: tokens part where the CPU's two best logits are a near tie"
-        return "mismatch: generate: " + re.sub(r"[-\d.e]+", "N", r.get("mismatch", ""))[:120]
+        return "mismatch: generate: " + re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "N", r.get("mismatch", ""))[:120]
     if st == "mismatch":
         cmp = r.get("compare", {})
         if (r.get("float64_check") or {}).get("rounding_level"):
