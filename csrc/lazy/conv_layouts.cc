@@ -137,14 +137,23 @@ TensorLayout LayoutIn(c10::MemoryFormat format, c10::IntArrayRef sizes, bool one
   return TensorLayout::From(sizes, strides, 0);
 }
 
+// The call read from `args` and the memory format the CPU's backend gives its
+// results; nullopt where the Meta kernel's answer stands.
+std::optional<c10::MemoryFormat> CallAndFormat(const c10::FunctionSchema& schema,
+                                               const torch::jit::Stack& args, bool backward,
+                                               std::optional<ConvCall>* call) {
+  *call = ReadCall(schema, args, backward);
+  if (!*call) return std::nullopt;
+  return BackendFormat(**call, backward);
+}
+
 }  // namespace
 
 void CpuConvolutionLayout(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
                           MetaResult* result) {
   if (result->shapes.size() != 1) return;
-  std::optional<ConvCall> call = ReadCall(schema, args, /*backward=*/false);
-  if (!call) return;
-  std::optional<c10::MemoryFormat> format = BackendFormat(*call, /*backward=*/false);
+  std::optional<ConvCall> call;
+  std::optional<c10::MemoryFormat> format = CallAndFormat(schema, args, /*backward=*/false, &call);
   if (!format) return;
   result->layouts[0] = LayoutIn(*format, result->shapes[0].sizes(), call->one_d);
 }
@@ -152,9 +161,8 @@ void CpuConvolutionLayout(const c10::FunctionSchema& schema, const torch::jit::S
 void CpuConvolutionBackwardLayout(const c10::FunctionSchema& schema, const torch::jit::Stack& args,
                                   MetaResult* result) {
   if (result->shapes.size() != 3) return;
-  std::optional<ConvCall> call = ReadCall(schema, args, /*backward=*/true);
-  if (!call) return;
-  std::optional<c10::MemoryFormat> format = BackendFormat(*call, /*backward=*/true);
+  std::optional<ConvCall> call;
+  std::optional<c10::MemoryFormat> format = CallAndFormat(schema, args, /*backward=*/true, &call);
   if (!format) return;
   for (size_t i = 0; i < 2; ++i) {
     if (result->shapes[i].dtype() == c10::ScalarType::Undefined) continue;

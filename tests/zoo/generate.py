@@ -20,7 +20,6 @@ recorded as such, with the CPU's error, and does not count.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, Dict, List
 
 PROMPT = 8         # tokens of the prompt (inputs.text_ids' unpadded start)
@@ -58,8 +57,6 @@ def _graphs(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, int]:
 
 def _parting(cpu_seq, neu_seq, start: int):
     """(row, step) of the first generated token that differs, or None."""
-    import torch
-
     if cpu_seq.shape != neu_seq.shape:
         return (0, min(cpu_seq.shape[1], neu_seq.shape[1]) - start)
     diff = (cpu_seq != neu_seq).nonzero()
